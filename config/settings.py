@@ -1,0 +1,181 @@
+"""Settings: one file, driven by environment variables, with defaults that run locally on SQLite."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_str(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    return os.environ.get(name, "1" if default else "0").strip().lower() in {
+        "1",
+        "true",
+        "yes",
+        "on",
+    }
+
+
+def env_int(name: str, default: int) -> int:
+    return int(os.environ.get(name, default))
+
+
+DATA_DIR = Path(env_str("MEMORY_DATA_DIR", str(BASE_DIR / "data")))
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _secret_key() -> str:
+    """DJANGO_SECRET_KEY, else a key generated once into data/ so sessions survive restarts."""
+    if key := os.environ.get("DJANGO_SECRET_KEY"):
+        return key
+    path = DATA_DIR / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+DEBUG = env_bool("DJANGO_DEBUG")
+ALLOWED_HOSTS = [
+    h.strip()
+    for h in env_str("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")
+    if h.strip()
+]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "template_partials",
+    "django_q",
+    "memory",
+    "pipeline",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "pipeline.context.dashboard",
+            ],
+            "builtins": ["template_partials.templatetags.partials"],
+        },
+    }
+]
+
+# Every atomic() takes SQLite's write lock at BEGIN (IMMEDIATE): with the default DEFERRED mode the
+# web process and the django-q2 workers failed with "database is locked" on lock upgrades. It is
+# also why no model call may run inside a transaction: it would hold the lock for seconds.
+# ATOMIC_REQUESTS stays off for the same reason: views must not run inside a transaction.
+DATABASES = {
+    "default": {
+        "ENGINE": "memory.backend",
+        "NAME": env_str("MEMORY_DB_PATH", str(DATA_DIR / "memory.sqlite3")),
+        "OPTIONS": {
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA cache_size = -20000; PRAGMA temp_store = MEMORY",
+        },
+        "TEST": {"NAME": os.environ.get("MEMORY_TEST_DB_PATH") or None},
+    }
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "pipeline:overview"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "staticfiles"
+STATIC_ROOT.mkdir(exist_ok=True)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True
+
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_SAMESITE = "Lax"
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("DJANGO_LOG_LEVEL", "INFO")},
+}
+
+# --- The memory store -------------------------------------------------------------------------
+MEMORY_VECTOR_BACKEND = env_str("MEMORY_VECTOR_BACKEND", "sqlite-vec")  # or "numpy"
+MEMORY_MAX_CONTENT_CHARS = env_int("MEMORY_MAX_CONTENT_CHARS", 100_000)
+MEMORY_RECOVER_DAYS = 30
+
+# --- Model servers ----------------------------------------------------------------------------
+MEMORY_LLM_PROVIDER = env_str("MEMORY_LLM_PROVIDER", "auto")  # auto | ollama | openai | offline
+OLLAMA_URL = env_str("OLLAMA_URL", "http://127.0.0.1:11434")
+OPENAI_BASE_URL = env_str("OPENAI_BASE_URL", "https://api.openai.com/v1")
+OPENAI_API_KEY = env_str("OPENAI_API_KEY", "")
+MEMORY_EXTRACTION_MODEL = env_str("MEMORY_EXTRACTION_MODEL", "qwen3:4b")
+MEMORY_EMBEDDING_MODEL = env_str("MEMORY_EMBEDDING_MODEL", "nomic-embed-text")
+MEMORY_EMBEDDING_DIMENSIONS = env_int("MEMORY_EMBEDDING_DIMENSIONS", 768)
+MEMORY_LLM_TIMEOUT_SECONDS = float(env_str("MEMORY_LLM_TIMEOUT_SECONDS", "90"))
+MEMORY_EMBED_TIMEOUT_SECONDS = float(env_str("MEMORY_EMBED_TIMEOUT_SECONDS", "30"))
+MEMORY_PROBE_TIMEOUT_SECONDS = float(env_str("MEMORY_PROBE_TIMEOUT_SECONDS", "1.5"))
+
+# --- django-q2 (ORM broker on the same database) -----------------------------------------------
+# retry must exceed timeout, and timeout must exceed the slowest model call: otherwise a task is
+# re-delivered while it still runs. Re-delivery is harmless anyway: each job starts with a claim.
+Q_CLUSTER = {
+    "name": "memory",
+    "orm": "default",
+    "workers": env_int("Q_WORKERS", 2),
+    "timeout": env_int("Q_TIMEOUT", 300),
+    "retry": env_int("Q_RETRY", 360),
+    "max_attempts": 1,
+    "ack_failures": True,
+    "poll": float(env_str("Q_POLL", "0.5")),
+    "catch_up": False,
+    "save_limit": 250,
+    "label": "Task queue",
+}

@@ -1,0 +1,136 @@
+"""All SQL of the keyword index (FTS5 over memories.content). Swap this module for another engine."""
+
+from __future__ import annotations
+
+import re
+
+from django.db import connection
+
+FTS_TABLE_SQL = [
+    "CREATE VIRTUAL TABLE memories_fts USING fts5(content, content='memories', "
+    "content_rowid='rowid', tokenize='porter unicode61 remove_diacritics 2')",
+    "CREATE TRIGGER memories_fts_ai AFTER INSERT ON memories BEGIN "
+    "INSERT INTO memories_fts(rowid, content) VALUES (new.rowid, new.content); END",
+    "CREATE TRIGGER memories_fts_ad AFTER DELETE ON memories BEGIN "
+    "INSERT INTO memories_fts(memories_fts, rowid, content) VALUES ('delete', old.rowid, old.content); END",
+    # Only a change of content touches the index: version bumps and flags leave it alone.
+    "CREATE TRIGGER memories_fts_au AFTER UPDATE OF content ON memories BEGIN "
+    "INSERT INTO memories_fts(memories_fts, rowid, content) VALUES ('delete', old.rowid, old.content); "
+    "INSERT INTO memories_fts(rowid, content) VALUES (new.rowid, new.content); END",
+    "INSERT INTO memories_fts(memories_fts) VALUES ('rebuild')",
+]
+FTS_DROP_SQL = [
+    "DROP TRIGGER IF EXISTS memories_fts_au",
+    "DROP TRIGGER IF EXISTS memories_fts_ad",
+    "DROP TRIGGER IF EXISTS memories_fts_ai",
+    "DROP TABLE IF EXISTS memories_fts",
+]
+
+# Words so common that OR-ing them in would match most of the store and only cost time.
+STOP_WORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "for",
+        "from",
+        "has",
+        "have",
+        "he",
+        "her",
+        "his",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "no",
+        "nor",
+        "not",
+        "of",
+        "on",
+        "or",
+        "our",
+        "she",
+        "so",
+        "than",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "too",
+        "us",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "which",
+        "who",
+        "will",
+        "with",
+        "you",
+        "your",
+    ]
+)
+_WORD = re.compile(r"\w+", re.UNICODE)
+MAX_QUERY_TERMS = 24
+
+
+def match_expression(text: str) -> str | None:
+    """An FTS5 MATCH expression from arbitrary user text: each word double-quoted, OR-ed.
+
+    Quoting makes every token a plain string, so operators (AND/OR/NOT/NEAR), column filters
+    (':'), prefixes ('*'), groups and stray quotes in the text can never raise a syntax error.
+    """
+    words = [w for w in _WORD.findall(text.lower()) if w.strip("_")]
+    meaningful = [w for w in words if w not in STOP_WORDS]
+    terms = list(dict.fromkeys(meaningful or words))[:MAX_QUERY_TERMS]
+    if not terms:
+        return None
+    return " OR ".join(f'"{term}"' for term in terms)
+
+
+def normalise_bm25(raw: float) -> float:
+    """FTS5's bm25() is more negative for better matches: |s|/(1+|s|) keeps 'stronger is higher'."""
+    magnitude = abs(raw)
+    return magnitude / (1.0 + magnitude)
+
+
+def search(
+    text: str, *, agent_id: str, limit: int, exclude_id: str | None = None
+) -> list[tuple[str, float]]:
+    """(memory id, normalised score) of the best keyword matches among the agent's live memories."""
+    expression = match_expression(text)
+    if expression is None:
+        return []
+    sql = (
+        "SELECT m.id, bm25(memories_fts) AS s FROM memories_fts "
+        "JOIN memories m ON m.rowid = memories_fts.rowid "
+        "WHERE memories_fts MATCH %s AND m.is_deleted = 0 AND m.agent_id = %s"
+    )
+    params: list = [expression, agent_id]
+    if exclude_id:
+        sql += " AND m.id != %s"
+        params.append(exclude_id)
+    sql += " ORDER BY s LIMIT %s"
+    params.append(limit)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [(memory_id, normalise_bm25(raw)) for memory_id, raw in cursor.fetchall()]

@@ -1,0 +1,281 @@
+"""The store's tables (names as DESIGN §4). Reads live here; every write goes through memory.writes."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from django.db.models import Q
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+class ActorType(models.TextChoices):
+    OPERATOR = "operator"
+    PIPELINE = "pipeline"
+    AGENT = "agent"
+    SYSTEM = "system"
+
+
+class ExtractionStatus(models.TextChoices):
+    NONE = "none"
+    PENDING = "pending"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class Memory(models.Model):
+    id = models.CharField(primary_key=True, max_length=36, default=new_id, editable=False)
+    content = models.TextField()
+    normalized_content = models.TextField()
+    content_hash = models.CharField(max_length=64)
+    type = models.CharField(max_length=40, default="fact")
+    who = models.CharField(max_length=200, blank=True, default="")
+    why = models.CharField(max_length=200, blank=True, default="")
+    agent_id = models.CharField(max_length=200, default="default")
+    pinned = models.BooleanField(default=False)
+    importance = models.FloatField(default=0.5)
+    tags = models.JSONField(default=list, blank=True)
+    source_type = models.CharField(max_length=40, default="manual")
+    source_id = models.CharField(max_length=200, null=True, blank=True)
+    version = models.PositiveIntegerField(default=1)
+    is_deleted = models.BooleanField(default=False)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    extraction_status = models.CharField(
+        max_length=20, choices=ExtractionStatus.choices, default=ExtractionStatus.NONE
+    )
+    extraction_model = models.CharField(max_length=200, null=True, blank=True)
+    embedding_model = models.CharField(max_length=200, null=True, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+    updated_by = models.CharField(max_length=200, default="system")
+
+    class Meta:
+        db_table = "memories"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["agent_id", "content_hash"],
+                condition=Q(is_deleted=False),
+                name="memories_active_content_hash_per_agent",
+            )
+        ]
+        indexes = [
+            models.Index(
+                fields=["agent_id", "is_deleted", "created_at"], name="memories_agent_live"
+            ),
+            models.Index(fields=["content_hash"], name="memories_content_hash"),
+            models.Index(fields=["source_id"], name="memories_source_id"),
+            models.Index(fields=["extraction_status"], name="memories_extraction_status"),
+        ]
+
+    def __str__(self) -> str:
+        return self.content[:80]
+
+    @property
+    def is_derived(self) -> bool:
+        return self.source_type == "pipeline-v2"
+
+
+class MemoryHistory(models.Model):
+    """The audit trail. Pipeline decision audits are filed under the source memory."""
+
+    id = models.CharField(primary_key=True, max_length=36, default=new_id, editable=False)
+    memory = models.ForeignKey(Memory, on_delete=models.PROTECT, related_name="history")
+    event = models.CharField(max_length=20)
+    old_content = models.TextField(null=True, blank=True)
+    new_content = models.TextField(null=True, blank=True)
+    changed_by = models.CharField(max_length=200)
+    actor_type = models.CharField(max_length=20, choices=ActorType.choices)
+    reason = models.TextField(null=True, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "memory_history"
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["memory", "created_at"], name="history_memory_time")]
+        verbose_name_plural = "memory history"
+
+    def __str__(self) -> str:
+        return f"{self.event} {self.memory_id} by {self.changed_by}"
+
+
+class MemoryCold(models.Model):
+    """A full copy of a memory's row, taken in the same transaction just before a change."""
+
+    archive_id = models.CharField(primary_key=True, max_length=36, default=new_id, editable=False)
+    memory = models.ForeignKey(Memory, on_delete=models.PROTECT, related_name="cold_snapshots")
+    content = models.TextField()
+    normalized_content = models.TextField()
+    content_hash = models.CharField(max_length=64)
+    type = models.CharField(max_length=40)
+    who = models.CharField(max_length=200, blank=True, default="")
+    why = models.CharField(max_length=200, blank=True, default="")
+    agent_id = models.CharField(max_length=200)
+    pinned = models.BooleanField(default=False)
+    importance = models.FloatField()
+    tags = models.JSONField(default=list)
+    source_type = models.CharField(max_length=40)
+    source_id = models.CharField(max_length=200, null=True, blank=True)
+    version = models.PositiveIntegerField()
+    extraction_status = models.CharField(max_length=20)
+    extraction_model = models.CharField(max_length=200, null=True, blank=True)
+    embedding_model = models.CharField(max_length=200, null=True, blank=True)
+    original_created_at = models.DateTimeField()
+    original_row_json = models.JSONField()
+    archived_reason = models.CharField(max_length=40)
+    archived_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "memories_cold"
+        ordering = ["archived_at"]
+        indexes = [models.Index(fields=["memory", "archived_at"], name="cold_memory_time")]
+        verbose_name = "cold snapshot"
+
+    def __str__(self) -> str:
+        return f"{self.archived_reason} snapshot of {self.memory_id} v{self.version}"
+
+
+class Embedding(models.Model):
+    """One vector per content hash; its integer id is the rowid of the vec_embeddings row."""
+
+    id = models.BigAutoField(primary_key=True)
+    content_hash = models.CharField(max_length=64, unique=True)
+    vector = models.BinaryField()
+    dimensions = models.PositiveIntegerField()
+    model = models.CharField(max_length=200)
+    source_memory = models.ForeignKey(
+        Memory, null=True, blank=True, on_delete=models.SET_NULL, related_name="embeddings"
+    )
+    created_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "embeddings"
+        indexes = [models.Index(fields=["model", "dimensions"], name="embeddings_model_dims")]
+
+    def __str__(self) -> str:
+        return f"{self.model}[{self.dimensions}] {self.content_hash[:12]}"
+
+
+class Entity(models.Model):
+    name = models.CharField(max_length=300)
+    canonical_name = models.CharField(max_length=300)
+    entity_type = models.CharField(max_length=40, default="unknown")
+    agent_id = models.CharField(max_length=200, default="default")
+    mentions = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "entities"
+        ordering = ["canonical_name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["agent_id", "canonical_name"], name="entities_canonical_name_per_agent"
+            )
+        ]
+        verbose_name_plural = "entities"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Relation(models.Model):
+    source = models.ForeignKey(Entity, on_delete=models.CASCADE, related_name="outgoing")
+    target = models.ForeignKey(Entity, on_delete=models.CASCADE, related_name="incoming")
+    relation_type = models.CharField(max_length=200)
+    confidence = models.FloatField(default=0.5)
+    mentions = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "relations"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source", "target", "relation_type"], name="relations_unique_edge"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source} -{self.relation_type}-> {self.target}"
+
+
+class MemoryEntityMention(models.Model):
+    # DESIGN names (memory, entity) as the key; the admin cannot edit composite primary keys on
+    # Django 5.2, so a surrogate id plus a UNIQUE constraint enforces the same rule.
+    memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="entity_mentions")
+    entity = models.ForeignKey(Entity, on_delete=models.CASCADE, related_name="memory_mentions")
+    mention_text = models.CharField(max_length=300)
+    confidence = models.FloatField(default=0.8)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "memory_entity_mentions"
+        constraints = [
+            models.UniqueConstraint(fields=["memory", "entity"], name="mentions_memory_entity")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.mention_text} in {self.memory_id}"
+
+
+class JobStatus(models.TextChoices):
+    PENDING = "pending"
+    LEASED = "leased"
+    COMPLETED = "completed"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+
+
+class Job(models.Model):
+    """The job row is the source of truth; django-q2 only carries a hand-off of its id."""
+
+    id = models.CharField(primary_key=True, max_length=36, default=new_id, editable=False)
+    memory = models.ForeignKey(
+        Memory, null=True, blank=True, on_delete=models.PROTECT, related_name="jobs"
+    )
+    job_type = models.CharField(max_length=40, default="extract")
+    status = models.CharField(max_length=20, choices=JobStatus.choices, default=JobStatus.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    max_attempts = models.PositiveIntegerField(default=3)
+    leased_at = models.DateTimeField(null=True, blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    failed_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "memory_jobs"
+        ordering = ["created_at"]
+        indexes = [
+            models.Index(fields=["status", "created_at"], name="jobs_status_created"),
+            models.Index(fields=["memory", "status"], name="jobs_memory_status"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job_type} {self.id} ({self.status})"
+
+
+class ApiToken(models.Model):
+    """A bearer token for the JSON API; only its SHA-256 is stored."""
+
+    name = models.CharField(max_length=200)
+    token_hash = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(max_length=12)
+    agent_id = models.CharField(max_length=200, default="default")
+    scopes = models.JSONField(default=list)
+    created_at = models.DateTimeField()
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked = models.BooleanField(default=False)
+
+    class Meta:
+        db_table = "api_tokens"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"

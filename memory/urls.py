@@ -1,0 +1,4 @@
+"""Dashboard routes of the memory browser."""
+
+app_name = "memory"
+urlpatterns = []

@@ -1,0 +1,109 @@
+"""All vector SQL: the sqlite-vec vec0 index `vec_embeddings` mirroring `embeddings`, and KNN."""
+
+from __future__ import annotations
+
+import numpy as np
+from django.conf import settings
+from django.db import connection
+
+
+def extension_loaded() -> bool:
+    connection.ensure_connection()
+    return bool(getattr(connection, "sqlite_vec_loaded", False))
+
+
+def create_index_sql(dimensions: int) -> str:
+    # rowid = embeddings.id; `model` is a metadata column so one KNN never mixes two models.
+    return (
+        "CREATE VIRTUAL TABLE IF NOT EXISTS vec_embeddings USING vec0("
+        f"embedding float[{int(dimensions)}] distance_metric=cosine, model text)"
+    )
+
+
+def index_dimensions() -> int | None:
+    """Dimension the vec0 table was created with, or None when there is no index."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT sql FROM sqlite_master WHERE name = 'vec_embeddings'")
+        row = cursor.fetchone()
+    if not row:
+        return None
+    sql = row[0]
+    start = sql.index("float[") + len("float[")
+    return int(sql[start : sql.index("]", start)])
+
+
+def index_vector(embedding_id: int, vector: np.ndarray, model: str) -> bool:
+    """Put one vector into the KNN index (replacing any previous one); False if it cannot go in."""
+    if not extension_loaded() or vector.shape[0] != settings.MEMORY_EMBEDDING_DIMENSIONS:
+        return False
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM vec_embeddings WHERE rowid = %s", [embedding_id])
+        cursor.execute(
+            "INSERT INTO vec_embeddings(rowid, embedding, model) VALUES (%s, %s, %s)",
+            [embedding_id, np.asarray(vector, dtype=np.float32).tobytes(), model],
+        )
+    return True
+
+
+def nearest(query: np.ndarray, *, model: str, k: int) -> list[tuple[int, float]]:
+    """(embedding id, cosine distance) of the k nearest vectors of one model, nearest first."""
+    if not extension_loaded() or query.shape[0] != settings.MEMORY_EMBEDDING_DIMENSIONS:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT rowid, distance FROM vec_embeddings "
+            "WHERE embedding MATCH %s AND k = %s AND model = %s ORDER BY distance",
+            [np.asarray(query, dtype=np.float32).tobytes(), k, model],
+        )
+        return [(int(rowid), float(distance)) for rowid, distance in cursor.fetchall()]
+
+
+def live_memories_for(
+    embedding_ids: list[int], *, agent_id: str, exclude_id: str | None
+) -> dict[int, list[str]]:
+    """Map embedding ids to the live memory ids of one agent that carry that content."""
+    if not embedding_ids:
+        return {}
+    marks = ",".join(["%s"] * len(embedding_ids))
+    sql = (
+        "SELECT e.id, m.id FROM embeddings e JOIN memories m ON m.content_hash = e.content_hash "
+        f"WHERE e.id IN ({marks}) AND m.is_deleted = 0 AND m.agent_id = %s"
+    )
+    params: list = [*embedding_ids, agent_id]
+    if exclude_id:
+        sql += " AND m.id != %s"
+        params.append(exclude_id)
+    found: dict[int, list[str]] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        for embedding_id, memory_id in cursor.fetchall():
+            found.setdefault(int(embedding_id), []).append(memory_id)
+    return found
+
+
+def search(
+    query: np.ndarray,
+    *,
+    model: str,
+    agent_id: str,
+    limit: int,
+    exclude_id: str | None = None,
+) -> list[tuple[str, float]]:
+    """(memory id, similarity in [0,1]) of the agent's live memories nearest to the query.
+
+    The index holds vectors of every agent and of deleted memories, so the scan asks for more
+    neighbours than needed and widens until `limit` live rows are found or the index is exhausted.
+    """
+    k = max(limit * 4, 20)
+    while True:
+        neighbours = nearest(query, model=model, k=k)
+        owners = live_memories_for(
+            [eid for eid, _ in neighbours], agent_id=agent_id, exclude_id=exclude_id
+        )
+        results: list[tuple[str, float]] = []
+        for embedding_id, distance in neighbours:
+            for memory_id in owners.get(embedding_id, []):
+                results.append((memory_id, max(0.0, min(1.0, 1.0 - distance))))
+        if len(results) >= limit or len(neighbours) < k or k >= 4096:
+            return results[:limit]
+        k *= 4

@@ -1,0 +1,593 @@
+"""Every write to the store. Each public function is one short transaction; none does network I/O.
+
+Callers compute vectors (model calls) before calling; functions here only take finished data.
+Refusals raise `Refused` with a stable code that the API maps to an HTTP status.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.forms.models import model_to_dict
+from django.utils import timezone
+
+from memory import linker, vectors
+from memory.content import normalize
+from memory.embedders import vector_to_blob
+from memory.models import (
+    ActorType,
+    Embedding,
+    Entity,
+    ExtractionStatus,
+    Job,
+    JobStatus,
+    Memory,
+    MemoryCold,
+    MemoryEntityMention,
+    MemoryHistory,
+    Relation,
+)
+
+
+class Refused(Exception):
+    """A write that was not done, with a stable machine code and a message for people."""
+
+    def __init__(self, code: str, message: str, **details: Any):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.details = details
+
+
+@dataclass(frozen=True)
+class Actor:
+    name: str
+    type: str = ActorType.OPERATOR
+
+
+@dataclass
+class Triple:
+    source: str
+    relationship: str
+    target: str
+    source_type: str = "unknown"
+    target_type: str = "unknown"
+    confidence: float = 0.5
+
+
+@dataclass
+class RememberResult:
+    memory: Memory
+    deduped: bool
+    job: Job | None
+    linked_entity_ids: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Vector:
+    """A vector computed before the transaction, with the model that produced it."""
+
+    values: np.ndarray
+    model: str
+
+
+def audit(
+    memory_id: str,
+    event: str,
+    *,
+    actor: Actor,
+    reason: str | None,
+    old_content: str | None = None,
+    new_content: str | None = None,
+    metadata: dict | None = None,
+    at=None,
+) -> MemoryHistory:
+    """Append one row to memory_history. Call only inside a write transaction."""
+    return MemoryHistory.objects.create(
+        memory_id=memory_id,
+        event=event,
+        old_content=old_content,
+        new_content=new_content,
+        changed_by=actor.name,
+        actor_type=actor.type,
+        reason=reason,
+        metadata=metadata or {},
+        created_at=at or timezone.now(),
+    )
+
+
+def upsert_embedding(memory: Memory, vector: Vector, *, at=None) -> Embedding:
+    """Store the vector for memory's content hash and mirror it into the KNN index."""
+    embedding, _ = Embedding.objects.update_or_create(
+        content_hash=memory.content_hash,
+        defaults={
+            "vector": vector_to_blob(vector.values),
+            "dimensions": int(vector.values.shape[0]),
+            "model": vector.model,
+            "source_memory": memory,
+            "created_at": at or timezone.now(),
+        },
+    )
+    vectors.index_vector(embedding.id, vector.values, vector.model)
+    return embedding
+
+
+def archive_to_cold(memory: Memory, reason: str, *, at=None) -> MemoryCold:
+    """Copy the row as it is now; call inside the transaction of the change it precedes."""
+    row = model_to_dict(memory)
+    row.update(id=memory.id, created_at=memory.created_at, updated_at=memory.updated_at)
+    row_json = {
+        key: (value.isoformat() if hasattr(value, "isoformat") else value)
+        for key, value in row.items()
+    }
+    return MemoryCold.objects.create(
+        memory=memory,
+        content=memory.content,
+        normalized_content=memory.normalized_content,
+        content_hash=memory.content_hash,
+        type=memory.type,
+        who=memory.who,
+        why=memory.why,
+        agent_id=memory.agent_id,
+        pinned=memory.pinned,
+        importance=memory.importance,
+        tags=memory.tags,
+        source_type=memory.source_type,
+        source_id=memory.source_id,
+        version=memory.version,
+        extraction_status=memory.extraction_status,
+        extraction_model=memory.extraction_model,
+        embedding_model=memory.embedding_model,
+        original_created_at=memory.created_at,
+        original_row_json=row_json,
+        archived_reason=reason,
+        archived_at=at or timezone.now(),
+    )
+
+
+def active_duplicate(agent_id: str, content_hash: str, *, exclude_id: str | None = None):
+    query = Memory.objects.filter(agent_id=agent_id, content_hash=content_hash, is_deleted=False)
+    if exclude_id:
+        query = query.exclude(id=exclude_id)
+    return query.first()
+
+
+# --- entities -----------------------------------------------------------------------------------
+
+
+def link_existing_entities(memory: Memory, *, at) -> list[int]:
+    """Inline linker: mention only entities that already exist for the memory's agent."""
+    names = linker.candidate_names(memory.content)
+    if not names:
+        return []
+    by_canonical = {linker.canonical_name(name): name for name in names}
+    entities = list(
+        Entity.objects.filter(agent_id=memory.agent_id, canonical_name__in=list(by_canonical))
+    )
+    linked = []
+    for entity in entities:
+        _, created = MemoryEntityMention.objects.get_or_create(
+            memory=memory,
+            entity=entity,
+            defaults={
+                "mention_text": by_canonical[entity.canonical_name],
+                "confidence": 0.8,
+                "created_at": at,
+            },
+        )
+        if created:
+            Entity.objects.filter(pk=entity.pk).update(mentions=entity.mentions + 1, updated_at=at)
+            linked.append(entity.pk)
+    return linked
+
+
+def _upsert_entity(name: str, entity_type: str, agent_id: str, at) -> Entity:
+    canonical = linker.canonical_name(name)
+    entity = Entity.objects.filter(agent_id=agent_id, canonical_name=canonical).first()
+    if entity is None:
+        return Entity.objects.create(
+            name=" ".join(name.split()),
+            canonical_name=canonical,
+            entity_type=entity_type or "unknown",
+            agent_id=agent_id,
+            mentions=0,
+            created_at=at,
+            updated_at=at,
+        )
+    if entity.entity_type in {"unknown", "extracted"} and entity_type not in {"", "unknown"}:
+        entity.entity_type = entity_type
+        entity.save(update_fields=["entity_type"])
+    return entity
+
+
+def persist_triples(memory: Memory, triples: list[Triple], *, at) -> list[int]:
+    """Explicit graph write: entities, relations and mentions for structured triples."""
+    touched: list[int] = []
+    for triple in triples:
+        source = _upsert_entity(triple.source, triple.source_type, memory.agent_id, at)
+        target = _upsert_entity(triple.target, triple.target_type, memory.agent_id, at)
+        relation = Relation.objects.filter(
+            source=source, target=target, relation_type=triple.relationship
+        ).first()
+        if relation is None:
+            Relation.objects.create(
+                source=source,
+                target=target,
+                relation_type=triple.relationship,
+                confidence=triple.confidence,
+                mentions=1,
+                created_at=at,
+                updated_at=at,
+            )
+        else:
+            n = relation.mentions
+            relation.confidence = (relation.confidence * n + triple.confidence) / (n + 1)
+            relation.mentions = n + 1
+            relation.updated_at = at
+            relation.save(update_fields=["confidence", "mentions", "updated_at"])
+        for entity, text in ((source, triple.source), (target, triple.target)):
+            _, created = MemoryEntityMention.objects.get_or_create(
+                memory=memory,
+                entity=entity,
+                defaults={"mention_text": text, "confidence": triple.confidence, "created_at": at},
+            )
+            if created:
+                entity.mentions += 1
+                entity.updated_at = at
+                entity.save(update_fields=["mentions", "updated_at"])
+            touched.append(entity.pk)
+    return sorted(set(touched))
+
+
+# --- remember -----------------------------------------------------------------------------------
+
+
+def remember(
+    content: str,
+    *,
+    actor: Actor,
+    who: str | None = None,
+    why: str = "",
+    type: str = "fact",
+    agent_id: str = "default",
+    pinned: bool = False,
+    importance: float = 0.5,
+    tags: list[str] | None = None,
+    source_type: str = "manual",
+    source_id: str | None = None,
+    triples: list[Triple] | None = None,
+    create_job: bool = True,
+) -> RememberResult:
+    """Raw-first: memory row, FTS (trigger), inline links, pending job, in one transaction.
+
+    The job is handed to the queue only after commit, so a worker never sees an uncommitted row.
+    An exact duplicate of an active memory of the same agent returns that memory (deduped).
+    """
+    text = normalize(content)
+    if not text.storage:
+        raise Refused("invalid_content", "content is empty after normalisation")
+    try:
+        with transaction.atomic():
+            existing = active_duplicate(agent_id, text.hash)
+            if existing is not None:
+                return RememberResult(existing, deduped=True, job=None)
+            now = timezone.now()
+            memory = Memory.objects.create(
+                content=text.storage,
+                normalized_content=text.normalized,
+                content_hash=text.hash,
+                type=type,
+                who=who if who is not None else actor.name,
+                why=why,
+                agent_id=agent_id,
+                pinned=pinned,
+                importance=importance,
+                tags=tags or [],
+                source_type=source_type,
+                source_id=source_id,
+                extraction_status=ExtractionStatus.PENDING if create_job else ExtractionStatus.NONE,
+                created_at=now,
+                updated_at=now,
+                updated_by=actor.name,
+            )
+            audit(
+                memory.id,
+                "created",
+                actor=actor,
+                reason=why or "remember",
+                new_content=memory.content,
+                at=now,
+            )
+            linked = link_existing_entities(memory, at=now)
+            if triples:
+                linked = sorted(set(linked) | set(persist_triples(memory, triples, at=now)))
+            job = None
+            if create_job:
+                job = Job.objects.create(memory=memory, created_at=now, updated_at=now)
+                transaction.on_commit(lambda: _hand_off(job.id))
+            return RememberResult(memory, deduped=False, job=job, linked_entity_ids=linked)
+    except IntegrityError:
+        # A concurrent remember of the same content won the partial UNIQUE index: same answer
+        # as the dedupe check above.
+        existing = active_duplicate(agent_id, text.hash)
+        if existing is None:
+            raise
+        return RememberResult(existing, deduped=True, job=None)
+
+
+def _hand_off(job_id: str) -> None:
+    from pipeline.queue import hand_off
+
+    hand_off(job_id)
+
+
+# --- modify / forget / recover --------------------------------------------------------------------
+
+
+def _locked_memory(memory_id: str) -> Memory:
+    memory = Memory.objects.filter(id=memory_id).first()
+    if memory is None:
+        raise Refused("not_found", f"memory {memory_id} not found")
+    return memory
+
+
+def _check_version(memory: Memory, if_version: int | None) -> None:
+    if if_version is not None and memory.version != if_version:
+        raise Refused(
+            "version_conflict",
+            f"memory is at version {memory.version}, not {if_version}",
+            currentVersion=memory.version,
+        )
+
+
+MODIFIABLE_FIELDS = ("content", "type", "tags", "importance", "pinned")
+
+
+def modify_in_transaction(
+    memory: Memory,
+    changes: dict[str, Any],
+    *,
+    actor: Actor,
+    reason: str,
+    if_version: int | None = None,
+    vector: Vector | None = None,
+    archive_reason: str = "edited",
+    metadata: dict | None = None,
+    at=None,
+) -> Memory:
+    """The modify path for callers that already hold a transaction (the pipeline's one write)."""
+    if not reason or not reason.strip():
+        raise Refused("reason_required", "reason is required")
+    if memory.is_deleted:
+        raise Refused("deleted", "memory is deleted; recover it first")
+    _check_version(memory, if_version)
+    now = at or timezone.now()
+    updates: dict[str, Any] = {}
+    old_content = memory.content
+    content_changed = False
+    if "content" in changes and changes["content"] is not None:
+        text = normalize(changes["content"])
+        if not text.storage:
+            raise Refused("invalid_content", "content is empty after normalisation")
+        if text.storage != memory.content:
+            duplicate = active_duplicate(memory.agent_id, text.hash, exclude_id=memory.id)
+            if duplicate is not None:
+                raise Refused(
+                    "duplicate_content_hash",
+                    "another active memory already has this content",
+                    duplicateMemoryId=duplicate.id,
+                )
+            updates.update(
+                content=text.storage, normalized_content=text.normalized, content_hash=text.hash
+            )
+            content_changed = True
+    for name in ("type", "tags", "importance", "pinned"):
+        if name in changes and changes[name] is not None and changes[name] != getattr(memory, name):
+            updates[name] = changes[name]
+    if not updates:
+        raise Refused("no_changes", "nothing to change", currentVersion=memory.version)
+    if content_changed:
+        archive_to_cold(memory, archive_reason, at=now)
+        updates["embedding_model"] = vector.model if vector else None
+    changed_fields = sorted(updates)
+    updates.update(updated_at=now, updated_by=actor.name, version=memory.version + 1)
+    rows = Memory.objects.filter(id=memory.id, version=memory.version, is_deleted=False).update(
+        **updates
+    )
+    if rows != 1:
+        raise Refused("version_conflict", "memory changed while it was being modified")
+    for name, value in updates.items():
+        setattr(memory, name, value)
+    if content_changed and vector is not None:
+        upsert_embedding(memory, vector, at=now)
+    audit(
+        memory.id,
+        "updated",
+        actor=actor,
+        reason=reason,
+        old_content=old_content if content_changed else None,
+        new_content=memory.content if content_changed else None,
+        metadata={
+            "changedFields": [
+                f for f in changed_fields if f in MODIFIABLE_FIELDS or f == "content"
+            ],
+            "ifVersion": if_version,
+            "contentChanged": content_changed,
+            "version": memory.version,
+            **(metadata or {}),
+        },
+        at=now,
+    )
+    return memory
+
+
+def modify(
+    memory_id: str,
+    changes: dict[str, Any],
+    *,
+    actor: Actor,
+    reason: str,
+    if_version: int | None = None,
+    vector: Vector | None = None,
+) -> Memory:
+    """Edit content/type/tags/importance/pinned; version +1; old row archived when content changes."""
+    with transaction.atomic():
+        return modify_in_transaction(
+            _locked_memory(memory_id),
+            changes,
+            actor=actor,
+            reason=reason,
+            if_version=if_version,
+            vector=vector,
+        )
+
+
+def forget_in_transaction(
+    memory: Memory,
+    *,
+    actor: Actor,
+    reason: str,
+    force: bool = False,
+    if_version: int | None = None,
+    archive_reason: str = "forgotten",
+    metadata: dict | None = None,
+    at=None,
+) -> Memory:
+    """Soft delete inside the caller's transaction; pending jobs of the memory are cancelled."""
+    if not reason or not reason.strip():
+        raise Refused("reason_required", "reason is required")
+    if memory.is_deleted:
+        raise Refused("already_deleted", "memory is already deleted", currentVersion=memory.version)
+    _check_version(memory, if_version)
+    if memory.pinned and not force:
+        raise Refused("pinned_requires_force", "memory is pinned; pass force to forget it")
+    if memory.pinned and actor.type == ActorType.PIPELINE:
+        raise Refused(
+            "autonomous_force_denied", "the pipeline may never force-forget a pinned memory"
+        )
+    now = at or timezone.now()
+    archive_to_cold(memory, archive_reason, at=now)
+    rows = Memory.objects.filter(id=memory.id, version=memory.version, is_deleted=False).update(
+        is_deleted=True,
+        deleted_at=now,
+        updated_at=now,
+        updated_by=actor.name,
+        version=memory.version + 1,
+    )
+    if rows != 1:
+        raise Refused("version_conflict", "memory changed while it was being forgotten")
+    memory.is_deleted, memory.deleted_at, memory.version = True, now, memory.version + 1
+    memory.updated_at, memory.updated_by = now, actor.name
+    cancelled = Job.objects.filter(memory=memory, status=JobStatus.PENDING).update(
+        status=JobStatus.CANCELLED, error="source memory was forgotten", updated_at=now
+    )
+    audit(
+        memory.id,
+        "deleted",
+        actor=actor,
+        reason=reason,
+        old_content=memory.content,
+        metadata={
+            "force": force,
+            "ifVersion": if_version,
+            "version": memory.version,
+            "cancelledJobs": cancelled,
+            **(metadata or {}),
+        },
+        at=now,
+    )
+    return memory
+
+
+def forget(
+    memory_id: str,
+    *,
+    actor: Actor,
+    reason: str,
+    force: bool = False,
+    if_version: int | None = None,
+) -> Memory:
+    """Soft delete (never a hard delete); pinned needs force; the pipeline can never force."""
+    with transaction.atomic():
+        return forget_in_transaction(
+            _locked_memory(memory_id),
+            actor=actor,
+            reason=reason,
+            force=force,
+            if_version=if_version,
+        )
+
+
+def recover_in_transaction(
+    memory: Memory,
+    *,
+    actor: Actor,
+    reason: str,
+    if_version: int | None = None,
+    metadata: dict | None = None,
+    at=None,
+) -> Memory:
+    if not reason or not reason.strip():
+        raise Refused("reason_required", "reason is required")
+    if not memory.is_deleted:
+        raise Refused("not_deleted", "memory is not deleted", currentVersion=memory.version)
+    _check_version(memory, if_version)
+    now = at or timezone.now()
+    window = timedelta(days=settings.MEMORY_RECOVER_DAYS)
+    if memory.deleted_at and now - memory.deleted_at > window:
+        raise Refused(
+            "retention_expired",
+            f"memory was deleted more than {settings.MEMORY_RECOVER_DAYS} days ago",
+        )
+    duplicate = active_duplicate(memory.agent_id, memory.content_hash, exclude_id=memory.id)
+    if duplicate is not None:
+        raise Refused(
+            "duplicate_content_hash",
+            "an active memory with the same content exists",
+            duplicateMemoryId=duplicate.id,
+        )
+    rows = Memory.objects.filter(id=memory.id, version=memory.version, is_deleted=True).update(
+        is_deleted=False,
+        deleted_at=None,
+        updated_at=now,
+        updated_by=actor.name,
+        version=memory.version + 1,
+    )
+    if rows != 1:
+        raise Refused("version_conflict", "memory changed while it was being recovered")
+    memory.is_deleted, memory.deleted_at, memory.version = False, None, memory.version + 1
+    memory.updated_at, memory.updated_by = now, actor.name
+    audit(
+        memory.id,
+        "recovered",
+        actor=actor,
+        reason=reason,
+        new_content=memory.content,
+        metadata={"ifVersion": if_version, "version": memory.version, **(metadata or {})},
+        at=now,
+    )
+    return memory
+
+
+def recover(memory_id: str, *, actor: Actor, reason: str, if_version: int | None = None) -> Memory:
+    """Undo a soft delete within the recovery window."""
+    with transaction.atomic():
+        return recover_in_transaction(
+            _locked_memory(memory_id), actor=actor, reason=reason, if_version=if_version
+        )
+
+
+def store_vector(memory_id: str, content_hash: str, vector: Vector) -> bool:
+    """Attach a vector computed outside any transaction, unless the content changed meanwhile."""
+    with transaction.atomic():
+        memory = Memory.objects.filter(id=memory_id, content_hash=content_hash).first()
+        if memory is None:
+            return False
+        upsert_embedding(memory, vector)
+        Memory.objects.filter(id=memory_id).update(embedding_model=vector.model)
+        return True

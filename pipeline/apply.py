@@ -1,0 +1,777 @@
+"""Every pipeline write: job claims and outcomes, proposals and their audits, reviewer decisions,
+config changes. Each public function is one short transaction; nothing here calls a model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from memory import writes
+from memory.content import normalize
+from memory.models import ActorType, ExtractionStatus, Job, JobStatus, Memory
+from memory.writes import Actor, Refused, Vector, audit
+from pipeline.config import get_config, mode_of
+from pipeline.models import ConfigChange, LlmCall, PipelineConfig, Proposal, ProposalStatus
+
+PIPELINE_ACTOR = Actor("pipeline-v2", ActorType.PIPELINE)
+SHADOW_ACTOR = Actor("pipeline-shadow", ActorType.PIPELINE)
+
+
+# --- config -------------------------------------------------------------------------------------
+
+
+def save_config(values: dict[str, Any], *, changed_by: str, reason: str) -> PipelineConfig:
+    """Apply validated field values and log before/after in one transaction."""
+    from pipeline.config import config_json
+
+    with transaction.atomic():
+        config = get_config()
+        before = config_json(config)
+        for attr, value in values.items():
+            setattr(config, attr, value)
+        config.save()
+        ConfigChange.objects.create(
+            changed_by=changed_by,
+            changed_at=timezone.now(),
+            before=before,
+            after=config_json(config),
+            reason=reason,
+        )
+    return config
+
+
+def mark_maintenance_run(at: datetime) -> None:
+    PipelineConfig.objects.filter(pk=1).update(last_maintenance_at=at)
+
+
+# --- jobs ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Claim:
+    job_id: str
+    memory_id: str | None
+    leased_at: datetime
+    attempts: int
+    max_attempts: int
+
+
+def claim_job(job_id: str) -> Claim | None:
+    """pending -> leased with one conditional UPDATE; the attempt is counted here, not at the end,
+    so a job that kills its worker still runs out of attempts."""
+    config = get_config()
+    if not config.enabled:
+        return None
+    now = timezone.now()
+    due = Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now)
+    with transaction.atomic():
+        claimed = Job.objects.filter(due, id=job_id, status=JobStatus.PENDING).update(
+            status=JobStatus.LEASED,
+            leased_at=now,
+            attempts=F("attempts") + 1,
+            max_attempts=config.max_attempts,
+            updated_at=now,
+        )
+        if claimed != 1:
+            return None
+        job = Job.objects.get(id=job_id)
+    return Claim(job.id, job.memory_id, now, job.attempts, job.max_attempts)
+
+
+def _held(claim: Claim) -> Job | None:
+    """The job row if this claim still holds its lease (a reclaimed lease changes leased_at)."""
+    return Job.objects.filter(
+        id=claim.job_id, status=JobStatus.LEASED, leased_at=claim.leased_at
+    ).first()
+
+
+def backoff(attempts: int) -> timedelta:
+    return timedelta(seconds=min(5 * 2**attempts, 120))
+
+
+def _log_calls(job_id: str, calls: list, at: datetime) -> None:
+    LlmCall.objects.bulk_create(
+        [
+            LlmCall(
+                job_id=job_id,
+                kind=call.kind,
+                provider=call.provider,
+                model=call.model,
+                prompt=call.prompt,
+                raw_response=call.raw_response or "",
+                duration_ms=call.duration_ms,
+                prompt_tokens=call.prompt_tokens,
+                completion_tokens=call.completion_tokens,
+                error=call.error,
+                fact_index=call.fact_index,
+                created_at=at,
+            )
+            for call in calls
+        ]
+    )
+
+
+def fail_job(claim: Claim, error: str, calls: list) -> str | None:
+    """Back to pending with backoff, or dead after max attempts (the memory is kept, marked failed)."""
+    now = timezone.now()
+    with transaction.atomic():
+        job = _held(claim)
+        if job is None:
+            return None
+        _log_calls(job.id, calls, now)
+        if job.attempts >= job.max_attempts:
+            Job.objects.filter(id=job.id).update(
+                status=JobStatus.DEAD, error=error, failed_at=now, leased_at=None, updated_at=now
+            )
+            if job.memory_id:
+                Memory.objects.filter(id=job.memory_id).update(
+                    extraction_status=ExtractionStatus.FAILED
+                )
+            return JobStatus.DEAD
+        Job.objects.filter(id=job.id).update(
+            status=JobStatus.PENDING,
+            error=error,
+            failed_at=now,
+            leased_at=None,
+            next_attempt_at=now + backoff(job.attempts),
+            updated_at=now,
+        )
+        return JobStatus.PENDING
+
+
+def reclaim_stale_leases(lease_timeout: timedelta) -> dict[str, int]:
+    """Leases older than the timeout belong to a worker that died: retry or bury them."""
+    now = timezone.now()
+    cutoff = now - lease_timeout
+    with transaction.atomic():
+        stale = Job.objects.filter(status=JobStatus.LEASED, leased_at__lt=cutoff)
+        dead_ids = list(stale.filter(attempts__gte=F("max_attempts")).values_list("id", flat=True))
+        dead = Job.objects.filter(id__in=dead_ids).update(
+            status=JobStatus.DEAD,
+            error="lease expired: the worker died or timed out on every attempt",
+            failed_at=now,
+            leased_at=None,
+            updated_at=now,
+        )
+        Memory.objects.filter(jobs__id__in=dead_ids).update(
+            extraction_status=ExtractionStatus.FAILED
+        )
+        retried = stale.exclude(id__in=dead_ids).update(
+            status=JobStatus.PENDING,
+            error="lease expired: the worker died or timed out; retrying",
+            leased_at=None,
+            next_attempt_at=now,
+            updated_at=now,
+        )
+    return {"dead": dead, "retried": retried}
+
+
+def retry_dead_job(job_id: str, *, actor: Actor) -> bool:
+    """A person sends a dead job back to the queue with a fresh attempt budget."""
+    now = timezone.now()
+    with transaction.atomic():
+        job = Job.objects.filter(id=job_id, status=JobStatus.DEAD).first()
+        if job is None:
+            return False
+        Job.objects.filter(id=job_id).update(
+            status=JobStatus.PENDING,
+            attempts=0,
+            next_attempt_at=None,
+            leased_at=None,
+            updated_at=now,
+        )
+        if job.memory_id:
+            Memory.objects.filter(id=job.memory_id).update(
+                extraction_status=ExtractionStatus.PENDING
+            )
+            audit(
+                job.memory_id,
+                "job_retried",
+                actor=actor,
+                reason="dead job sent back to the queue",
+                metadata={"jobId": job.id, "lastError": job.error},
+                at=now,
+            )
+        transaction.on_commit(lambda: _hand_off(job_id))
+    return True
+
+
+def _hand_off(job_id: str) -> None:
+    from pipeline.queue import hand_off
+
+    hand_off(job_id)
+
+
+def purge_old(before: datetime) -> dict[str, int]:
+    """Delete completed/cancelled jobs' model-call logs and the jobs themselves past retention.
+
+    Jobs that produced proposals are kept (proposals reference them); their call logs go.
+    """
+    with transaction.atomic():
+        old = Job.objects.filter(
+            status__in=[JobStatus.COMPLETED, JobStatus.CANCELLED], updated_at__lt=before
+        )
+        calls, _ = LlmCall.objects.filter(
+            Q(job__in=old) | Q(job__isnull=True, created_at__lt=before)
+        ).delete()
+        jobs, _ = old.filter(proposals__isnull=True).delete()
+    return {"calls": calls, "jobs": jobs}
+
+
+# --- proposals ----------------------------------------------------------------------------------
+
+
+@dataclass
+class JobOutcome:
+    """Everything a job computed outside the transaction, ready for one atomic write."""
+
+    claim: Claim
+    provider: str
+    model: str
+    facts: list = field(default_factory=list)
+    entities: list = field(default_factory=list)
+    decisions: list = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    calls: list = field(default_factory=list)
+    source_vector: Vector | None = None
+    fact_vectors: dict[str, Vector] = field(default_factory=dict)
+    mode: str = "shadow"
+
+
+def _blank_stats() -> dict[str, int]:
+    return dict.fromkeys(
+        (
+            "added",
+            "updated",
+            "deleted",
+            "deduped",
+            "skippedLowConfidence",
+            "blockedDestructive",
+            "reviewNeeded",
+            "stale",
+            "pending",
+            "recorded",
+            "embeddingsAdded",
+        ),
+        0,
+    )
+
+
+def record_job(outcome: JobOutcome, *, fail_inside=None) -> dict | None:
+    """The job's one write: proposals, audits, applied changes, vectors, call log, completion.
+
+    The source memory and the mode are read again inside the transaction: a memory forgotten or
+    a brake pulled while the model was thinking wins over what the job decided.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        job = _held(outcome.claim)
+        if job is None:
+            return None
+        _log_calls(job.id, outcome.calls, now)
+        source = Memory.objects.get(id=job.memory_id)
+        if source.is_deleted:
+            result = {"cancelled": "source memory was forgotten", "warnings": outcome.warnings}
+            Job.objects.filter(id=job.id).update(
+                status=JobStatus.CANCELLED,
+                result=result,
+                completed_at=now,
+                leased_at=None,
+                updated_at=now,
+            )
+            return result
+        config = get_config()
+        mode = mode_of(config)
+        if mode == "disabled":
+            mode = "shadow"  # disabled while running: record, never write
+        stats = _blank_stats()
+        if outcome.source_vector is not None:
+            writes.upsert_embedding(source, outcome.source_vector, at=now)
+            Memory.objects.filter(id=source.id).update(embedding_model=outcome.source_vector.model)
+        proposals = []
+        for position, decided in enumerate(outcome.decisions):
+            proposal = _decide_and_apply(
+                decided, position, job, source, config, mode, outcome, stats, now
+            )
+            proposals.append(proposal)
+            if fail_inside is not None:
+                fail_inside(position)
+        result = {
+            "facts": [fact.as_dict() for fact in outcome.facts],
+            "entities": [entity.as_dict() for entity in outcome.entities],
+            "proposals": [
+                {
+                    "id": p.id,
+                    "action": p.action,
+                    "status": p.status,
+                    "fact": {
+                        "content": p.fact_content,
+                        "type": p.fact_type,
+                        "confidence": p.fact_confidence,
+                    },
+                    "targetMemoryId": p.target_memory_id,
+                    "targetContent": p.target_content,
+                    "confidence": p.confidence,
+                    "reason": p.reason,
+                    "reviewNeeded": p.review_needed,
+                    "blockedReason": p.blocked_reason,
+                    "skippedReason": p.skipped_reason,
+                    "createdMemoryId": p.created_memory_id,
+                }
+                for p in proposals
+            ],
+            "writeMode": mode,
+            "writeStats": stats,
+            "warnings": outcome.warnings,
+            "provider": outcome.provider,
+            "model": outcome.model,
+        }
+        Memory.objects.filter(id=source.id).update(
+            extraction_status=ExtractionStatus.COMPLETED, extraction_model=outcome.model
+        )
+        Job.objects.filter(id=job.id).update(
+            status=JobStatus.COMPLETED,
+            result=result,
+            completed_at=now,
+            leased_at=None,
+            error=None,
+            updated_at=now,
+        )
+    return result
+
+
+def _decision_audit(
+    proposal: Proposal, source: Memory, actor: Actor, outcome: JobOutcome, at
+) -> None:
+    contradiction = proposal.contradiction or {}
+    audit(
+        source.id,
+        "none",
+        actor=actor,
+        reason=proposal.reason,
+        metadata={
+            "proposalId": proposal.id,
+            "status": proposal.status,
+            "shadow": actor is SHADOW_ACTOR,
+            "proposedAction": proposal.action,
+            "targetMemoryId": proposal.target_memory_id,
+            "targetContent": proposal.target_content,
+            "confidence": proposal.confidence,
+            "fact": {
+                "content": proposal.fact_content,
+                "type": proposal.fact_type,
+                "confidence": proposal.fact_confidence,
+            },
+            "extractionModel": outcome.model,
+            "factCount": len(outcome.facts),
+            "entityCount": len(outcome.entities),
+            "createdMemoryId": proposal.created_memory_id,
+            "updatedMemoryId": proposal.updated_memory_id,
+            "deletedMemoryId": proposal.deleted_memory_id,
+            "dedupedExistingId": proposal.deduped_existing_id,
+            "blockedReason": proposal.blocked_reason,
+            "reviewNeeded": proposal.review_needed,
+            "contradictionRisk": bool(contradiction.get("flagged")),
+            "skippedReason": proposal.skipped_reason,
+        },
+        at=at,
+    )
+
+
+def _decide_and_apply(
+    decided, position, job, source, config, mode, outcome, stats, now
+) -> Proposal:
+    fact = decided.fact
+    target = decided.target
+    flagged = decided.contradiction
+    proposal = Proposal(
+        job=job,
+        source_memory=source,
+        agent_id=source.agent_id,
+        action=decided.action,
+        fact_content=fact.content,
+        fact_type=fact.type,
+        fact_confidence=fact.confidence,
+        target_memory_id=target.candidate.memory_id if target else None,
+        target_version=target.version if target else None,
+        target_content=target.candidate.content if target else None,
+        confidence=decided.confidence,
+        reason=decided.reason,
+        review_needed=bool(flagged and flagged.flagged),
+        contradiction=flagged.as_dict() if flagged else None,
+        candidates=[c.as_dict() for c in decided.candidates],
+        model=outcome.model,
+        mode=mode,
+        position=position,
+        created_at=now,
+        updated_at=now,
+    )
+    actor = SHADOW_ACTOR if mode == "shadow" else PIPELINE_ACTOR
+    vector = outcome.fact_vectors.get(normalize(fact.content).hash)
+    if proposal.review_needed:
+        stats["reviewNeeded"] += 1
+    if decided.action == "none":
+        proposal.status = ProposalStatus.RECORDED
+        stats["recorded"] += 1
+    elif decided.action == "add":
+        _gate_add(proposal, config, mode, vector, stats, source)
+    else:
+        _gate_destructive(proposal, config, mode, stats)
+    if proposal.status == ProposalStatus.PENDING:
+        stats["pending"] += 1
+    proposal.save(force_insert=True)
+    _decision_audit(proposal, source, actor, outcome, now)
+    return proposal
+
+
+def _gate_add(
+    proposal: Proposal, config, mode: str, vector: Vector | None, stats, source: Memory
+) -> None:
+    text = normalize(proposal.fact_content)
+    existing = writes.active_duplicate(source.agent_id, text.hash)
+    if existing is not None:
+        proposal.status = ProposalStatus.DEDUPED
+        proposal.deduped_existing = existing
+        stats["deduped"] += 1
+        return
+    if mode == "shadow":
+        proposal.status = ProposalStatus.PENDING
+        proposal.blocked_reason = "mutations_frozen" if config.mutations_frozen else "shadow_mode"
+        return
+    if proposal.fact_confidence < config.min_fact_confidence_for_write:
+        proposal.status, proposal.skipped_reason = ProposalStatus.SKIPPED, "low_fact_confidence"
+        stats["skippedLowConfidence"] += 1
+        return
+    if not text.normalized.strip(".,!?;: ") or not normalize(text.storage).normalized:
+        proposal.status, proposal.skipped_reason = ProposalStatus.SKIPPED, "empty_fact_content"
+        stats["skippedLowConfidence"] += 1
+        return
+    created, existing = create_derived_memory(
+        source, proposal, proposal.fact_content, PIPELINE_ACTOR, vector, reason=proposal.reason
+    )
+    if created is None:
+        proposal.status, proposal.deduped_existing = ProposalStatus.DEDUPED, existing
+        stats["deduped"] += 1
+        return
+    proposal.status, proposal.created_memory = ProposalStatus.APPLIED, created
+    proposal.decided_by, proposal.decided_at = PIPELINE_ACTOR.name, proposal.created_at
+    stats["added"] += 1
+    if vector is not None:
+        stats["embeddingsAdded"] += 1
+
+
+def _gate_destructive(proposal: Proposal, config, mode: str, stats) -> None:
+    if mode == "shadow":
+        proposal.status = ProposalStatus.PENDING
+        proposal.blocked_reason = "mutations_frozen" if config.mutations_frozen else "shadow_mode"
+        return
+    if proposal.review_needed:
+        # Flagged contradictions are never applied automatically, in any mode.
+        proposal.status, proposal.blocked_reason = ProposalStatus.PENDING, "contradiction_review"
+        stats["blockedDestructive"] += 1
+        return
+    if mode == "controlled-write":
+        proposal.status = ProposalStatus.PENDING
+        proposal.blocked_reason = "destructive_mutations_disabled"
+        stats["blockedDestructive"] += 1
+        return
+    target = Memory.objects.filter(id=proposal.target_memory_id).first()
+    if target is None or target.is_deleted or target.version != proposal.target_version:
+        proposal.status = ProposalStatus.STALE
+        proposal.blocked_reason = (
+            "target_deleted" if target is None or target.is_deleted else "target_changed"
+        )
+        stats["stale"] += 1
+        return
+    if target.pinned:
+        proposal.status, proposal.blocked_reason = ProposalStatus.PENDING, "pinned_target"
+        stats["blockedDestructive"] += 1
+        return
+    if proposal.fact_confidence < config.min_fact_confidence_for_write:
+        proposal.status, proposal.skipped_reason = ProposalStatus.SKIPPED, "low_fact_confidence"
+        stats["skippedLowConfidence"] += 1
+        return
+    try:
+        with transaction.atomic():  # savepoint: a refusal leaves no cold snapshot behind
+            _apply_destructive(proposal, target, proposal.fact_content, PIPELINE_ACTOR, None)
+    except Refused as refused:
+        proposal.status = ProposalStatus.SKIPPED
+        proposal.skipped_reason = f"{proposal.action}_{refused.code}"
+        return
+    proposal.status = ProposalStatus.APPLIED
+    proposal.decided_by, proposal.decided_at = PIPELINE_ACTOR.name, proposal.created_at
+    stats["updated" if proposal.action == "update" else "deleted"] += 1
+
+
+def _apply_destructive(
+    proposal: Proposal,
+    target: Memory,
+    content: str,
+    actor: Actor,
+    vector: Vector | None,
+    *,
+    reason: str | None = None,
+) -> None:
+    metadata = {"proposalId": proposal.id, "sourceMemoryId": proposal.source_memory_id}
+    if proposal.action == "update":
+        writes.modify_in_transaction(
+            target,
+            {"content": content, "type": proposal.fact_type},
+            actor=actor,
+            reason=reason or proposal.reason,
+            if_version=proposal.target_version,
+            vector=vector,
+            archive_reason="superseded",
+            metadata=metadata,
+        )
+        proposal.updated_memory = target
+    else:
+        writes.forget_in_transaction(
+            target,
+            actor=actor,
+            reason=reason or proposal.reason,
+            force=actor.type == ActorType.OPERATOR,
+            if_version=proposal.target_version,
+            archive_reason="pipeline_delete"
+            if actor.type == ActorType.PIPELINE
+            else "review_delete",
+            metadata=metadata,
+        )
+        proposal.deleted_memory = target
+
+
+def create_derived_memory(
+    source: Memory,
+    proposal: Proposal,
+    content: str,
+    actor: Actor,
+    vector: Vector | None,
+    *,
+    reason: str,
+) -> tuple[Memory | None, Memory | None]:
+    """(new memory, None) or (None, existing duplicate). Runs inside the caller's transaction."""
+    text = normalize(content)
+    existing = writes.active_duplicate(source.agent_id, text.hash)
+    if existing is not None:
+        return None, existing
+    now = timezone.now()
+    try:
+        with transaction.atomic():  # savepoint: a UNIQUE race becomes a dedupe, not a failed job
+            memory = Memory.objects.create(
+                content=text.storage,
+                normalized_content=text.normalized,
+                content_hash=text.hash,
+                type=proposal.fact_type,
+                who="pipeline-v2",
+                why="extracted-fact",
+                agent_id=source.agent_id,
+                importance=proposal.fact_confidence,
+                source_type="pipeline-v2",
+                source_id=source.id,
+                extraction_status=ExtractionStatus.COMPLETED,
+                extraction_model=proposal.model,
+                embedding_model=vector.model if vector else None,
+                created_at=now,
+                updated_at=now,
+                updated_by=actor.name,
+            )
+    except IntegrityError:
+        return None, writes.active_duplicate(source.agent_id, text.hash)
+    audit(
+        memory.id,
+        "created",
+        actor=actor,
+        reason=reason,
+        new_content=memory.content,
+        metadata={
+            "proposalId": proposal.id,
+            "proposedAction": proposal.action,
+            "sourceMemoryId": source.id,
+            "decisionConfidence": proposal.confidence,
+            "factConfidence": proposal.fact_confidence,
+            "extractionModel": proposal.model,
+        },
+        at=now,
+    )
+    writes.link_existing_entities(memory, at=now)
+    if vector is not None:
+        writes.upsert_embedding(memory, vector, at=now)
+    return memory, None
+
+
+# --- reviewer decisions ---------------------------------------------------------------------------
+
+APPROVABLE = {ProposalStatus.PENDING, ProposalStatus.SKIPPED}
+REJECTABLE = {ProposalStatus.PENDING, ProposalStatus.STALE}
+
+
+def _already_decided(proposal: Proposal) -> Refused:
+    who = proposal.decided_by or "nobody"
+    when = (
+        proposal.decided_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+        if proposal.decided_at
+        else "an earlier run"
+    )
+    return Refused(
+        "already_decided",
+        f"this proposal is already {proposal.status} (by {who} at {when})",
+        status=proposal.status,
+        decidedBy=proposal.decided_by,
+        decidedAt=proposal.decided_at.isoformat() if proposal.decided_at else None,
+    )
+
+
+def _review_audit(
+    proposal: Proposal, reviewer: Actor, decision: str, note: str | None, extra: dict, at
+) -> None:
+    audit(
+        proposal.source_memory_id,
+        "reviewed",
+        actor=reviewer,
+        reason=note or f"{decision} by reviewer",
+        metadata={
+            "proposalId": proposal.id,
+            "decision": decision,
+            "action": proposal.action,
+            **extra,
+        },
+        at=at,
+    )
+
+
+def approve(
+    proposal_id: str,
+    *,
+    reviewer: Actor,
+    content: str | None = None,
+    vector: Vector | None = None,
+    action: str | None = None,
+    note: str | None = None,
+    redecide: bool = False,
+) -> Proposal:
+    """Apply a proposal through the same guarded write the pipeline uses, exactly once.
+
+    The confidence gate does not apply to a human; every other guard does. `action` lets the
+    contradiction workbench keep both (add) or delete instead; `redecide` re-targets a stale
+    proposal at the target's current version after the reviewer saw it side by side.
+    """
+    stale_refusal = None
+    with transaction.atomic():
+        proposal = Proposal.objects.select_related("source_memory").filter(id=proposal_id).first()
+        if proposal is None:
+            raise Refused("not_found", f"proposal {proposal_id} not found")
+        if get_config().mutations_frozen:
+            raise Refused(
+                "frozen",
+                "mutations are frozen: nothing can be applied until an admin lifts the brake",
+            )
+        allowed = APPROVABLE | ({ProposalStatus.STALE} if redecide else set())
+        if proposal.status not in allowed:
+            raise _already_decided(proposal)
+        if proposal.source_memory.is_deleted:
+            raise Refused("source_forgotten", "the raw memory this fact came from was forgotten")
+        previous_status = proposal.status
+        effective = action or proposal.action
+        if effective not in {"add", "update", "delete"}:
+            raise Refused("invalid_action", f"cannot approve a '{effective}' proposal")
+        now = timezone.now()
+        text = content if content is not None and content.strip() else proposal.fact_content
+        edited = text != proposal.fact_content
+        extra: dict[str, Any] = {"edited": edited, "appliedAction": effective}
+        if effective == "add":
+            created, existing = create_derived_memory(
+                proposal.source_memory,
+                proposal,
+                text,
+                reviewer,
+                vector,
+                reason=note or f"approved: {proposal.reason}",
+            )
+            if created is None:
+                status, proposal.deduped_existing = ProposalStatus.DEDUPED, existing
+            else:
+                status, proposal.created_memory = ProposalStatus.APPLIED, created
+        else:
+            target = Memory.objects.filter(id=proposal.target_memory_id).first()
+            if target is None:
+                raise Refused("not_found", "the target memory no longer exists")
+            if redecide:
+                proposal.target_version, proposal.target_content = target.version, target.content
+            if target.is_deleted or target.version != proposal.target_version:
+                stale_refusal = Refused(
+                    "stale",
+                    "the target memory changed since the decision; compare and re-decide",
+                    currentVersion=target.version,
+                    targetVersion=proposal.target_version,
+                    currentContent=target.content,
+                )
+                Proposal.objects.filter(id=proposal.id, status=previous_status).update(
+                    status=ProposalStatus.STALE,
+                    blocked_reason="target_deleted" if target.is_deleted else "target_changed",
+                    updated_at=now,
+                )
+                _review_audit(
+                    proposal, reviewer, "stale", note, {"currentVersion": target.version}, now
+                )
+            else:
+                proposal.action = effective
+                _apply_destructive(
+                    proposal,
+                    target,
+                    text if effective == "update" else "",
+                    reviewer,
+                    vector,
+                    reason=note or f"approved: {proposal.reason}",
+                )
+                status = ProposalStatus.APPLIED
+        if stale_refusal is None:
+            claimed = Proposal.objects.filter(id=proposal.id, status=previous_status).update(
+                status=status,
+                action=effective,
+                decided_by=reviewer.name,
+                decided_at=now,
+                review_note=note,
+                applied_content=text,
+                target_version=proposal.target_version,
+                target_content=proposal.target_content,
+                created_memory=proposal.created_memory,
+                updated_memory=proposal.updated_memory,
+                deleted_memory=proposal.deleted_memory,
+                deduped_existing=proposal.deduped_existing,
+                updated_at=now,
+            )
+            if claimed != 1:
+                raise _already_decided(Proposal.objects.get(id=proposal.id))
+            _review_audit(proposal, reviewer, "approved", note, {**extra, "outcome": status}, now)
+    if stale_refusal is not None:
+        raise stale_refusal
+    return Proposal.objects.get(id=proposal_id)
+
+
+def reject(proposal_id: str, *, reviewer: Actor, reason: str | None = None) -> Proposal:
+    """Record a rejection with its reason; nothing is written to memories."""
+    with transaction.atomic():
+        proposal = Proposal.objects.filter(id=proposal_id).first()
+        if proposal is None:
+            raise Refused("not_found", f"proposal {proposal_id} not found")
+        if proposal.status not in REJECTABLE:
+            raise _already_decided(proposal)
+        now = timezone.now()
+        note = (reason or "").strip() or "rejected by reviewer"
+        claimed = Proposal.objects.filter(id=proposal.id, status=proposal.status).update(
+            status=ProposalStatus.REJECTED,
+            decided_by=reviewer.name,
+            decided_at=now,
+            review_note=note,
+            updated_at=now,
+        )
+        if claimed != 1:
+            raise _already_decided(Proposal.objects.get(id=proposal.id))
+        _review_audit(proposal, reviewer, "rejected", note, {}, now)
+    return Proposal.objects.get(id=proposal_id)

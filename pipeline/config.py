@@ -1,0 +1,200 @@
+"""Pipeline configuration: the singleton row, the effective mode, and audited changes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pipeline.models import PipelineConfig
+
+MODES = ("disabled", "shadow", "controlled-write", "full")
+
+
+def effective_mode(
+    *, enabled: bool, shadow_mode: bool, mutations_frozen: bool, allow_update_delete: bool
+) -> str:
+    """The one place flags become a mode. autonomous.* only governs maintenance, never writes."""
+    if not enabled:
+        return "disabled"
+    if shadow_mode or mutations_frozen:
+        return "shadow"
+    return "full" if allow_update_delete else "controlled-write"
+
+
+def mode_of(config: PipelineConfig) -> str:
+    return effective_mode(
+        enabled=config.enabled,
+        shadow_mode=config.shadow_mode,
+        mutations_frozen=config.mutations_frozen,
+        allow_update_delete=config.allow_update_delete,
+    )
+
+
+def get_config() -> PipelineConfig:
+    config = PipelineConfig.objects.filter(pk=1).first()
+    if config is None:
+        config, _ = PipelineConfig.objects.get_or_create(pk=1)
+    return config
+
+
+def search_settings() -> tuple[float, float]:
+    config = get_config()
+    return config.search_alpha, config.search_min_score
+
+
+@dataclass(frozen=True)
+class Field:
+    attr: str
+    kind: type
+    low: float | None = None
+    high: float | None = None
+    help: str = ""
+
+
+# JSON key (dotted for nested objects) -> model field, type and bounds.
+FIELDS: dict[str, Field] = {
+    "enabled": Field("enabled", bool, help="Master switch. Off: no job is processed; jobs wait."),
+    "shadowMode": Field(
+        "shadow_mode", bool, help="Record every proposal for review; write nothing to memories."
+    ),
+    "allowUpdateDelete": Field(
+        "allow_update_delete",
+        bool,
+        help="Let the pipeline apply UPDATE and DELETE itself (full mode) instead of queueing them.",
+    ),
+    "mutationsFrozen": Field(
+        "mutations_frozen",
+        bool,
+        help="Emergency brake: no pipeline write and no reviewer apply. Raw ingestion continues.",
+    ),
+    "minFactConfidenceForWrite": Field(
+        "min_fact_confidence_for_write",
+        float,
+        0.0,
+        1.0,
+        "Facts below this confidence are never added automatically.",
+    ),
+    "autonomous.enabled": Field(
+        "autonomous_enabled",
+        bool,
+        help="Run the maintenance schedule (embed missing vectors, purge old jobs).",
+    ),
+    "autonomous.frozen": Field(
+        "autonomous_frozen", bool, help="Pause the maintenance schedule only."
+    ),
+    "autonomous.intervalMinutes": Field(
+        "autonomous_interval_minutes", int, 1, 1440, "Minutes between maintenance runs."
+    ),
+    "search.alpha": Field(
+        "search_alpha", float, 0.0, 1.0, "Weight of the vector leg in hybrid search."
+    ),
+    "search.minScore": Field(
+        "search_min_score", float, 0.0, 1.0, "Hybrid scores below this are dropped."
+    ),
+    "jobs.maxAttempts": Field("max_attempts", int, 1, 20, "Attempts before a job is dead."),
+    "jobs.leaseTimeoutSeconds": Field(
+        "lease_timeout_seconds", int, 30, 86400, "A lease older than this is reclaimed."
+    ),
+    "jobs.retentionDays": Field(
+        "retention_days",
+        int,
+        1,
+        3650,
+        "Completed jobs and model-call logs older than this are purged.",
+    ),
+}
+
+
+def config_json(config: PipelineConfig) -> dict[str, Any]:
+    return {
+        "enabled": config.enabled,
+        "shadowMode": config.shadow_mode,
+        "allowUpdateDelete": config.allow_update_delete,
+        "mutationsFrozen": config.mutations_frozen,
+        "minFactConfidenceForWrite": config.min_fact_confidence_for_write,
+        "autonomous": {
+            "enabled": config.autonomous_enabled,
+            "frozen": config.autonomous_frozen,
+            "intervalMinutes": config.autonomous_interval_minutes,
+        },
+        "search": {"alpha": config.search_alpha, "minScore": config.search_min_score},
+        "jobs": {
+            "maxAttempts": config.max_attempts,
+            "leaseTimeoutSeconds": config.lease_timeout_seconds,
+            "retentionDays": config.retention_days,
+        },
+        "mode": mode_of(config),
+        "updatedAt": config.updated_at.isoformat() if config.updated_at else None,
+    }
+
+
+class ConfigError(ValueError):
+    """A config change that names an unknown key or a value of the wrong type or range."""
+
+
+def flatten(changes: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{"autonomous": {"enabled": false}} -> {"autonomous.enabled": false}."""
+    flat: dict[str, Any] = {}
+    for key, value in changes.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def coerce(key: str, value: Any) -> Any:
+    """Check one value against its field; strings are accepted for the command line."""
+    field = FIELDS.get(key)
+    if field is None:
+        raise ConfigError(f"unknown setting '{key}'; known: {', '.join(FIELDS)}")
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if field.kind is bool:
+            if text not in {"true", "false", "1", "0", "on", "off", "yes", "no"}:
+                raise ConfigError(f"{key} must be true or false")
+            value = text in {"true", "1", "on", "yes"}
+        else:
+            try:
+                value = (
+                    field.kind(float(text))
+                    if field.kind is int and float(text).is_integer()
+                    else field.kind(text)
+                )
+            except ValueError as exc:
+                raise ConfigError(f"{key} must be a number") from exc
+    if field.kind is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key} must be true or false")
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{key} must be a number")
+    if field.kind is int and not float(value).is_integer():
+        raise ConfigError(f"{key} must be a whole number")
+    value = field.kind(value)
+    if field.low is not None and not field.low <= value <= field.high:
+        raise ConfigError(f"{key} must be between {field.low:g} and {field.high:g}")
+    return value
+
+
+def preview(changes: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(before, after) JSON of the config if `changes` were applied; nothing is saved."""
+    config = get_config()
+    before = config_json(config)
+    for key, value in flatten(changes).items():
+        setattr(config, FIELDS[key].attr, coerce(key, value))
+    return before, config_json(config)
+
+
+def update_config(changes: dict[str, Any], *, changed_by: str, reason: str) -> dict[str, Any]:
+    """Validate everything first, then save the row and its change-log entry (pipeline.apply)."""
+    if not reason or not str(reason).strip():
+        raise ConfigError("reason is required")
+    flat = flatten(changes)
+    if not flat:
+        raise ConfigError("no settings given")
+    values = {FIELDS[key].attr: coerce(key, value) for key, value in flat.items()}
+    from pipeline import apply
+
+    return config_json(apply.save_config(values, changed_by=changed_by, reason=str(reason).strip()))

@@ -1,0 +1,162 @@
+"""Pipeline tables: the config singleton and its change log, proposals, and the model-call log."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from memory.models import Job, Memory, new_id
+
+
+class PipelineConfig(models.Model):
+    """One row (id=1) holding the mode flags and numbers of DESIGN §5. Fresh installs: shadow."""
+
+    enabled = models.BooleanField(default=True)
+    shadow_mode = models.BooleanField(default=True)
+    allow_update_delete = models.BooleanField(default=False)
+    mutations_frozen = models.BooleanField(default=False)
+    autonomous_enabled = models.BooleanField(default=True)
+    autonomous_frozen = models.BooleanField(default=False)
+    autonomous_interval_minutes = models.PositiveIntegerField(default=30)
+    min_fact_confidence_for_write = models.FloatField(default=0.7)
+    search_alpha = models.FloatField(default=0.7)
+    search_min_score = models.FloatField(default=0.1)
+    max_attempts = models.PositiveIntegerField(default=3)
+    lease_timeout_seconds = models.PositiveIntegerField(default=600)
+    retention_days = models.PositiveIntegerField(default=14)
+    last_maintenance_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "pipeline_config"
+        verbose_name = "pipeline config"
+
+    def __str__(self) -> str:
+        return "Pipeline config"
+
+
+class ConfigChange(models.Model):
+    changed_by = models.CharField(max_length=200)
+    changed_at = models.DateTimeField()
+    before = models.JSONField()
+    after = models.JSONField()
+    reason = models.TextField()
+
+    class Meta:
+        db_table = "pipeline_config_changes"
+        ordering = ["-changed_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"config change by {self.changed_by} at {self.changed_at:%Y-%m-%d %H:%M}"
+
+
+class ProposalStatus(models.TextChoices):
+    PENDING = "pending"
+    APPLIED = "applied"
+    REJECTED = "rejected"
+    SKIPPED = "skipped"
+    DEDUPED = "deduped"
+    RECORDED = "recorded"
+    STALE = "stale"
+    CANCELLED = "cancelled"
+
+
+class Action(models.TextChoices):
+    ADD = "add"
+    UPDATE = "update"
+    DELETE = "delete"
+    NONE = "none"
+
+
+class Proposal(models.Model):
+    """One decision the pipeline made about one extracted fact."""
+
+    id = models.CharField(primary_key=True, max_length=36, default=new_id, editable=False)
+    job = models.ForeignKey(Job, on_delete=models.PROTECT, related_name="proposals")
+    source_memory = models.ForeignKey(
+        Memory, on_delete=models.PROTECT, related_name="proposals_from"
+    )
+    agent_id = models.CharField(max_length=200, default="default")
+    action = models.CharField(max_length=10, choices=Action.choices)
+    fact_content = models.TextField()
+    fact_type = models.CharField(max_length=40, default="fact")
+    fact_confidence = models.FloatField()
+    target_memory = models.ForeignKey(
+        Memory, null=True, blank=True, on_delete=models.PROTECT, related_name="proposals_targeting"
+    )
+    target_version = models.PositiveIntegerField(null=True, blank=True)
+    target_content = models.TextField(null=True, blank=True)
+    confidence = models.FloatField()
+    reason = models.TextField()
+    status = models.CharField(max_length=12, choices=ProposalStatus.choices)
+    review_needed = models.BooleanField(default=False)
+    contradiction = models.JSONField(null=True, blank=True)
+    blocked_reason = models.CharField(max_length=60, null=True, blank=True)
+    skipped_reason = models.CharField(max_length=60, null=True, blank=True)
+    created_memory = models.ForeignKey(
+        Memory, null=True, blank=True, on_delete=models.PROTECT, related_name="created_by_proposals"
+    )
+    updated_memory = models.ForeignKey(
+        Memory, null=True, blank=True, on_delete=models.PROTECT, related_name="updated_by_proposals"
+    )
+    deleted_memory = models.ForeignKey(
+        Memory, null=True, blank=True, on_delete=models.PROTECT, related_name="deleted_by_proposals"
+    )
+    deduped_existing = models.ForeignKey(
+        Memory, null=True, blank=True, on_delete=models.PROTECT, related_name="deduped_by_proposals"
+    )
+    candidates = models.JSONField(default=list, blank=True)
+    model = models.CharField(max_length=200)
+    mode = models.CharField(max_length=20)
+    position = models.PositiveIntegerField(default=0)
+    decided_by = models.CharField(max_length=200, null=True, blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    review_note = models.TextField(null=True, blank=True)
+    applied_content = models.TextField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "pipeline_proposals"
+        ordering = ["created_at", "position"]
+        indexes = [
+            models.Index(fields=["status", "created_at"], name="proposals_status_created"),
+            models.Index(fields=["status", "review_needed"], name="proposals_status_review"),
+            models.Index(fields=["source_memory"], name="proposals_source"),
+            models.Index(fields=["target_memory"], name="proposals_target"),
+            models.Index(fields=["job", "position"], name="proposals_job"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action.upper()} {self.fact_content[:60]} ({self.status})"
+
+    @property
+    def is_destructive(self) -> bool:
+        return self.action in {Action.UPDATE, Action.DELETE}
+
+
+class LlmCall(models.Model):
+    """What the model saw and said, for every call a job made."""
+
+    job = models.ForeignKey(
+        Job, null=True, blank=True, on_delete=models.CASCADE, related_name="llm_calls"
+    )
+    kind = models.CharField(max_length=20)  # extract / decide / embed
+    provider = models.CharField(max_length=20)
+    model = models.CharField(max_length=200)
+    prompt = models.TextField(blank=True, default="")
+    raw_response = models.TextField(blank=True, default="")
+    duration_ms = models.FloatField(default=0)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    error = models.TextField(null=True, blank=True)
+    fact_index = models.IntegerField(null=True, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "pipeline_llm_calls"
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["job", "created_at"], name="llm_calls_job")]
+        verbose_name = "model call"
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.model} ({self.duration_ms:.0f} ms)"

@@ -1,0 +1,214 @@
+"""Deterministic offline model: heuristic extraction and decisions so the product runs without a model server."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from pipeline import contradiction
+from pipeline.parsing import MAX_ENTITIES, MAX_FACTS, MIN_FACT_CHARS, Candidate, Fact
+
+# Replies are JSON text, exactly what a real model returns, so the same parser handles both.
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\s*\n+\s*")
+_ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.", "mr.", "mrs.", "ms.", "dr.", "approx.", "cf.")
+_LIST_MARKER = re.compile(r"^(?:[-*\u2022]|\d+[.)])\s+")
+_TRUNCATION_MARK = "[truncated]"
+
+_DECISION = re.compile(
+    r"\b(?:decided|decide to|agreed|chose|chosen|will use|we'll use|switched to|switching to"
+    r"|going with|settled on|opted for)\b",
+    re.IGNORECASE,
+)
+_PREFERENCE = re.compile(
+    r"\b(?:prefers?|preferred|loves?|hates?|wants?|dislikes?|enjoys?|favou?rite|likes)\b"
+    r"|\b(?:i|we|they|you|he|she)\s+(?:really\s+)?like\b",
+    re.IGNORECASE,
+)
+_PROCEDURAL = re.compile(
+    r"\b(?:steps?|run|install|to deploy|how to|always run|make sure to)\b|\bfirst\b.*\bthen\b",
+    re.IGNORECASE,
+)
+_SEMANTIC = re.compile(
+    r"\b(?:is an?|are an?|means|refers to|stands for|is defined as|is short for)\b", re.IGNORECASE
+)
+_STRONG_DOUBT = re.compile(r"\b(?:not sure|i guess|no idea)\b", re.IGNORECASE)
+_HEDGE = re.compile(
+    r"\b(?:maybe|might|probably|perhaps|possibly|i think|i believe|could be)\b", re.IGNORECASE
+)
+# Sentences opening with these have no concrete subject, so a preference or decision in them is
+# less trustworthy.
+_VAGUE_OPENERS = frozenset(
+    ["it", "this", "that", "they", "these", "those", "he", "she", "there", "someone", "something"]
+)
+
+# Names are at most four capitalised words, which also keeps matching linear on long inputs.
+_NAME = r"[A-Z][\w.+#-]*(?:[ \t]+[A-Z][\w.+#-]*){0,3}"
+_PHRASE = (
+    r"(?:the\s+)?[a-z][\w-]*"
+    r"(?:\s+(?!(?:for|in|on|at|because|and|with|to|when|since|as|but|or|so|instead|over|of|from"
+    r"|by|than)\b)[a-z][\w-]*){0,2}"
+)
+# Relationship -> (source type, target type); longer verbs first so "decided to use" wins.
+_RELATIONS = {
+    "decided to use": ("unknown", "tool"),
+    "switched to": ("unknown", "tool"),
+    "depends on": ("unknown", "unknown"),
+    "works on": ("person", "project"),
+    "maintains": ("person", "project"),
+    "prefers": ("person", "unknown"),
+    "uses": ("unknown", "tool"),
+    "owns": ("person", "unknown"),
+}
+_TRIPLE = re.compile(rf"\b({_NAME})\s+({'|'.join(_RELATIONS)})\s+({_NAME}|{_PHRASE})")
+_SOURCE_LEAD = frozenset(
+    [
+        "the",
+        "this",
+        "that",
+        "it",
+        "we",
+        "i",
+        "they",
+        "he",
+        "she",
+        "our",
+        "my",
+        "their",
+        "his",
+        "her",
+        "yesterday",
+        "today",
+    ]
+)
+
+
+def _sentences(text: str) -> list[str]:
+    pieces: list[str] = []
+    for piece in _SENTENCE_END.split(text or ""):
+        piece = _LIST_MARKER.sub("", piece.strip())
+        if not piece:
+            continue
+        # "e.g. Redis" is not the end of a sentence.
+        if pieces and pieces[-1].lower().endswith(_ABBREVIATIONS):
+            pieces[-1] += " " + piece
+        else:
+            pieces.append(piece)
+    return [p for p in pieces if p != _TRUNCATION_MARK]
+
+
+def _fact_type(sentence: str) -> str:
+    if _DECISION.search(sentence):
+        return "decision"
+    if _PREFERENCE.search(sentence):
+        return "preference"
+    if _PROCEDURAL.search(sentence):
+        return "procedural"
+    if _SEMANTIC.search(sentence) and sentence.split()[0].lower() not in _VAGUE_OPENERS:
+        return "semantic"
+    return "fact"
+
+
+def _confidence(sentence: str, fact_type: str) -> float:
+    if sentence.endswith("?"):
+        return 0.3
+    if _STRONG_DOUBT.search(sentence):
+        return 0.5
+    if _HEDGE.search(sentence):
+        return 0.6
+    clear_subject = sentence.split()[0].lower().strip(",") not in _VAGUE_OPENERS
+    if fact_type in ("decision", "preference") and clear_subject:
+        return 0.9
+    return 0.8
+
+
+def _clean_name(name: str) -> str:
+    words = name.strip().rstrip(".,;:!?").split()
+    while words and words[0].lower() in _SOURCE_LEAD:
+        words = words[1:]
+    return " ".join(words)
+
+
+def _entities(sentence: str) -> list[dict]:
+    found = []
+    for match in _TRIPLE.finditer(sentence):
+        source, verb, target = (
+            _clean_name(match.group(1)),
+            match.group(2),
+            _clean_name(match.group(3)),
+        )
+        if not source or not target:
+            continue
+        source_type, target_type = _RELATIONS[verb]
+        found.append(
+            {
+                "source": source,
+                "source_type": source_type,
+                "relationship": verb.replace(" ", "_"),
+                "target": target,
+                "target_type": target_type,
+                "confidence": 0.7,
+            }
+        )
+    return found
+
+
+def extract_reply(text: str) -> str:
+    """Each sentence of MIN_FACT_CHARS or more becomes a fact; simple "X uses Y" triples."""
+    facts, entities, seen_facts, seen_triples = [], [], set(), set()
+    for sentence in _sentences(text):
+        if len(sentence) < MIN_FACT_CHARS or _normalise(sentence) in seen_facts:
+            continue
+        seen_facts.add(_normalise(sentence))
+        fact_type = _fact_type(sentence)
+        facts.append(
+            {"content": sentence, "type": fact_type, "confidence": _confidence(sentence, fact_type)}
+        )
+        for triple in _entities(sentence):
+            key = (triple["source"].lower(), triple["relationship"], triple["target"].lower())
+            if key not in seen_triples:
+                seen_triples.add(key)
+                entities.append(triple)
+        if len(facts) == MAX_FACTS:
+            break
+    return json.dumps({"facts": facts, "entities": entities[:MAX_ENTITIES]})
+
+
+def _normalise(text: str) -> str:
+    return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
+
+
+def _reply(action: str, target: int | None, confidence: float, reason: str) -> str:
+    return json.dumps(
+        {"action": action, "targetId": target, "confidence": round(confidence, 2), "reason": reason}
+    )
+
+
+def decide_reply(fact: Fact, candidates: list[Candidate], similarities: dict[str, float]) -> str:
+    """ADD / UPDATE / NONE from exact matches, contradictions and similarity thresholds."""
+    if not candidates:
+        return _reply("add", None, fact.confidence, "No existing memories match this fact")
+    similarities = similarities or {}
+    # Most similar first; ties go to the lower candidate number so the answer is stable.
+    ranked = sorted(candidates, key=lambda c: (-similarities.get(c.memory_id, 0.0), c.number))
+    normalised = _normalise(fact.content)
+    for candidate in ranked:
+        if _normalise(candidate.content) == normalised:
+            return _reply(
+                "none", candidate.number, 1.0, f"Identical to existing memory [{candidate.number}]"
+            )
+    for candidate in ranked:
+        if similarities.get(candidate.memory_id, 0.0) < 0.35:
+            break
+        found = contradiction.detect(fact.content, candidate.content)
+        if found.flagged:
+            reason = f"Contradicts memory [{candidate.number}] and replaces it: {found.reason}"
+            return _reply("update", candidate.number, 0.7, reason)
+    best = ranked[0]
+    score = similarities.get(best.memory_id, 0.0)
+    if score >= 0.8:
+        return _reply("none", best.number, score, f"Already covered by memory [{best.number}]")
+    richer = len(contradiction.tokenize(fact.content)) > len(contradiction.tokenize(best.content))
+    if score >= 0.55 and richer:
+        return _reply("update", best.number, score, f"Adds detail to memory [{best.number}]")
+    return _reply("add", None, fact.confidence, "No existing memory covers this fact")

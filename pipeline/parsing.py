@@ -1,0 +1,537 @@
+"""Tolerant parsing and validation of model replies; never raises, every problem is a warning."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+PROMPT_VERSION = "v1"
+
+MAX_INPUT_CHARS = 12000
+MAX_FACTS = 20
+MIN_FACT_CHARS = 10
+MAX_FACT_CHARS = 2000
+MAX_ENTITIES = 50
+EXTRACTION_LIMITS = {
+    "MAX_INPUT_CHARS": MAX_INPUT_CHARS,
+    "MAX_FACTS": MAX_FACTS,
+    "MIN_FACT_CHARS": MIN_FACT_CHARS,
+    "MAX_FACT_CHARS": MAX_FACT_CHARS,
+    "MAX_ENTITIES": MAX_ENTITIES,
+}
+FACT_TYPES = ("fact", "preference", "decision", "procedural", "semantic")
+ENTITY_TYPES = ("person", "project", "system", "tool", "concept", "skill", "task", "unknown")
+ACTIONS = ("add", "update", "delete", "none")
+
+PARSE_FAILED = "Failed to parse model output as JSON"
+NOT_AN_OBJECT = "Model output is not an object"
+
+_WHITESPACE = re.compile(r"\s+")
+_NON_SPACE = re.compile(r"\S")
+_TRAILING_COMMA = re.compile(r",\s*[}\]]")
+_THINK_BLOCK = re.compile(r"<think\b[^>]*>.*?</think\s*>\s*", re.IGNORECASE | re.DOTALL)
+_THINK_OPEN = re.compile(r"<think\b[^>]*>", re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"</think\s*>", re.IGNORECASE)
+# A fence may carry a language tag ("json", "JSON", "javascript") and may be left unclosed.
+_FENCE = re.compile(r"```[ \t]*[A-Za-z0-9_-]*[ \t]*\r?\n?(.*?)(?:```|\Z)", re.DOTALL)
+# Bounds the parse attempts on pathological replies (thousands of small objects).
+_MAX_OBJECTS = 20
+
+
+def _collapse(text: str) -> str:
+    return _WHITESPACE.sub(" ", text).strip()
+
+
+def _small_int(value: object) -> bool:
+    # str() of an int beyond 4,300 digits raises, so only small ones are printed.
+    return isinstance(value, int) and value.bit_length() < 64
+
+
+def _shorten(value: object, limit: int = 60) -> str:
+    """A short printable form of a model-supplied value for a warning."""
+    if isinstance(value, str):
+        text = value
+    elif value is None or isinstance(value, bool | float) or _small_int(value):
+        text = str(value)
+    else:
+        text = type(value).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def prepare_input(text: str) -> tuple[str, list[str]]:
+    """Collapse whitespace; cut input over MAX_INPUT_CHARS and mark the cut."""
+    if not isinstance(text, str):
+        text = "" if text is None else str(text)
+    text = _collapse(text)
+    if len(text) <= MAX_INPUT_CHARS:
+        return text, []
+    warning = f"Input truncated from {len(text)} to {MAX_INPUT_CHARS} chars"
+    return text[:MAX_INPUT_CHARS] + "\n[truncated]", [warning]
+
+
+# --- JSON recovery -------------------------------------------------------------------------
+
+
+def _strip_think(text: str) -> str:
+    text = _THINK_BLOCK.sub("", text)
+    # A lone closing tag means the chat template opened the block inside the prompt (Qwen3 does
+    # this), so everything before it is reasoning.
+    closes = list(_THINK_CLOSE.finditer(text))
+    if closes:
+        text = text[closes[-1].end() :]
+    # An unclosed opening tag: the reasoning never ended, so the answer (if any) can only start
+    # at the first brace after it.
+    opened = _THINK_OPEN.search(text)
+    if opened:
+        brace = text.find("{", opened.end())
+        text = text[: opened.start()] + (text[brace:] if brace >= 0 else "")
+    return text.strip()
+
+
+def _balanced_objects(text: str) -> list[str]:
+    """Outermost balanced {...} spans in order, found in one string- and escape-aware pass.
+
+    Text outside any object is prose, so quotes there are ignored. When an object never closes
+    (a reply cut off mid-way), the complete objects inside it are returned instead.
+    """
+    spans: list[tuple[int, int]] = []
+    stack: list[int] = []
+    in_string = escaped = False
+    for i, ch in enumerate(text):
+        if not stack:
+            if ch == "{":
+                stack.append(i)
+        elif in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch == "{":
+            stack.append(i)
+        elif ch == "}":
+            spans.append((stack.pop(), i + 1))
+    found, covered_to = [], -1
+    for start, end in sorted(spans):
+        if start >= covered_to:
+            found.append(text[start:end])
+            covered_to = end
+    return found[:_MAX_OBJECTS]
+
+
+def _remove_trailing_commas(text: str) -> str:
+    """Drop commas directly before } or ] outside strings (a common model slip)."""
+    if not _TRAILING_COMMA.search(text):
+        return text
+    out, in_string, escaped = [], False, False
+    for i, ch in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch == ",":
+            following = _NON_SPACE.search(text, i + 1)
+            if following and following.group() in "}]":
+                continue
+        out.append(ch)
+    return "".join(out)
+
+
+_NOTHING = object()
+
+
+def _loads(text: str) -> object:
+    """json.loads, then without trailing commas; _NOTHING when neither works."""
+    for attempt in (text, None):
+        if attempt is None:
+            attempt = _remove_trailing_commas(text)
+            if attempt == text:
+                break
+        try:
+            return json.loads(attempt)
+        # ValueError covers bad JSON and ints over the digit limit; RecursionError deep nesting.
+        except (ValueError, RecursionError):
+            continue
+    return _NOTHING
+
+
+def _parse_candidate(text: str) -> object:
+    value = _loads(text)
+    if isinstance(value, str):
+        # Double-encoded output: the object arrived as a JSON string.
+        inner = _loads(value.strip())
+        if inner is not _NOTHING:
+            value = inner
+    return value
+
+
+def _candidates(raw: str) -> Iterator[str]:
+    """Texts to try, most specific first; lazy because a clean reply needs only the first."""
+    unthought = _strip_think(raw)
+    fenced = _FENCE.search(unthought)
+    text = fenced.group(1).strip() if fenced else unthought
+    yield text
+    yield from _balanced_objects(text)
+    if fenced:
+        yield from _balanced_objects(unthought)
+    yield from _balanced_objects(raw)
+
+
+def parse_json_object(raw: str) -> tuple[dict | None, list[str]]:
+    """Recover the JSON object in a model reply despite think blocks, fences, prose and slips."""
+    if isinstance(raw, bytes | bytearray):
+        raw = bytes(raw).decode("utf-8", errors="replace")
+    if not isinstance(raw, str):
+        return None, [PARSE_FAILED]
+    parsed_something, seen = False, set()
+    for candidate in _candidates(raw):
+        if not candidate or candidate in seen:
+            continue
+        seen.add(candidate)
+        value = _parse_candidate(candidate)
+        if isinstance(value, dict):
+            return value, []
+        parsed_something = parsed_something or value is not _NOTHING
+    return None, [NOT_AN_OBJECT if parsed_something else PARSE_FAILED]
+
+
+# --- Extraction ----------------------------------------------------------------------------
+
+
+@dataclass
+class Fact:
+    content: str
+    type: str
+    confidence: float
+
+    def as_dict(self) -> dict:
+        return {"content": self.content, "type": self.type, "confidence": self.confidence}
+
+
+@dataclass
+class EntityTriple:
+    source: str
+    source_type: str
+    relationship: str
+    target: str
+    target_type: str
+    confidence: float
+
+    def as_dict(self) -> dict:
+        return {
+            "source": self.source,
+            "sourceType": self.source_type,
+            "relationship": self.relationship,
+            "target": self.target,
+            "targetType": self.target_type,
+            "confidence": self.confidence,
+        }
+
+
+def _confidence(value: object, default: float = 0.5) -> float:
+    # bool is an int subclass, but "true" is not a confidence.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return default
+    if isinstance(value, float) and math.isnan(value):
+        return default
+    # Clamp before float() so an enormous JSON integer cannot overflow.
+    return float(max(0, min(1, value)))
+
+
+def _text(value: object) -> str:
+    return _collapse(value) if isinstance(value, str) else ""
+
+
+def _list_field(obj: dict, key: str, warnings: list[str]) -> list:
+    value = obj.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        warnings.append(f'"{key}" is not a list')
+        return []
+    return value
+
+
+def _validate_fact(item: object, warnings: list[str]) -> Fact | None:
+    if not isinstance(item, dict):
+        warnings.append("Fact is not an object")
+        return None
+    if not isinstance(item.get("content"), str):
+        warnings.append("Fact missing content string")
+        return None
+    content = _collapse(item["content"])
+    if len(content) < MIN_FACT_CHARS:
+        warnings.append(f'Fact too short ({len(content)} chars): "{content}"')
+        return None
+    if len(content) > MAX_FACT_CHARS:
+        warnings.append(f"Fact truncated from {len(content)} chars")
+        content = content[:MAX_FACT_CHARS].rstrip()
+    raw_type = item.get("type")
+    fact_type = raw_type.strip().lower() if isinstance(raw_type, str) else ""
+    if fact_type not in FACT_TYPES:
+        warnings.append(f'Invalid type "{_shorten(raw_type)}", defaulting to "fact"')
+        fact_type = "fact"
+    return Fact(content, fact_type, _confidence(item.get("confidence")))
+
+
+def _entity_type(item: dict, snake: str, camel: str) -> str:
+    value = _text(item.get(snake, item.get(camel))).lower()
+    return value or "unknown"
+
+
+def _validate_entity(item: object, warnings: list[str]) -> EntityTriple | None:
+    if not isinstance(item, dict):
+        warnings.append("Entity is not an object")
+        return None
+    source, target = _text(item.get("source")), _text(item.get("target"))
+    if not source or not target:
+        warnings.append("Entity missing source or target")
+        return None
+    relationship = _text(item.get("relationship"))
+    if not relationship:
+        warnings.append("Entity missing relationship")
+        return None
+    return EntityTriple(
+        source,
+        _entity_type(item, "source_type", "sourceType"),
+        relationship,
+        target,
+        _entity_type(item, "target_type", "targetType"),
+        _confidence(item.get("confidence")),
+    )
+
+
+def validate_extraction(obj: dict | None) -> tuple[list[Fact], list[EntityTriple], list[str]]:
+    """Apply every extraction limit; invalid items are dropped with a warning each."""
+    if obj is None:
+        return [], [], []  # parse_json_object already said why.
+    if not isinstance(obj, dict):
+        return [], [], [NOT_AN_OBJECT]
+    warnings: list[str] = []
+    if "facts" not in obj and "entities" not in obj:
+        # Typically a reply cut off mid-way, recovered as one inner object: say so, not just "0 facts".
+        warnings.append('Model output has no "facts" or "entities"')
+    raw_facts = _list_field(obj, "facts", warnings)
+    if len(raw_facts) > MAX_FACTS:
+        warnings.append(f"Truncated facts from {len(raw_facts)} to {MAX_FACTS}")
+    facts = [f for f in (_validate_fact(i, warnings) for i in raw_facts[:MAX_FACTS]) if f]
+    raw_entities = _list_field(obj, "entities", warnings)
+    if len(raw_entities) > MAX_ENTITIES:
+        warnings.append(f"Truncated entities from {len(raw_entities)} to {MAX_ENTITIES}")
+    entities = [
+        e for e in (_validate_entity(i, warnings) for i in raw_entities[:MAX_ENTITIES]) if e
+    ]
+    return facts, entities, warnings
+
+
+def parse_extraction(raw: str) -> tuple[list[Fact], list[EntityTriple], list[str]]:
+    obj, warnings = parse_json_object(raw)
+    facts, entities, more = validate_extraction(obj)
+    return facts, entities, warnings + more
+
+
+# --- Decision ------------------------------------------------------------------------------
+
+
+@dataclass
+class Candidate:
+    number: int
+    memory_id: str
+    content: str
+    type: str = "fact"
+
+
+@dataclass
+class Decision:
+    action: str
+    target_id: str | None
+    confidence: float
+    reason: str
+
+
+_MISSING = object()
+
+
+def _raw_target(obj: dict) -> object:
+    for key in ("targetId", "target_id", "targetID", "target"):
+        if obj.get(key) is not None:
+            return obj[key]
+    return _MISSING
+
+
+def _resolve_target(value: object, candidates: list[Candidate]) -> str | None:
+    """The memory id a target names, by candidate number (2, "2", "[2]") or by memory id."""
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        for candidate in candidates:
+            if str(candidate.memory_id).lower() == text.lower():
+                return candidate.memory_id
+        bare = text.strip("[]# ").strip()
+        if bare.isdecimal() and len(bare) < 10:
+            number = int(bare)
+    if number is not None:
+        for candidate in candidates:
+            if candidate.number == number:
+                return candidate.memory_id
+    return None
+
+
+def parse_decision(raw: str, candidates: list[Candidate]) -> tuple[Decision | None, list[str]]:
+    """A usable decision, or None with the warning that explains why it was dropped."""
+    candidates = [c for c in (candidates or []) if isinstance(c, Candidate)]
+    obj, warnings = parse_json_object(raw)
+    if obj is None:
+        return None, warnings
+    raw_action = obj.get("action")
+    action = raw_action.strip().lower() if isinstance(raw_action, str) else ""
+    if action not in ACTIONS:
+        return None, [*warnings, f'Invalid action: "{_shorten(raw_action)}"']
+    target_id = None
+    if action in ("update", "delete"):
+        raw_target = _raw_target(obj)
+        if raw_target is _MISSING or (isinstance(raw_target, str) and not raw_target.strip()):
+            return None, [*warnings, f"{action} decision missing targetId"]
+        target_id = _resolve_target(raw_target, candidates)
+        if target_id is None:
+            return None, [
+                *warnings,
+                f'Decision references non-candidate ID: "{_shorten(raw_target)}"',
+            ]
+    reason = obj.get("reason")
+    if not isinstance(reason, str) or not reason.strip():
+        return None, [*warnings, "Decision missing reason"]
+    return Decision(action, target_id, _confidence(obj.get("confidence")), reason.strip()), warnings
+
+
+# --- Schemas and prompts -------------------------------------------------------------------
+
+_CONFIDENCE_SCHEMA = {"type": "number", "minimum": 0, "maximum": 1}
+EXTRACTION_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "facts": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "content": {"type": "string"},
+                    "type": {"type": "string", "enum": list(FACT_TYPES)},
+                    "confidence": _CONFIDENCE_SCHEMA,
+                },
+                "required": ["content", "type", "confidence"],
+            },
+        },
+        "entities": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "source": {"type": "string"},
+                    "source_type": {"type": "string"},
+                    "relationship": {"type": "string"},
+                    "target": {"type": "string"},
+                    "target_type": {"type": "string"},
+                    "confidence": _CONFIDENCE_SCHEMA,
+                },
+                "required": ["source", "relationship", "target"],
+            },
+        },
+    },
+    "required": ["facts", "entities"],
+}
+DECISION_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "action": {"type": "string", "enum": list(ACTIONS)},
+        "targetId": {"type": ["string", "null"]},
+        "confidence": _CONFIDENCE_SCHEMA,
+        "reason": {"type": "string"},
+    },
+    "required": ["action", "targetId", "confidence", "reason"],
+}
+
+_EXTRACTION_INSTRUCTIONS = """\
+Read the text below and pull out the durable knowledge in it as separate facts, plus the
+relationships between named things.
+
+Each fact must be atomic and self-contained: one piece of information that a reader understands
+without the original conversation. Name the concrete subject (the person, project, package, file
+path, service or tool) instead of "it", "this" or "the project".
+  Poor: "It should use the new one."
+  Good: "The billing service should use PostgreSQL 16 instead of MySQL."
+
+Fact types:
+- fact: something that is true about the world or the project.
+- preference: what someone likes, dislikes or wants.
+- decision: a choice that was made, such as adopting or dropping a tool.
+- procedural: how to do something: steps, commands, a workflow.
+- semantic: a definition or meaning of a term or concept.
+
+Confidence is a number from 0 to 1: how clearly the text states the fact (lower it for hedged
+or speculative statements).
+
+Entities are triples (source, relationship, target) with a confidence; give each end a type:
+ENTITY_TYPES.
+
+Skip greetings, small talk and details that will not matter later. Return ONLY a JSON object:
+{"facts": [{"content": "...", "type": "fact", "confidence": 0.9}],
+ "entities": [{"source": "...", "source_type": "person", "relationship": "...", "target": "...",
+ "target_type": "tool", "confidence": 0.8}]}
+
+Text:
+"""
+
+_DECISION_INSTRUCTIONS = """\
+You maintain a long-term memory store. Decide what to do with a newly extracted fact, given the
+most similar memories already stored (the candidates).
+
+Actions:
+- add: no candidate covers this fact; store it as a new memory.
+- update: the fact supersedes or refines one candidate, whose text is replaced by the fact (so
+  the fact must stand on its own). Give that candidate as targetId.
+- delete: the fact contradicts or invalidates one candidate, which should be removed. Give that
+  candidate as targetId.
+- none: a candidate already says this; change nothing.
+"""
+
+_DECISION_ANSWER = """\
+targetId is the candidate's number (for example 2) or its ID; use null for add and none.
+Return ONLY a JSON object: {"action": "add|update|delete|none", "targetId": ...,
+"confidence": 0.0-1.0, "reason": "one sentence"}
+"""
+
+
+def format_candidates(candidates: list[Candidate]) -> str:
+    return "\n\n".join(
+        f"[{c.number}] ID: {c.memory_id}\nType: {c.type}\nContent: {c.content}" for c in candidates
+    )
+
+
+def extraction_prompt(text: str) -> str:
+    """The extraction prompt; `text` should already have been through prepare_input."""
+    return _EXTRACTION_INSTRUCTIONS.replace("ENTITY_TYPES", ", ".join(ENTITY_TYPES)) + text
+
+
+def decision_prompt(fact: Fact, candidates: list[Candidate]) -> str:
+    return (
+        f"{_DECISION_INSTRUCTIONS}\n"
+        f'New fact (type: {fact.type}, confidence: {fact.confidence:.2f}):\n"{fact.content}"\n\n'
+        f"Candidates:\n{format_candidates(candidates)}\n\n"
+        f"{_DECISION_ANSWER}"
+    )

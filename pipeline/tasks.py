@@ -1,0 +1,221 @@
+"""django-q2 entry points. Every job: claim (conditional UPDATE) -> model calls, no transaction
+open -> one short atomic write in pipeline.apply. Arguments are ids only."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from django.utils import timezone
+
+from memory.content import normalize
+from memory.embedders import ProviderError, get_embedder
+from memory.models import Job, JobStatus, Memory
+from memory.writes import Vector
+from pipeline import apply, decision, extraction
+from pipeline.apply import Claim, JobOutcome
+from pipeline.config import get_config, mode_of
+from pipeline.llm import CallRecord, get_chat_client
+
+log = logging.getLogger(__name__)
+
+
+def run_job(job_id: str, *, fail_inside=None) -> str | None:
+    """Process one job if it can be claimed; returns the job's new status (None: not claimed)."""
+    claim = apply.claim_job(job_id)
+    if claim is None:
+        return None
+    calls: list[CallRecord] = []
+    try:
+        outcome = compute(claim, calls)
+    except Exception as exc:  # any failure is retried; the raw memory is never touched
+        if isinstance(exc, ProviderError) and getattr(exc, "call", None) is not None:
+            calls.append(exc.call)
+        log.warning("job %s attempt %s failed: %s", job_id, claim.attempts, exc)
+        return apply.fail_job(claim, f"{type(exc).__name__}: {exc}", calls)
+    if outcome is None:  # source forgotten before any model call
+        apply.record_job(JobOutcome(claim=claim, provider="-", model="-", calls=calls))
+        return JobStatus.CANCELLED
+    try:
+        result = apply.record_job(outcome, fail_inside=fail_inside)
+    except Exception as exc:
+        log.exception("job %s write failed", job_id)
+        return apply.fail_job(claim, f"write failed: {type(exc).__name__}: {exc}", [])
+    if result is None:
+        return None
+    return JobStatus.CANCELLED if "cancelled" in result else JobStatus.COMPLETED
+
+
+def compute(claim: Claim, calls: list[CallRecord]) -> JobOutcome | None:
+    """All model calls of a job, with no transaction open. Reads the store, writes nothing."""
+    source = Memory.objects.get(id=claim.memory_id)
+    if source.is_deleted:
+        return None
+    config = get_config()
+    client = get_chat_client()
+    extracted = extraction.extract(client, source.content)
+    calls.append(extracted.call)
+    warnings = list(extracted.warnings)
+
+    embedder = get_embedder()
+    texts = [source.content] + [fact.content for fact in extracted.facts]
+    vectors = _embed(embedder, texts, warnings, calls)
+    source_vector = vectors[0] if vectors else None
+    fact_vectors = {}
+    decisions = []
+    for index, fact in enumerate(extracted.facts):
+        vector = vectors[index + 1] if vectors else None
+        if vector is not None:
+            fact_vectors[normalize(fact.content).hash] = vector
+        candidates = decision.find_candidates(
+            fact,
+            agent_id=source.agent_id,
+            source_id=source.id,
+            alpha=config.search_alpha,
+            min_score=config.search_min_score,
+            vector=vector.values if vector else None,
+            model=vector.model if vector else None,
+        )
+        run = decision.decide(client, index, fact, candidates)
+        if run.call is not None:
+            calls.append(run.call)
+        warnings.extend(run.warnings)
+        if run.decided is not None:
+            decisions.append(run.decided)
+    return JobOutcome(
+        claim=claim,
+        provider=client.provider,
+        model=client.model,
+        facts=extracted.facts,
+        entities=extracted.entities,
+        decisions=decisions,
+        warnings=warnings,
+        calls=calls,
+        source_vector=source_vector,
+        fact_vectors=fact_vectors,
+        mode=mode_of(config),
+    )
+
+
+def _embed(
+    embedder, texts: list[str], warnings: list[str], calls: list[CallRecord]
+) -> list[Vector]:
+    """Vectors for the raw memory and every fact; a failure leaves a warning, not a failed job."""
+    record = CallRecord(
+        kind="embed",
+        provider=type(embedder).__name__,
+        model=embedder.model,
+        prompt=f"{len(texts)} texts",
+    )
+    try:
+        import time
+
+        started = time.perf_counter()
+        values = embedder.embed(texts)
+        record.duration_ms = (time.perf_counter() - started) * 1000
+        record.raw_response = (
+            f"{len(values)} vectors of {values[0].shape[0] if values else 0} dimensions"
+        )
+        calls.append(record)
+        return [Vector(v, embedder.model) for v in values]
+    except ProviderError as exc:
+        record.error = str(exc)
+        calls.append(record)
+        warnings.append(f"Embedding prefetch failed: {exc}")
+        return []
+
+
+# --- periodic work ------------------------------------------------------------------------------
+
+
+def sweep() -> dict:
+    """Every minute: reclaim stale leases and hand off pending jobs whose hand-off was lost."""
+    config = get_config()
+    reclaimed = apply.reclaim_stale_leases(timedelta(seconds=config.lease_timeout_seconds))
+    handed = 0
+    if config.enabled:
+        from pipeline.queue import hand_off
+
+        now = timezone.now()
+        quiet = now - timedelta(seconds=60)
+        due = Job.objects.filter(status=JobStatus.PENDING, updated_at__lt=quiet).exclude(
+            next_attempt_at__gt=now
+        )
+        # Jobs retried with backoff were updated recently; they are due once next_attempt_at passes.
+        retry_due = Job.objects.filter(
+            status=JobStatus.PENDING, next_attempt_at__lte=now, updated_at__gte=quiet
+        )
+        for job_id in list(due.values_list("id", flat=True)[:500]) + list(
+            retry_due.values_list("id", flat=True)[:500]
+        ):
+            hand_off(job_id)
+            handed += 1
+    return {**reclaimed, "handedOff": handed}
+
+
+def tick() -> dict:
+    """The scheduled entry point: sweep always, maintenance when due and allowed."""
+    report = {"sweep": sweep()}
+    config = get_config()
+    if config.autonomous_enabled and not config.autonomous_frozen:
+        now = timezone.now()
+        due = config.last_maintenance_at is None or now - config.last_maintenance_at >= timedelta(
+            minutes=config.autonomous_interval_minutes
+        )
+        if due:
+            report["maintenance"] = maintenance()
+    return report
+
+
+def maintenance(batch: int = 200) -> dict:
+    """Embed live memories missing a vector (model call outside any transaction), purge old logs."""
+    now = timezone.now()
+    apply.mark_maintenance_run(now)
+    embedded = embed_missing(batch)
+    purged = apply.purge_old(now - timedelta(days=get_config().retention_days))
+    return {"embedded": embedded, "purged": purged}
+
+
+def embed_missing(batch: int = 200) -> int:
+    from memory import writes
+
+    embedder = get_embedder()
+    missing = list(
+        Memory.objects.filter(is_deleted=False)
+        .exclude(embedding_model=embedder.model)
+        .values_list("id", "content", "content_hash")[:batch]
+    )
+    if not missing:
+        return 0
+    try:
+        values = embedder.embed([content for _, content, _ in missing])
+    except ProviderError as exc:
+        log.warning("maintenance could not embed: %s", exc)
+        return 0
+    stored = 0
+    for (memory_id, _, content_hash), vector in zip(missing, values, strict=True):
+        stored += writes.store_vector(memory_id, content_hash, Vector(vector, embedder.model))
+    return stored
+
+
+def process_pending(limit: int | None = None) -> dict[str, int]:
+    """Claim and run pending jobs in this process until none are left (or `limit` were run)."""
+    counts: dict[str, int] = {}
+    ran = 0
+    while limit is None or ran < limit:
+        now = timezone.now()
+        job_id = (
+            Job.objects.filter(status=JobStatus.PENDING)
+            .exclude(next_attempt_at__gt=now)
+            .order_by("created_at")
+            .values_list("id", flat=True)
+            .first()
+        )
+        if job_id is None:
+            break
+        status = run_job(job_id) or "skipped"
+        counts[status] = counts.get(status, 0) + 1
+        ran += 1
+        if status == "skipped" and not get_config().enabled:
+            break
+    return counts

@@ -1,0 +1,4 @@
+"""Dashboard routes of the pipeline app."""
+
+app_name = "pipeline"
+urlpatterns = []

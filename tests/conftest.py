@@ -1,0 +1,73 @@
+"""Shared fixtures: offline provider by default, API tokens, the fake Ollama server, Playwright."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's loop + live_server
+
+
+@pytest.fixture(autouse=True)
+def offline_models(settings):
+    """Tests never reach a model server unless they start the fake one."""
+    from memory import embedders
+
+    settings.MEMORY_LLM_PROVIDER = "offline"
+    embedders._probe_cache.clear()
+    yield
+    embedders._probe_cache.clear()
+
+
+@pytest.fixture
+def fake_ollama(settings):
+    from tests.fake_ollama import FakeOllama
+
+    server = FakeOllama(settings.MEMORY_EMBEDDING_DIMENSIONS).start()
+    settings.OLLAMA_URL = server.url
+    settings.MEMORY_LLM_PROVIDER = "ollama"
+    settings.MEMORY_LLM_TIMEOUT_SECONDS = 1
+    settings.MEMORY_EMBED_TIMEOUT_SECONDS = 1
+    yield server
+    server.stop()
+
+
+def _token(scopes, agent="default", name=None):
+    from memory.auth import create_token
+
+    _, plain = create_token(name or f"tok-{'-'.join(scopes)}", agent_id=agent, scopes=scopes)
+    return {"HTTP_AUTHORIZATION": f"Bearer {plain}"}
+
+
+@pytest.fixture
+def ingest_auth(db):
+    return _token(["ingest"], name="agent-one")
+
+
+@pytest.fixture
+def review_auth(db):
+    return _token(["review"], name="reviewer-bot")
+
+
+@pytest.fixture
+def admin_auth(db):
+    return _token(["admin"], name="admin-bot")
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    return {
+        **browser_type_launch_args,
+        "executable_path": os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium"),
+        "args": [
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--disable-quic",
+        ],
+    }

@@ -1,0 +1,388 @@
+"""The memory JSON API: every endpoint, every error, and no write on bad input."""
+
+import json
+
+import pytest
+
+from memory.models import ApiToken, Entity, Job, Memory, MemoryHistory
+
+pytestmark = pytest.mark.django_db
+
+
+def post(client, url, body, auth, raw=None):
+    data = raw if raw is not None else json.dumps(body)
+    return client.post(url, data, content_type="application/json", **auth)
+
+
+def counts():
+    return (
+        Memory.objects.count(),
+        MemoryHistory.objects.count(),
+        Job.objects.count(),
+        Entity.objects.count(),
+    )
+
+
+def remember(client, auth, **body):
+    response = post(client, "/api/memory/remember", body, auth)
+    assert response.status_code in (200, 201), response.content
+    return response.json()
+
+
+def test_remember_returns_201_with_id_hash_and_job_then_200_for_a_duplicate(client, ingest_auth):
+    first = remember(
+        client,
+        ingest_auth,
+        content="Priya prefers squash merges.",
+        who="cursor",
+        tags=["git"],
+        importance=0.9,
+    )
+    assert first["deduped"] is False and first["jobId"] and len(first["contentHash"]) == 64
+    response = post(
+        client, "/api/memory/remember", {"content": "priya prefers squash merges"}, ingest_auth
+    )
+    assert response.status_code == 200
+    assert response.json() == {**response.json(), "id": first["id"], "deduped": True, "jobId": None}
+    memory = Memory.objects.get(id=first["id"])
+    assert (memory.who, memory.tags, memory.importance, memory.agent_id) == (
+        "cursor",
+        ["git"],
+        0.9,
+        "default",
+    )
+
+
+def test_remember_with_entities_creates_the_graph(client, ingest_auth):
+    body = {
+        "content": "Priya maintains billing-api",
+        "entities": [
+            {
+                "source": "Priya",
+                "relationship": "maintains",
+                "target": "billing-api",
+                "sourceType": "person",
+            }
+        ],
+    }
+    result = remember(client, ingest_auth, **body)
+    assert len(result["linkedEntityIds"]) == 2
+    assert Entity.objects.get(canonical_name="priya").entity_type == "person"
+
+
+@pytest.mark.parametrize(
+    ("raw", "status", "message"),
+    [
+        ("{not json", 400, "not valid JSON"),
+        ("[1, 2]", 400, "must be a JSON object"),
+        ('"a string"', 400, "must be a JSON object"),
+        ("", 400, "must be a JSON object"),
+        ("{}", 400, "content is required"),
+        ('{"content": 42}', 400, "content must be a string"),
+        ('{"content": null}', 400, "content is required"),
+        ('{"content": "   \\n\\t "}', 400, "empty after normalisation"),
+        ('{"content": "..."}', 400, "empty after normalisation"),
+        ('{"content": "ok text", "pinned": "yes"}', 400, "pinned must be a boolean"),
+        (
+            '{"content": "ok text", "importance": 7}',
+            400,
+            "importance must be a number between 0 and 1",
+        ),
+        ('{"content": "ok text", "importance": true}', 400, "importance must be"),
+        ('{"content": "ok text", "tags": "a,b"}', 400, "tags must be a list of strings"),
+        ('{"content": "ok text", "tags": [1]}', 400, "tags must be a list of strings"),
+        ('{"content": "ok text", "who": ["x"]}', 400, "who must be a string"),
+        ('{"content": "ok text", "agentId": 5}', 400, "agentId must be a string"),
+        ('{"content": "ok text", "entities": {"a": 1}}', 400, "entities must be a list"),
+        (
+            '{"content": "ok text", "entities": [{"source": "A", "target": "B"}]}',
+            400,
+            "relationship must be a non-empty string",
+        ),
+        ('{"content": "ok text", "entities": ["x"]}', 400, "entities[0] must be an object"),
+        ('{"content": "bad \\u0000 byte"}', 400, "NUL byte"),
+        ('{"content": "bad \\ud800 surrogate"}', 400, "invalid unicode surrogate"),
+        ('{"content": "fine", "who": "bad \\udfff"}', 400, "invalid unicode surrogate"),
+    ],
+)
+def test_bad_remember_bodies_get_a_clear_error_and_write_nothing(
+    client, ingest_auth, raw, status, message
+):
+    before = counts()
+    response = post(client, "/api/memory/remember", None, ingest_auth, raw=raw)
+    assert response.status_code == status
+    assert message in response.json()["message"] and response.json()["error"]
+    assert counts() == before
+
+
+def test_invalid_utf8_is_rejected(client, ingest_auth):
+    response = client.post(
+        "/api/memory/remember",
+        b'{"content": "\xff\xfe"}',
+        content_type="application/json",
+        **ingest_auth,
+    )
+    assert response.status_code == 400 and "UTF-8" in response.json()["message"]
+    assert Memory.objects.count() == 0
+
+
+def test_content_over_the_limit_is_413_and_unknown_fields_are_ignored(
+    client, ingest_auth, settings
+):
+    settings.MEMORY_MAX_CONTENT_CHARS = 50
+    response = post(client, "/api/memory/remember", {"content": "x" * 51}, ingest_auth)
+    assert response.status_code == 413 and Memory.objects.count() == 0
+    response = post(
+        client, "/api/memory/remember", {"content": "x" * 50, "colour": "blue"}, ingest_auth
+    )
+    assert response.status_code == 201
+
+
+@pytest.mark.parametrize("header", [None, "Bearer", "Bearer nope", "Token abc", "bearer x"])
+def test_a_missing_or_invalid_token_is_401(client, header):
+    kwargs = {"HTTP_AUTHORIZATION": header} if header else {}
+    response = client.post(
+        "/api/memory/remember", {"content": "x y z"}, content_type="application/json", **kwargs
+    )
+    assert response.status_code == 401 and "Bearer" in response.json()["message"]
+    assert Memory.objects.count() == 0
+
+
+def test_a_revoked_token_is_401_and_tokens_are_stored_hashed(client, ingest_auth):
+    token = ingest_auth["HTTP_AUTHORIZATION"].split()[1]
+    row = ApiToken.objects.get()
+    assert token not in (row.token_hash, row.prefix) and len(row.token_hash) == 64
+    row.revoked = True
+    row.save()
+    assert (
+        post(client, "/api/memory/remember", {"content": "x y z"}, ingest_auth).status_code == 401
+    )
+
+
+def test_the_wrong_scope_is_403(client, ingest_auth, review_auth):
+    memory = remember(client, ingest_auth, content="Redis is the session cache")
+    response = client.patch(
+        f"/api/memory/{memory['id']}",
+        {"content": "x", "reason": "r"},
+        content_type="application/json",
+        **ingest_auth,
+    )
+    assert response.status_code == 403
+    assert (
+        post(client, "/api/memory/remember", {"content": "x y z"}, review_auth).status_code == 403
+    )
+    assert post(client, f"/api/memory/{memory['id']}/recover", {}, ingest_auth).status_code == 403
+    assert Memory.objects.get(id=memory["id"]).version == 1
+
+
+@pytest.mark.parametrize(
+    ("method", "url"),
+    [
+        ("get", "/api/memory/remember"),
+        ("put", "/api/memory/remember"),
+        ("post", "/api/memory/abc"),
+        ("get", "/api/memory/recall"),
+        ("delete", "/api/memory/abc/history"),
+    ],
+)
+def test_the_wrong_method_is_405_with_json(client, ingest_auth, method, url):
+    response = getattr(client, method)(url, **ingest_auth)
+    assert response.status_code == 405 and response.json()["error"] == "method_not_allowed"
+    assert response["Allow"]
+
+
+def test_unknown_ids_are_404(client, admin_auth):
+    assert client.get("/api/memory/nope", **admin_auth).status_code == 404
+    assert client.get("/api/memory/nope/history", **admin_auth).status_code == 404
+    assert (
+        client.patch(
+            "/api/memory/nope",
+            {"content": "x", "reason": "r"},
+            content_type="application/json",
+            **admin_auth,
+        ).status_code
+        == 404
+    )
+    assert (
+        client.delete(
+            "/api/memory/nope", {"reason": "r"}, content_type="application/json", **admin_auth
+        ).status_code
+        == 404
+    )
+    assert post(client, "/api/memory/nope/recover", {}, admin_auth).status_code == 404
+
+
+def test_get_returns_the_memory_shape(client, admin_auth):
+    memory = remember(client, admin_auth, content="Kenji owns Terraform", type="fact", pinned=True)
+    body = client.get(f"/api/memory/{memory['id']}", **admin_auth).json()
+    expected = {
+        "id",
+        "content",
+        "normalizedContent",
+        "contentHash",
+        "type",
+        "who",
+        "why",
+        "agentId",
+        "pinned",
+        "importance",
+        "tags",
+        "sourceType",
+        "sourceId",
+        "isDeleted",
+        "deletedAt",
+        "version",
+        "extractionStatus",
+        "extractionModel",
+        "createdAt",
+        "updatedAt",
+    }
+    assert expected <= set(body)
+    assert body["pinned"] is True and body["version"] == 1 and body["extractionStatus"] == "pending"
+
+
+def test_patch_needs_a_reason_honours_if_version_and_reports_duplicates(client, admin_auth):
+    a = remember(client, admin_auth, content="Billing uses Postgres 14")
+    b = remember(client, admin_auth, content="Billing uses Postgres 15")
+    url = f"/api/memory/{a['id']}"
+    response = client.patch(
+        url, {"content": "Billing uses Postgres 16"}, content_type="application/json", **admin_auth
+    )
+    assert response.status_code == 400 and response.json()["error"] == "reason_required"
+    response = client.patch(
+        url,
+        {"content": "Billing uses Postgres 16", "reason": "upgrade", "ifVersion": 3},
+        content_type="application/json",
+        **admin_auth,
+    )
+    assert (
+        response.status_code == 409
+        and response.json()["error"] == "version_conflict"
+        and response.json()["currentVersion"] == 1
+    )
+    response = client.patch(
+        url,
+        {"content": "billing uses postgres 15.", "reason": "dup"},
+        content_type="application/json",
+        **admin_auth,
+    )
+    assert response.status_code == 409 and response.json()["duplicateMemoryId"] == b["id"]
+    response = client.patch(
+        url,
+        {"content": "Billing uses Postgres 16", "reason": "upgrade", "ifVersion": 1},
+        content_type="application/json",
+        **admin_auth,
+    )
+    assert response.status_code == 200 and response.json()["version"] == 2
+    response = client.patch(
+        url, {"pinned": "no", "reason": "x"}, content_type="application/json", **admin_auth
+    )
+    assert response.status_code == 400
+    response = client.patch(
+        url,
+        {"content": "Billing uses Postgres 16", "reason": "same"},
+        content_type="application/json",
+        **admin_auth,
+    )
+    assert response.json()["status"] == "no_changes"
+
+
+def test_delete_is_soft_pinned_needs_force_and_recover_restores(client, admin_auth):
+    memory = remember(client, admin_auth, content="Never deploy on Fridays", pinned=True)
+    url = f"/api/memory/{memory['id']}"
+    assert client.delete(url, **admin_auth).status_code == 400  # reason required
+    response = client.delete(url, {"reason": "old"}, content_type="application/json", **admin_auth)
+    assert response.status_code == 409 and response.json()["error"] == "pinned_requires_force"
+    response = client.delete(url + "?reason=old&force=true", **admin_auth)
+    assert response.status_code == 200 and response.json()["status"] == "deleted"
+    assert client.get(url, **admin_auth).json()["isDeleted"] is True
+    assert (
+        client.delete(url + "?reason=again&force=true", **admin_auth).json()["error"]
+        == "already_deleted"
+    )
+    response = post(client, url + "/recover", {"reason": "mistake"}, admin_auth)
+    assert response.status_code == 200 and response.json()["version"] == 3
+    assert (
+        post(client, url + "/recover", {"reason": "twice"}, admin_auth).json()["error"]
+        == "not_deleted"
+    )
+
+
+def test_history_lists_events_oldest_first_with_actor_and_reason(client, admin_auth):
+    memory = remember(client, admin_auth, content="Use pnpm for the web app")
+    url = f"/api/memory/{memory['id']}"
+    client.patch(
+        url,
+        {"content": "Use pnpm 9 for the web app", "reason": "version pin"},
+        content_type="application/json",
+        **admin_auth,
+    )
+    client.delete(url, {"reason": "obsolete"}, content_type="application/json", **admin_auth)
+    body = client.get(url + "/history", **admin_auth).json()
+    assert body["memoryId"] == memory["id"]
+    events = [(h["event"], h["reason"], h["actorType"]) for h in body["history"]]
+    assert events == [
+        ("created", "remember", "agent"),
+        ("updated", "version pin", "operator"),
+        ("deleted", "obsolete", "operator"),
+    ]
+    assert body["history"][1]["oldContent"] == "Use pnpm for the web app"
+    assert body["history"][1]["newContent"] == "Use pnpm 9 for the web app"
+    assert body["history"][0]["changedBy"] == "admin-bot"
+
+
+def test_recall_returns_ranked_live_results_of_the_tokens_agent(client, ingest_auth):
+    target = remember(client, ingest_auth, content="The billing-api deploys through GitHub Actions")
+    remember(client, ingest_auth, content="Lunch is at noon")
+    remember(client, ingest_auth, content="billing-api deploys through Jenkins", agentId="ops-bot")
+    from pipeline.tasks import embed_missing
+
+    embed_missing()
+    response = post(
+        client,
+        "/api/memory/recall",
+        {"query": "how does billing-api deploy?", "limit": 3},
+        ingest_auth,
+    )
+    assert response.status_code == 200
+    results = response.json()["results"]
+    assert results[0]["id"] == target["id"] and results[0]["score"] > 0
+    assert all(r["agentId"] == "default" for r in results)
+
+
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        ({}, 400),
+        ({"query": ""}, 400),
+        ({"query": 3}, 400),
+        ({"query": "x", "limit": 0}, 400),
+        ({"query": "x", "limit": "5"}, 400),
+        ({"query": "x", "limit": 101}, 400),
+    ],
+)
+def test_bad_recall_bodies_are_400(client, ingest_auth, body, status):
+    assert post(client, "/api/memory/recall", body, ingest_auth).status_code == status
+
+
+def test_recall_with_hostile_query_text_does_not_fail(client, ingest_auth):
+    remember(client, ingest_auth, content="Kafka: billing events")
+    from pipeline.tasks import embed_missing
+
+    embed_missing()
+    response = post(
+        client, "/api/memory/recall", {"query": 'kafka: "billing AND (NOT*'}, ingest_auth
+    )
+    assert response.status_code == 200 and response.json()["results"]
+
+
+def test_health_reports_database_vectors_provider_and_queue(client, ingest_auth):
+    remember(client, ingest_auth, content="a memory with a pending job")
+    body = client.get("/api/health").json()
+    assert body["database"]["ok"] is True
+    assert body["vector"]["sqliteVecLoaded"] is True and body["vector"][
+        "sqliteVecVersion"
+    ].startswith("v0.")
+    assert body["llm"]["active"] == "offline"
+    assert body["queue"]["pending"] == 1
+    assert body["mode"] == "shadow"

@@ -1,0 +1,80 @@
+"""Embedding clients over real HTTP to the fake Ollama server, and the provider choice."""
+
+import numpy as np
+import pytest
+
+from memory import embedders
+from memory.embedders import (
+    OllamaEmbedder,
+    OpenAIEmbedder,
+    ProviderError,
+    get_embedder,
+    resolve_provider,
+)
+from tests.fake_ollama import Script
+
+
+def test_ollama_embed_posts_the_input_list_and_normalises_vectors(fake_ollama):
+    embedder = get_embedder()
+    assert isinstance(embedder, OllamaEmbedder)
+    vectors = embedder.embed(["Priya prefers squash merges", "Kafka carries billing events"])
+    assert [v.shape for v in vectors] == [(768,), (768,)]
+    assert all(np.linalg.norm(v) == pytest.approx(1.0, abs=1e-5) for v in vectors)
+    payload = fake_ollama.calls("/api/embed")[0]
+    assert payload == {
+        "model": "nomic-embed-text",
+        "input": ["Priya prefers squash merges", "Kafka carries billing events"],
+    }
+
+
+def test_openai_compatible_embeddings_keep_input_order(fake_ollama, settings):
+    settings.OPENAI_BASE_URL = fake_ollama.url + "/v1"
+    fake_ollama.script(
+        "/v1/embeddings",
+        Script(
+            {"data": [{"index": 1, "embedding": [0.0, 2.0]}, {"index": 0, "embedding": [3.0, 0.0]}]}
+        ),
+    )
+    embedder = OpenAIEmbedder(settings.OPENAI_BASE_URL, "sk-test", "text-embedding-3-small", 2, 2)
+    first, second = embedder.embed(["a", "b"])
+    assert first.tolist() == [1.0, 0.0] and second.tolist() == [0.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    ("script", "message"),
+    [
+        (Script({"error": "model not found"}, status=404), "answered 404"),
+        (Script({"error": "boom"}, status=500), "answered 500"),
+        (Script(""), "empty body"),
+        (Script("<html>gateway</html>"), "invalid JSON"),
+        (Script({"embeddings": "nope"}), "no 'embeddings' list"),
+        (Script({"embeddings": [[0.1, 0.2]]}), "1 vectors for 2 inputs"),
+        (Script({"embeddings": [[0.1], [None]]}), "malformed vector"),
+        (Script({"embeddings": [[1.0]] * 2}, delay=1.5), "timed out"),
+    ],
+)
+def test_every_embedding_failure_becomes_one_provider_error(fake_ollama, script, message):
+    fake_ollama.script("/api/embed", script)
+    with pytest.raises(ProviderError, match=message):
+        get_embedder().embed(["a", "b"])
+
+
+def test_a_refused_connection_is_a_provider_error(settings):
+    embedder = OllamaEmbedder("http://127.0.0.1:9", "nomic-embed-text", 768, 1)
+    with pytest.raises(ProviderError, match="unreachable"):
+        embedder.embed(["a"])
+
+
+def test_auto_uses_ollama_when_it_answers_and_offline_otherwise(fake_ollama, settings):
+    settings.MEMORY_LLM_PROVIDER = "auto"
+    assert resolve_provider() == "ollama"
+    settings.OLLAMA_URL = "http://127.0.0.1:9"
+    embedders._probe_cache.clear()
+    assert resolve_provider() == "offline"
+    assert get_embedder().model == "offline-hash-768"
+
+
+def test_an_unknown_provider_is_a_clear_error(settings):
+    settings.MEMORY_LLM_PROVIDER = "llamacpp"
+    with pytest.raises(ProviderError, match="unknown MEMORY_LLM_PROVIDER 'llamacpp'"):
+        resolve_provider()

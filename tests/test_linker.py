@@ -1,0 +1,25 @@
+"""Candidate proper nouns for the inline entity linker."""
+
+import pytest
+
+from memory.linker import candidate_names, canonical_name
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Priya prefers squash merges.", ["Priya"]),
+        ("The billing team uses Kafka.", ["Kafka"]),
+        ("Ask Marco Rossi about AWS costs.", ["Ask Marco Rossi", "AWS", "Ask", "Marco", "Rossi"]),
+        ("We met on Monday. It was fine.", []),
+        ("(Redis), 'Kafka' and \"Grafana\"!", ["Redis", "Kafka", "Grafana"]),
+        ("an all-lowercase sentence", []),
+        ("Jo and Al", []),
+    ],
+)
+def test_it_finds_capitalised_names_and_acronyms(text, expected):
+    assert candidate_names(text) == expected
+
+
+def test_canonical_names_are_lowercase_with_collapsed_spaces():
+    assert canonical_name("  Marco   Rossi ") == "marco rossi"

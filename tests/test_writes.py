@@ -1,0 +1,231 @@
+"""Write paths: remember, modify, forget, recover and the cold archive, each audited."""
+
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from memory import writes
+from memory.embedders import OfflineEmbedder
+from memory.models import (
+    Embedding,
+    Entity,
+    Job,
+    Memory,
+    MemoryCold,
+    MemoryEntityMention,
+    MemoryHistory,
+)
+from memory.writes import Actor, Refused, Triple, Vector
+
+pytestmark = pytest.mark.django_db
+AGENT = Actor("claude-code", "agent")
+OPERATOR = Actor("dana", "operator")
+PIPELINE = Actor("pipeline-v2", "pipeline")
+
+
+def remember(text, **kw):
+    return writes.remember(text, actor=AGENT, **kw)
+
+
+def fts_ids(query):
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT m.id FROM memories_fts JOIN memories m ON m.rowid = memories_fts.rowid WHERE memories_fts MATCH %s",
+            [query],
+        )
+        return {row[0] for row in cursor.fetchall()}
+
+
+def test_it_remembers_raw_first_with_fts_audit_and_a_pending_job(
+    django_capture_on_commit_callbacks,
+):
+    with django_capture_on_commit_callbacks() as callbacks:
+        result = remember("  Priya prefers   squash merges. ", who="cursor", tags=["git"])
+    memory = result.memory
+    assert memory.content == "Priya prefers squash merges."
+    assert memory.normalized_content == "priya prefers squash merges"
+    assert memory.extraction_status == "pending"
+    assert fts_ids('"squash"') == {memory.id}
+    history = list(MemoryHistory.objects.filter(memory=memory))
+    assert [h.event for h in history] == ["created"]
+    assert history[0].actor_type == "agent"
+    assert result.job.status == "pending"
+    assert len(callbacks) == 1  # the hand-off to django-q2 runs only after commit
+
+
+def test_it_dedupes_an_exact_duplicate_per_agent_and_not_across_agents():
+    first = remember("Priya prefers squash merges.")
+    again = remember("priya prefers SQUASH merges")
+    other_agent = remember("Priya prefers squash merges.", agent_id="ops-bot")
+    assert again.deduped and again.memory.id == first.memory.id and again.job is None
+    assert not other_agent.deduped
+    assert Memory.objects.count() == 2
+    assert Job.objects.count() == 2
+
+
+def test_the_database_enforces_one_active_hash_per_agent():
+    from django.db import IntegrityError, transaction
+
+    first = remember("Redis is the cache").memory
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Memory.objects.create(
+            content="x",
+            normalized_content=first.normalized_content,
+            content_hash=first.content_hash,
+            created_at=timezone.now(),
+            updated_at=timezone.now(),
+        )
+
+
+def test_modify_requires_a_reason_checks_the_version_and_archives_the_old_row():
+    memory = remember("Billing uses Postgres 14").memory
+    with pytest.raises(Refused) as missing:
+        writes.modify(
+            memory.id, {"content": "Billing uses Postgres 16"}, actor=OPERATOR, reason=" "
+        )
+    assert missing.value.code == "reason_required"
+    with pytest.raises(Refused) as conflict:
+        writes.modify(
+            memory.id,
+            {"content": "Billing uses Postgres 16"},
+            actor=OPERATOR,
+            reason="upgrade",
+            if_version=7,
+        )
+    assert (
+        conflict.value.code == "version_conflict" and conflict.value.details["currentVersion"] == 1
+    )
+    updated = writes.modify(
+        memory.id,
+        {"content": "Billing uses Postgres 16"},
+        actor=OPERATOR,
+        reason="upgrade",
+        if_version=1,
+    )
+    assert updated.version == 2 and updated.content == "Billing uses Postgres 16"
+    snapshot = MemoryCold.objects.get(memory=memory)
+    assert snapshot.content == "Billing uses Postgres 14" and snapshot.version == 1
+    assert snapshot.original_row_json["content"] == "Billing uses Postgres 14"
+    event = MemoryHistory.objects.filter(memory=memory, event="updated").get()
+    assert (event.old_content, event.new_content, event.reason) == (
+        "Billing uses Postgres 14",
+        "Billing uses Postgres 16",
+        "upgrade",
+    )
+    assert fts_ids('"16"') == {memory.id} and fts_ids('"14"') == set()
+
+
+def test_modify_refuses_a_duplicate_content_hash_and_writes_nothing():
+    a = remember("Kafka carries billing events").memory
+    b = remember("Kafka carries audit events").memory
+    with pytest.raises(Refused) as refused:
+        writes.modify(
+            b.id, {"content": "kafka carries billing events."}, actor=OPERATOR, reason="merge"
+        )
+    assert refused.value.code == "duplicate_content_hash"
+    assert refused.value.details["duplicateMemoryId"] == a.id
+    assert Memory.objects.get(id=b.id).version == 1
+    assert MemoryCold.objects.count() == 0
+
+
+def test_modify_stores_the_vector_computed_before_the_transaction():
+    memory = remember("Grafana dashboards live in the ops repo").memory
+    embedder = OfflineEmbedder(768)
+    vector = Vector(embedder.embed_one("Grafana dashboards live in the infra repo"), embedder.model)
+    updated = writes.modify(
+        memory.id,
+        {"content": "Grafana dashboards live in the infra repo"},
+        actor=OPERATOR,
+        reason="moved",
+        vector=vector,
+    )
+    stored = Embedding.objects.get(content_hash=updated.content_hash)
+    assert stored.model == embedder.model and stored.dimensions == 768
+    assert np.allclose(np.frombuffer(stored.vector, dtype=np.float32), vector.values)
+    assert updated.embedding_model == embedder.model
+
+
+def test_forget_is_soft_needs_force_for_pinned_and_never_lets_the_pipeline_force():
+    pinned = remember("Never deploy on Fridays", pinned=True).memory
+    with pytest.raises(Refused) as needs_force:
+        writes.forget(pinned.id, actor=OPERATOR, reason="old rule")
+    assert needs_force.value.code == "pinned_requires_force"
+    with pytest.raises(Refused) as denied:
+        writes.forget(pinned.id, actor=PIPELINE, reason="contradicted", force=True)
+    assert denied.value.code == "autonomous_force_denied"
+    forgotten = writes.forget(pinned.id, actor=OPERATOR, reason="old rule", force=True)
+    row = Memory.objects.get(id=pinned.id)
+    assert row.is_deleted and row.deleted_at and row.version == 2 and forgotten.version == 2
+    assert MemoryCold.objects.get(memory=row).archived_reason == "forgotten"
+    with pytest.raises(Refused) as again:
+        writes.forget(pinned.id, actor=OPERATOR, reason="twice", force=True)
+    assert again.value.code == "already_deleted"
+
+
+def test_forget_cancels_the_memorys_pending_job():
+    result = remember("Ingest worker retries three times")
+    writes.forget(result.memory.id, actor=OPERATOR, reason="wrong")
+    assert Job.objects.get(id=result.job.id).status == "cancelled"
+
+
+def test_recover_works_within_thirty_days_and_not_after():
+    memory = remember("The staging database is reset nightly").memory
+    writes.forget(memory.id, actor=OPERATOR, reason="oops")
+    recovered = writes.recover(memory.id, actor=OPERATOR, reason="undo")
+    assert not recovered.is_deleted and recovered.version == 3
+    assert [h.event for h in MemoryHistory.objects.filter(memory=memory)] == [
+        "created",
+        "deleted",
+        "recovered",
+    ]
+    writes.forget(memory.id, actor=OPERATOR, reason="again")
+    Memory.objects.filter(id=memory.id).update(deleted_at=timezone.now() - timedelta(days=31))
+    with pytest.raises(Refused) as expired:
+        writes.recover(memory.id, actor=OPERATOR, reason="too late")
+    assert expired.value.code == "retention_expired"
+    with pytest.raises(Refused) as not_deleted:
+        writes.recover(remember("something else entirely").memory.id, actor=OPERATOR, reason="x")
+    assert not_deleted.value.code == "not_deleted"
+
+
+def test_recover_refuses_when_the_same_content_became_active_again():
+    memory = remember("Use pnpm for the web app").memory
+    writes.forget(memory.id, actor=OPERATOR, reason="dup")
+    remember("use pnpm for the web app!")
+    with pytest.raises(Refused) as refused:
+        writes.recover(memory.id, actor=OPERATOR, reason="undo")
+    assert refused.value.code == "duplicate_content_hash"
+
+
+def test_the_inline_linker_links_only_existing_entities_of_the_same_agent():
+    now = timezone.now()
+    priya = Entity.objects.create(
+        name="Priya", canonical_name="priya", agent_id="default", created_at=now, updated_at=now
+    )
+    Entity.objects.create(
+        name="Kafka", canonical_name="kafka", agent_id="ops-bot", created_at=now, updated_at=now
+    )
+    shouting = remember("PRIYA said Kafka and Redis are fine. Marco agreed.")
+    assert shouting.linked_entity_ids == [priya.pk]  # case-insensitive; ops-bot's Kafka is not ours
+    result = remember("Kafka topics were moved. Redis too.")
+    assert result.linked_entity_ids == []
+    assert Entity.objects.count() == 2  # never creates entities
+    assert MemoryEntityMention.objects.get(memory=shouting.memory).mention_text == "PRIYA"
+    assert Entity.objects.get(pk=priya.pk).mentions == 1
+
+
+def test_a_structured_entities_payload_creates_entities_relations_and_mentions():
+    triples = [Triple("Priya", "maintains", "billing-api", "person", "project", 0.9)]
+    first = remember("Priya maintains billing-api", triples=triples)
+    second = remember("Priya still maintains billing-api in 2026", triples=triples)
+    assert Entity.objects.filter(canonical_name__in=["priya", "billing-api"]).count() == 2
+    from memory.models import Relation
+
+    relation = Relation.objects.get()
+    assert relation.mentions == 2 and relation.relation_type == "maintains"
+    assert MemoryEntityMention.objects.filter(memory=first.memory).count() == 2
+    assert MemoryEntityMention.objects.filter(memory=second.memory).count() == 2
+    assert Entity.objects.get(canonical_name="priya").entity_type == "person"
