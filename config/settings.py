@@ -90,7 +90,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "pipeline.context.dashboard",
             ],
-            "builtins": ["template_partials.templatetags.partials"],
+            "builtins": ["template_partials.templatetags.partials", "memory.templatetags.curation"],
         },
     }
 ]

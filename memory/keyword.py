@@ -99,7 +99,8 @@ def match_expression(text: str) -> str | None:
     Quoting makes every token a plain string, so operators (AND/OR/NOT/NEAR), column filters
     (':'), prefixes ('*'), groups and stray quotes in the text can never raise a syntax error.
     """
-    words = [w for w in _WORD.findall(text.lower()) if w.strip("_")]
+    # One-letter pieces ("t" from "doesn't") match nearly every memory and only add noise.
+    words = [w for w in _WORD.findall(text.lower()) if len(w.strip("_")) > 1 or w.isdigit()]
     meaningful = [w for w in words if w not in STOP_WORDS]
     terms = list(dict.fromkeys(meaningful or words))[:MAX_QUERY_TERMS]
     if not terms:

@@ -116,6 +116,7 @@ def pipeline_config(request):
     if not isinstance(reason, str) or not reason.strip():
         raise BadRequest("reason is required", code="reason_required")
     body.pop("mode", None)  # derived, never set
+    body.pop("updatedAt", None)  # read-only; lets a client PATCH back what GET returned
     try:
         return JsonResponse(update_config(body, changed_by=request.api_token.name, reason=reason))
     except ConfigError as exc:

@@ -295,13 +295,14 @@ def record_job(outcome: JobOutcome, *, fail_inside=None) -> dict | None:
             writes.upsert_embedding(source, outcome.source_vector, at=now)
             Memory.objects.filter(id=source.id).update(embedding_model=outcome.source_vector.model)
         proposals = []
-        for position, decided in enumerate(outcome.decisions):
+        for decided in outcome.decisions:
+            # position = the fact's index in the extraction, so the decide call log lines up.
             proposal = _decide_and_apply(
-                decided, position, job, source, config, mode, outcome, stats, now
+                decided, decided.fact_index, job, source, config, mode, outcome, stats, now
             )
             proposals.append(proposal)
             if fail_inside is not None:
-                fail_inside(position)
+                fail_inside(decided.fact_index)
         result = {
             "facts": [fact.as_dict() for fact in outcome.facts],
             "entities": [entity.as_dict() for entity in outcome.entities],

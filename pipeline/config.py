@@ -183,7 +183,8 @@ def preview(changes: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     config = get_config()
     before = config_json(config)
     for key, value in flatten(changes).items():
-        setattr(config, FIELDS[key].attr, coerce(key, value))
+        value = coerce(key, value)  # first: an unknown key is a ConfigError, not a KeyError
+        setattr(config, FIELDS[key].attr, value)
     return before, config_json(config)
 
 
@@ -194,7 +195,10 @@ def update_config(changes: dict[str, Any], *, changed_by: str, reason: str) -> d
     flat = flatten(changes)
     if not flat:
         raise ConfigError("no settings given")
-    values = {FIELDS[key].attr: coerce(key, value) for key, value in flat.items()}
+    values = {}
+    for key, value in flat.items():
+        value = coerce(key, value)  # first: an unknown key is a ConfigError, not a KeyError
+        values[FIELDS[key].attr] = value
     from pipeline import apply
 
     return config_json(apply.save_config(values, changed_by=changed_by, reason=str(reason).strip()))

@@ -117,7 +117,10 @@ def _confidence(sentence: str, fact_type: str) -> float:
     if _HEDGE.search(sentence):
         return 0.6
     clear_subject = sentence.split()[0].lower().strip(",") not in _VAGUE_OPENERS
-    if fact_type in ("decision", "preference") and clear_subject:
+    if not clear_subject:
+        # "It posts a summary..." means nothing without the sentence before it: not atomic.
+        return 0.55
+    if fact_type in ("decision", "preference"):
         return 0.9
     return 0.8
 
@@ -184,6 +187,20 @@ def _reply(action: str, target: int | None, confidence: float, reason: str) -> s
     )
 
 
+def _content_words(text: str) -> set[str]:
+    return {
+        t for t in contradiction.tokenize(text) if t not in contradiction.STOP_WORDS and len(t) > 2
+    }
+
+
+def _covers(fact: str, existing: str) -> bool:
+    """The fact repeats most of the existing memory's words: it extends it, not something else."""
+    existing_words = _content_words(existing)
+    return bool(existing_words) and len(existing_words & _content_words(fact)) >= 0.6 * len(
+        existing_words
+    )
+
+
 def decide_reply(fact: Fact, candidates: list[Candidate], similarities: dict[str, float]) -> str:
     """ADD / UPDATE / NONE from exact matches, contradictions and similarity thresholds."""
     if not candidates:
@@ -209,6 +226,6 @@ def decide_reply(fact: Fact, candidates: list[Candidate], similarities: dict[str
     if score >= 0.8:
         return _reply("none", best.number, score, f"Already covered by memory [{best.number}]")
     richer = len(contradiction.tokenize(fact.content)) > len(contradiction.tokenize(best.content))
-    if score >= 0.55 and richer:
+    if score >= 0.55 and richer and _covers(fact.content, best.content):
         return _reply("update", best.number, score, f"Adds detail to memory [{best.number}]")
     return _reply("add", None, fact.confidence, "No existing memory covers this fact")

@@ -19,11 +19,13 @@ def role_of(user) -> str | None:
         return None
     if user.is_superuser:
         return ADMIN
-    names = {group.name for group in user.groups.all()}
-    for role in (ADMIN, REVIEWER):
-        if role in names:
-            return role
-    return VIEWER
+    # One group query per request: the decorator and the context processor both ask.
+    cached = getattr(user, "_curation_role", None)
+    if cached is None:
+        names = set(user.groups.values_list("name", flat=True))
+        cached = next((role for role in (ADMIN, REVIEWER) if role in names), VIEWER)
+        user._curation_role = cached
+    return cached
 
 
 def has_role(user, role: str) -> bool:

@@ -71,3 +71,60 @@ def browser_type_launch_args(browser_type_launch_args):
             "--disable-quic",
         ],
     }
+
+
+@pytest.fixture
+def role_users(db):
+    """A named cast: vera (viewer), rita (reviewer), ada (admin)."""
+    from django.contrib.auth.models import Group, User
+
+    from pipeline.roles import ensure_role_groups
+
+    ensure_role_groups()
+    cast = {}
+    for name, role in (("vera", "viewer"), ("rita", "reviewer"), ("ada", "admin")):
+        user = User.objects.create_user(name, password="pw-" + name)
+        user.groups.add(Group.objects.get(name=role))
+        cast[role] = user
+    return cast
+
+
+def _client_for(user):
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def viewer_client(role_users):
+    return _client_for(role_users["viewer"])
+
+
+@pytest.fixture
+def reviewer_client(role_users):
+    return _client_for(role_users["reviewer"])
+
+
+@pytest.fixture
+def admin_client_role(role_users):
+    return _client_for(role_users["admin"])
+
+
+def run_pipeline_on(*texts, agent_id="default"):
+    """Remember raw texts and run their jobs in-process; returns the raw memories."""
+    from memory.writes import Actor, remember
+    from pipeline.tasks import process_pending
+
+    memories = [
+        remember(text, actor=Actor("test-agent", "agent"), agent_id=agent_id).memory
+        for text in texts
+    ]
+    process_pending()
+    return memories
+
+
+@pytest.fixture
+def pipeline_run():
+    return run_pipeline_on

@@ -55,7 +55,8 @@ def test_no_user_text_can_raise_an_fts_error(query):
 
 
 def test_the_match_expression_quotes_every_token():
-    assert keyword.match_expression('billing: "postgres" -x*') == '"billing" OR "postgres" OR "x"'
+    assert keyword.match_expression('billing: "postgres" -xy*') == '"billing" OR "postgres" OR "xy"'
+    assert keyword.match_expression("doesn't 7") == '"doesn" OR "7"'
     assert keyword.match_expression("the of and") == '"the" OR "of" OR "and"'
     assert keyword.match_expression("the billing") == '"billing"'
     assert keyword.match_expression(":::") is None

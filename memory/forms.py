@@ -1,0 +1,76 @@
+"""Forms of the memory browser: the list filters and one small form per reviewer action."""
+
+from __future__ import annotations
+
+from django import forms
+from django.conf import settings
+
+DERIVED_SOURCE_TYPE = "pipeline-v2"
+
+PINNED_CHOICES = [("", "any"), ("yes", "pinned"), ("no", "not pinned")]
+DELETED_CHOICES = [("live", "live"), ("deleted", "deleted"), ("all", "all")]
+ORIGIN_CHOICES = [("", "any"), ("raw", "raw"), ("derived", "derived")]
+
+
+class MemoryFilterForm(forms.Form):
+    """GET filters of the list. Unknown values of a choice are ignored, never an error page."""
+
+    q = forms.CharField(required=False, max_length=500, strip=True)
+    type = forms.CharField(required=False, max_length=40)
+    who = forms.CharField(required=False, max_length=200)
+    agent = forms.CharField(required=False, max_length=200)
+    pinned = forms.ChoiceField(required=False, choices=PINNED_CHOICES)
+    deleted = forms.ChoiceField(required=False, choices=DELETED_CHOICES)
+    origin = forms.ChoiceField(required=False, choices=ORIGIN_CHOICES)
+
+    def filters(self) -> dict[str, str]:
+        """Every filter with its default; a field that did not validate counts as unset."""
+        self.is_valid()
+        data = getattr(self, "cleaned_data", {})
+        values = {name: (data.get(name) or "") for name in self.fields}
+        values["deleted"] = values["deleted"] or "live"
+        return values
+
+
+REASON_REQUIRED = "Give a reason: it is kept in the audit trail."
+
+
+class ActionForm(forms.Form):
+    """Fields every action shares. if_version guards against acting on a stale page."""
+
+    action = forms.CharField(widget=forms.HiddenInput)
+    if_version = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+
+
+class PinForm(ActionForm):
+    reason = forms.CharField(required=False, max_length=500)
+
+    def reason_or_default(self, action: str) -> str:
+        return self.cleaned_data.get("reason") or f"{action}ned from the memory browser"
+
+
+class EditForm(ActionForm):
+    content = forms.CharField(
+        max_length=settings.MEMORY_MAX_CONTENT_CHARS,
+        widget=forms.Textarea(attrs={"rows": 5}),
+        error_messages={"required": "The content cannot be empty."},
+    )
+    reason = forms.CharField(max_length=500, error_messages={"required": REASON_REQUIRED})
+
+
+class ForgetForm(ActionForm):
+    reason = forms.CharField(max_length=500, error_messages={"required": REASON_REQUIRED})
+    force = forms.BooleanField(required=False)
+
+
+class RecoverForm(ActionForm):
+    reason = forms.CharField(max_length=500, error_messages={"required": REASON_REQUIRED})
+
+
+ACTION_FORMS: dict[str, type[ActionForm]] = {
+    "pin": PinForm,
+    "unpin": PinForm,
+    "edit": EditForm,
+    "forget": ForgetForm,
+    "recover": RecoverForm,
+}

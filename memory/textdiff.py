@@ -1,0 +1,90 @@
+"""Word-level diffs and span highlighting for display. Pure functions; output is escaped HTML."""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+
+_TOKENS = re.compile(r"\s+|[^\s]+")
+# Zero-width and bidi control characters hide text from a reader: show them as visible codes.
+HIDDEN_CHARS = {
+    "\u200b": "ZWSP",
+    "\u200c": "ZWNJ",
+    "\u200d": "ZWJ",
+    "\u2060": "WJ",
+    "\ufeff": "BOM",
+    "\u202a": "LRE",
+    "\u202b": "RLE",
+    "\u202c": "PDF",
+    "\u202d": "LRO",
+    "\u202e": "RLO",
+    "\u2066": "LRI",
+    "\u2067": "RLI",
+    "\u2068": "FSI",
+    "\u2069": "PDI",
+    "\u00ad": "SHY",
+}
+_HIDDEN = re.compile("[" + "".join(HIDDEN_CHARS) + "]")
+
+
+def reveal(text: str) -> SafeString:
+    """Escape text and replace hidden characters with a visible marker."""
+    escaped = escape(text or "")
+    return mark_safe(
+        _HIDDEN.sub(
+            lambda m: (
+                f'<span class="hidden-char" title="hidden character U+{ord(m.group()):04X}">{HIDDEN_CHARS[m.group()]}</span>'
+            ),
+            escaped,
+        )
+    )
+
+
+def word_diff(old: str, new: str) -> SafeString:
+    """old -> new as escaped HTML with <del> and <ins> around changed words."""
+    a, b = _TOKENS.findall(old or ""), _TOKENS.findall(new or "")
+    parts: list[str] = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if op == "equal":
+            parts.append(str(reveal("".join(a[i1:i2]))))
+            continue
+        if op in {"delete", "replace"}:
+            parts.append(f"<del>{reveal(''.join(a[i1:i2]))}</del>")
+        if op in {"insert", "replace"}:
+            parts.append(f"<ins>{reveal(''.join(b[j1:j2]))}</ins>")
+    return mark_safe("".join(parts))
+
+
+def highlight_words(
+    text: str, words: set[str], css: str = "overlap", conflict: set[str] | None = None
+) -> SafeString:
+    """Escape text; mark words in `words` (css class) and words in `conflict` (class conflict)."""
+    conflict = conflict or set()
+    if not words and not conflict:
+        return reveal(text)
+    out = []
+    for token in _TOKENS.findall(text or ""):
+        core = re.sub(r"[^\w]", "", token.lower().replace("\u2019", "'").replace("'", ""))
+        if core and core in conflict:
+            out.append(f'<mark class="conflict">{reveal(token)}</mark>')
+        elif core and core in words:
+            out.append(f'<mark class="{css}">{reveal(token)}</mark>')
+        else:
+            out.append(str(reveal(token)))
+    return mark_safe("".join(out))
+
+
+def highlight_phrase(text: str, phrase: str) -> SafeString:
+    """Escape text and mark the first case-insensitive occurrence of phrase, if any."""
+    if not phrase:
+        return reveal(text)
+    index = (text or "").lower().find(phrase.lower())
+    if index < 0:
+        return reveal(text)
+    end = index + len(phrase)
+    return mark_safe(
+        f"{reveal(text[:index])}<mark>{reveal(text[index:end])}</mark>{reveal(text[end:])}"
+    )

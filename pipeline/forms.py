@@ -1,0 +1,125 @@
+"""Forms of the jobs, settings and entities pages. They validate input; writes happen elsewhere."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from memory.models import JobStatus
+from pipeline.config import FIELDS, ConfigError, flatten, preview
+
+
+class JobFilterForm(forms.Form):
+    status = forms.ChoiceField(choices=[("", "All statuses"), *JobStatus.choices], required=False)
+
+
+class EntitySearchForm(forms.Form):
+    q = forms.CharField(required=False, max_length=200, label="Search")
+
+
+def field_name(key: str) -> str:
+    """Form field name of a config key ("search.alpha" -> "search__alpha")."""
+    return key.replace(".", "__")
+
+
+def flat_config(config: dict[str, Any]) -> dict[str, Any]:
+    """config_json() flattened to FIELDS keys (mode and timestamps dropped)."""
+    flat = flatten(config)
+    return {key: flat[key] for key in FIELDS}
+
+
+def risky_switches(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """What in a change needs an explicit confirmation (DESIGN §5: full, disabled, frozen)."""
+    risky = []
+    if after["mode"] == "full" and before["mode"] != "full":
+        risky.append("switch to full mode (UPDATE and DELETE applied without review)")
+    if before["enabled"] and not after["enabled"]:
+        risky.append("disable the pipeline (no job is processed)")
+    if not before["mutationsFrozen"] and after["mutationsFrozen"]:
+        risky.append("pull the emergency brake (no pipeline write, no reviewer apply)")
+    return risky
+
+
+class SettingsForm(forms.Form):
+    """Every flag of pipeline.config.FIELDS plus a reason and a confirmation for risky switches.
+
+    After is_valid(): `changes` (key -> new value, only what differs), `before`/`after` (config
+    JSON as it is and as it would be) and `risky` (what needs the confirmation box).
+    """
+
+    reason = forms.CharField(
+        widget=forms.Textarea(
+            attrs={"rows": 2, "placeholder": "Why? This goes in the change log."}
+        ),
+        max_length=2000,
+        error_messages={"required": "Say why you are changing the settings; it goes in the log."},
+    )
+    confirm = forms.BooleanField(
+        required=False, label="I understand what this switch does and want it now"
+    )
+
+    def __init__(self, *args, current: dict[str, Any], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.current = current
+        self.flat_current = flat_config(current)
+        self.changes: dict[str, Any] = {}
+        self.before: dict[str, Any] = current
+        self.after: dict[str, Any] | None = None
+        self.risky: list[str] = []
+        setting_fields = {}
+        for key, spec in FIELDS.items():
+            common = {"label": key, "help_text": spec.help, "initial": self.flat_current[key]}
+            if spec.kind is bool:
+                field = forms.BooleanField(required=False, **common)
+            elif spec.kind is int:
+                field = forms.IntegerField(
+                    min_value=int(spec.low), max_value=int(spec.high), **common
+                )
+            else:
+                field = forms.FloatField(
+                    min_value=spec.low,
+                    max_value=spec.high,
+                    widget=forms.NumberInput(attrs={"step": "0.05"}),
+                    **common,
+                )
+            field.config_key = key
+            setting_fields[field_name(key)] = field
+        self.fields = {**setting_fields, **self.fields}
+
+    def setting_fields(self):
+        return [self[name] for name in self.fields if name not in {"reason", "confirm"}]
+
+    def flag_fields(self):
+        return [f for f in self.setting_fields() if isinstance(f.field, forms.BooleanField)]
+
+    def number_fields(self):
+        return [f for f in self.setting_fields() if not isinstance(f.field, forms.BooleanField)]
+
+    def settings_valid(self) -> bool:
+        """True when every setting parsed (reason and confirmation may still be missing)."""
+        self.is_valid()
+        return not any(field_name(key) in self.errors for key in FIELDS)
+
+    def clean(self):
+        cleaned = super().clean()
+        names = {field_name(key): key for key in FIELDS}
+        if any(name in self.errors for name in names):
+            return cleaned
+        self.changes = {
+            key: cleaned[name]
+            for name, key in names.items()
+            if name in cleaned and cleaned[name] != self.flat_current[key]
+        }
+        if not self.changes:
+            raise forms.ValidationError("Nothing changed: every setting has its current value.")
+        try:
+            self.before, self.after = preview(self.changes)
+        except ConfigError as exc:
+            raise forms.ValidationError(str(exc)) from exc
+        self.risky = risky_switches(self.before, self.after)
+        if self.risky and not cleaned.get("confirm"):
+            self.add_error(
+                "confirm", "Tick this box to confirm: this will " + "; ".join(self.risky) + "."
+            )
+        return cleaned

@@ -1,0 +1,159 @@
+"""seed_demo [--if-empty] [--provider P] [--with-demo-users]: fill the store with a demo team's memories."""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.management.base import BaseCommand
+from django.db.models import Count
+
+from memory.models import Memory
+from memory.writes import Actor, Triple, remember
+from pipeline.config import get_config, update_config
+from pipeline.demo_data import BASE_COUNT, DEMO_ENTITIES, DEMO_MEMORIES
+from pipeline.models import Proposal
+from pipeline.roles import REVIEWER, VIEWER, ensure_role_groups
+from pipeline.tasks import process_pending
+
+DEMO_USERS = ((REVIEWER, "demo-reviewer"), (VIEWER, "demo-viewer"))
+
+
+class Command(BaseCommand):
+    help = "Seed about 100 demo memories of a fictional team so the review queue has work in it."
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--if-empty", action="store_true", help="do nothing when any memory exists"
+        )
+        parser.add_argument(
+            "--provider",
+            default="offline",
+            choices=("offline", "auto", "ollama", "openai"),
+            help="model provider for this run only (default: offline, deterministic and fast)",
+        )
+        parser.add_argument(
+            "--with-demo-users",
+            action="store_true",
+            help='also create users "reviewer" and "viewer" (passwords demo-reviewer / demo-viewer)',
+        )
+
+    def handle(self, *args, if_empty, provider, with_demo_users, **options):
+        if if_empty and Memory.objects.exists():
+            self.stdout.write("Memories already exist; seed_demo --if-empty did nothing.")
+            return
+        ensure_role_groups()
+        if with_demo_users:
+            self._demo_users()
+        previous_provider = settings.MEMORY_LLM_PROVIDER
+        settings.MEMORY_LLM_PROVIDER = provider
+        # django-q logs one "Enqueued" line per remembered memory; the summary says enough.
+        queue_log = logging.getLogger("django-q")
+        previous_level = queue_log.level
+        queue_log.setLevel(logging.WARNING)
+        try:
+            self._seed()
+        finally:
+            settings.MEMORY_LLM_PROVIDER = previous_provider
+            queue_log.setLevel(previous_level)
+
+    def _seed(self) -> None:
+        if not get_config().enabled:
+            self.stderr.write(
+                "The pipeline is disabled (enabled=false): demo memories will stay unprocessed."
+            )
+        base, later = DEMO_MEMORIES[:BASE_COUNT], DEMO_MEMORIES[BASE_COUNT:]
+        # Controlled-write before the base memories are written, so a running worker cluster that
+        # picks their jobs up also applies the clean ADDs.
+        update_config(
+            {"shadowMode": False},
+            changed_by="seed_demo",
+            reason="demo: apply clean facts from the base memories",
+        )
+        try:
+            created, deduped = self._remember(base, offset=0)
+            first = process_pending()
+        finally:
+            update_config(
+                {"shadowMode": True},
+                changed_by="seed_demo",
+                reason="demo: back to shadow so new proposals wait for review",
+            )
+        # One at a time, as a live worker would: a statement written but not yet processed has no
+        # vector, and keyword-only hits outrank embedded ones in hybrid search, so a batch would let
+        # unprocessed statements crowd the memories they contradict out of each other's candidates.
+        more_created = more_deduped = 0
+        second: dict[str, int] = {}
+        for index, item in enumerate(later, start=BASE_COUNT):
+            one_created, one_deduped = self._remember([item], offset=index)
+            more_created, more_deduped = more_created + one_created, more_deduped + one_deduped
+            for status, n in process_pending().items():
+                second[status] = second.get(status, 0) + n
+        self._summary(created + more_created, deduped + more_deduped, first, second)
+
+    def _remember(self, items: list[dict], *, offset: int) -> tuple[int, int]:
+        created = deduped = 0
+        for index, item in enumerate(items, start=offset):
+            triples = [
+                Triple(
+                    t["source"],
+                    t["relationship"],
+                    t["target"],
+                    source_type=t["sourceType"],
+                    target_type=t["targetType"],
+                    confidence=0.9,
+                )
+                for t in DEMO_ENTITIES.get(index, [])
+            ]
+            result = remember(
+                item["content"],
+                actor=Actor(item["who"], "agent"),
+                who=item["who"],
+                why="demo",
+                type=item["type"],
+                agent_id=item["agentId"],
+                pinned=item["pinned"],
+                tags=item["tags"],
+                triples=triples or None,
+            )
+            if result.deduped:
+                deduped += 1
+            else:
+                created += 1
+        return created, deduped
+
+    def _demo_users(self) -> None:
+        users = get_user_model()
+        for name, password in DEMO_USERS:
+            if users.objects.filter(username=name).exists():
+                self.stdout.write(f'User "{name}" already exists; left unchanged.')
+                continue
+            user = users.objects.create_user(username=name, password=password)
+            user.groups.add(Group.objects.get(name=name))
+            self.stdout.write(f'Created demo user "{name}" (group {name}, password "{password}").')
+
+    def _summary(self, created: int, deduped: int, first: dict, second: dict) -> None:
+        def counts(values: dict) -> str:
+            return ", ".join(f"{n} {key}" for key, n in sorted(values.items())) or "none"
+
+        live = Memory.objects.filter(is_deleted=False)
+        derived = live.filter(source_type="pipeline-v2").count()
+        by_status = dict(
+            Proposal.objects.values_list("status").annotate(n=Count("id")).order_by("status")
+        )
+        review = Proposal.objects.filter(review_needed=True)
+        self.stdout.write(
+            f"Remembered {created} demo memories ({deduped} exact duplicates folded into existing ones)."
+        )
+        self.stdout.write(f"Jobs, base pass (controlled-write): {counts(first)}.")
+        self.stdout.write(f"Jobs, second pass (shadow): {counts(second)}.")
+        self.stdout.write(
+            f"Live memories: {live.count()} ({derived} extracted facts applied by the pipeline)."
+        )
+        self.stdout.write(f"Proposals by status: {counts(by_status)}.")
+        self.stdout.write(
+            f"Review needed (contradictions): {review.count()}, "
+            f"{review.filter(status='pending').count()} of them pending."
+        )

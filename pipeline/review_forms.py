@@ -1,0 +1,100 @@
+"""Forms of the review queue, the bulk action and the per-proposal decision."""
+
+from __future__ import annotations
+
+from django import forms
+
+from pipeline.models import Action
+
+STATUS_CHOICES = [
+    ("pending", "Pending"),
+    ("skipped", "Skipped (low confidence)"),
+    ("stale", "Stale"),
+]
+SORT_CHOICES = [
+    ("risk", "Risk: DELETE, UPDATE, ADD"),
+    ("confidence", "Lowest confidence"),
+    ("age", "Oldest first"),
+    ("newest", "Newest first"),
+]
+AGE_CHOICES = [
+    ("", "Any age"),
+    ("1h", "Last hour"),
+    ("24h", "Last 24 hours"),
+    ("7d", "Last 7 days"),
+    ("older", "Older than 7 days"),
+]
+YES_NO = [("", "Any"), ("yes", "Yes"), ("no", "No")]
+
+
+class QueueFilterForm(forms.Form):
+    status = forms.ChoiceField(choices=STATUS_CHOICES, required=False)
+    action = forms.ChoiceField(choices=[("", "Any action"), *Action.choices], required=False)
+    review_needed = forms.ChoiceField(choices=YES_NO, required=False, label="Contradiction")
+    conf_min = forms.FloatField(required=False, min_value=0, max_value=1, label="Confidence ≥")
+    conf_max = forms.FloatField(required=False, min_value=0, max_value=1, label="Confidence ≤")
+    agent = forms.CharField(required=False, max_length=200)
+    model = forms.CharField(required=False, max_length=200)
+    source = forms.CharField(required=False, max_length=64, label="Source memory")
+    age = forms.ChoiceField(choices=AGE_CHOICES, required=False)
+    sort = forms.ChoiceField(choices=SORT_CHOICES, required=False)
+
+    def clean(self):
+        data = super().clean()
+        low, high = data.get("conf_min"), data.get("conf_max")
+        if low is not None and high is not None and low > high:
+            self.add_error("conf_max", "Must be at least the lower bound.")
+        return data
+
+
+DECISIONS = [
+    ("approve", "Approve"),
+    ("reject", "Reject"),
+    ("keep_both", "Keep both"),
+    ("delete_old", "Delete the old one"),
+    ("merge", "Merge"),
+    ("redecide", "Apply to the current version"),
+]
+
+
+class DecideForm(forms.Form):
+    decision = forms.ChoiceField(choices=DECISIONS)
+    content = forms.CharField(required=False, widget=forms.Textarea, max_length=100_000)
+    reason = forms.CharField(required=False, max_length=2000)
+
+    def clean(self):
+        data = super().clean()
+        decision = data.get("decision")
+        if decision == "reject" and not (data.get("reason") or "").strip():
+            self.add_error(
+                "reason", "Say why you reject it: the reason is kept in the audit trail."
+            )
+        if decision == "merge" and not (data.get("content") or "").strip():
+            self.add_error("content", "Write the merged text.")
+        return data
+
+
+class BulkForm(forms.Form):
+    decision = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject")])
+    scope = forms.ChoiceField(
+        choices=[("selected", "Selected rows"), ("all", "All matching the filter")]
+    )
+    ids = forms.CharField(required=False)
+    reason = forms.CharField(required=False, max_length=2000)
+    step = forms.ChoiceField(choices=[("preview", "Preview"), ("apply", "Apply")])
+    after = forms.CharField(required=False)
+    done = forms.IntegerField(required=False, min_value=0)
+    failed = forms.IntegerField(required=False, min_value=0)
+    total = forms.IntegerField(required=False, min_value=0)
+
+    def clean(self):
+        data = super().clean()
+        if data.get("decision") == "reject" and not (data.get("reason") or "").strip():
+            self.add_error("reason", "A bulk rejection needs a reason.")
+        if data.get("scope") == "selected" and not self.id_list():
+            self.add_error("ids", "Select at least one row, or choose all matching the filter.")
+        return data
+
+    def id_list(self) -> list[str]:
+        raw = self.cleaned_data.get("ids") or ""
+        return [part for part in raw.replace(",", " ").split() if part][:5000]

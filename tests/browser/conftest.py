@@ -1,0 +1,36 @@
+"""Browser tests: Playwright driving Debian's Chromium against the live server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+@pytest.fixture
+def shot(page):
+    """Save a full-page screenshot under test-artifacts/ (ignored by git)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+
+    def take(name: str) -> Path:
+        path = ARTIFACTS / f"{name}.png"
+        page.screenshot(path=str(path), full_page=True)
+        return path
+
+    return take
+
+
+@pytest.fixture
+def login(page, live_server, role_users):
+    def as_user(role: str = "reviewer"):
+        user = role_users[role]
+        page.goto(f"{live_server.url}/login/")
+        page.fill("#id_username", user.username)
+        page.fill("#id_password", "pw-" + user.username)
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{live_server.url}/")
+        return user
+
+    return as_user

@@ -1,0 +1,144 @@
+"""A reviewer's day in a real browser: log in, keyboard review, bulk, contradictions, escaping."""
+
+import pytest
+from playwright.sync_api import expect
+
+from memory.models import Memory
+from pipeline.config import update_config
+from pipeline.models import Proposal
+from tests.conftest import run_pipeline_on
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+BASE = [
+    "The team uses Kafka for billing events. Standup notes from Monday.",
+    "Automatic staging deploys are enabled for every service. Noted by the release bot.",
+]
+LATER = [
+    "The team doesn't use Kafka for billing events anymore. Standup notes from Friday.",
+    "Kenji maintains the ingest-worker service and its Kafka consumers. From the team wiki.",
+    "Sofia owns the component library in packages/ui. From the design sync.",
+    "Dana runs the weekly release train on Thursdays. From the release calendar.",
+]
+
+
+@pytest.fixture
+def seeded(db):
+    update_config({"shadowMode": False}, changed_by="test", reason="seed")
+    run_pipeline_on(*BASE)
+    update_config({"shadowMode": True}, changed_by="test", reason="review")
+    run_pipeline_on(*LATER)
+
+
+def test_a_reviewer_logs_in_and_sees_the_mode_banner_and_queue(
+    page, live_server, login, seeded, shot
+):
+    page.goto(f"{live_server.url}/login/")
+    page.fill("#id_username", "rita")
+    page.fill("#id_password", "wrong")
+    page.click("button[type=submit]")
+    expect(page.locator(".field-error")).to_contain_text("correct username and password")
+    login("reviewer")
+    expect(page.locator(".banner-label")).to_have_text("SHADOW")
+    page.goto(f"{live_server.url}/review/")
+    expect(page.locator("tr[data-row]").first).to_be_visible()
+    shot("review-queue")
+
+
+def test_approve_and_reject_with_the_keyboard(page, live_server, login, seeded, shot):
+    login("reviewer")
+    page.goto(f"{live_server.url}/review/?action=add&sort=age")
+    rows = page.locator("tr[data-row]")
+    first_id = rows.first.get_attribute("id").removeprefix("p-")
+    second_id = rows.nth(1).get_attribute("id").removeprefix("p-")
+    expect(rows.first).to_have_class("focused")
+    page.keyboard.press("a")
+    expect(page.locator(f"#p-{first_id} [data-testid=row-note]")).to_contain_text(
+        "Approved by rita"
+    )
+    expect(page.locator(f"#p-{second_id}")).to_have_class("focused")  # focus moved to the next row
+    page.keyboard.press("r")
+    page.keyboard.type("not durable knowledge")
+    page.keyboard.press("Enter")
+    expect(page.locator(f"#p-{second_id} [data-testid=row-note]")).to_contain_text(
+        "Rejected by rita"
+    )
+    expect(page.locator("[data-testid=pending-count]")).to_have_text(
+        str(Proposal.objects.filter(status="pending").count())
+    )
+    shot("review-keyboard")
+    assert Proposal.objects.get(id=first_id).status == "applied"
+    rejected = Proposal.objects.get(id=second_id)
+    assert (rejected.status, rejected.review_note, rejected.decided_by) == (
+        "rejected",
+        "not durable knowledge",
+        "rita",
+    )
+
+
+def test_edit_then_approve_with_the_keyboard(page, live_server, login, seeded):
+    login("reviewer")
+    page.goto(f"{live_server.url}/review/?action=add&sort=age")
+    row_id = page.locator("tr[data-row]").first.get_attribute("id").removeprefix("p-")
+    page.keyboard.press("e")
+    box = page.locator(f"#p-{row_id} textarea")
+    expect(box).to_be_focused()
+    box.fill("Kenji maintains ingest-worker.")
+    page.keyboard.press("Enter")
+    expect(page.locator(f"#p-{row_id} [data-testid=row-note]")).to_contain_text("Approved")
+    assert (
+        Proposal.objects.get(id=row_id).created_memory.content == "Kenji maintains ingest-worker."
+    )
+
+
+def test_bulk_approve_a_filtered_slice_after_confirming_the_counts(
+    page, live_server, login, seeded, shot
+):
+    login("reviewer")
+    adds = Proposal.objects.filter(status="pending", action="add").count()
+    page.goto(f"{live_server.url}/review/")
+    page.select_option("#id_action", "add")
+    expect(page.locator("tr[data-row]")).to_have_count(adds)
+    page.check("[data-testid=scope-all]")
+    page.click("text=Review bulk action…")
+    expect(page.locator("#bulk-panel")).to_contain_text(f"Approve {adds} proposal")
+    assert Proposal.objects.filter(status="pending", action="add").count() == adds  # nothing yet
+    shot("bulk-confirm")
+    page.click("[data-testid=bulk-confirm]")
+    expect(page.locator("[data-testid=bulk-progress]")).to_contain_text("Done")
+    assert Proposal.objects.filter(status="pending", action="add").count() == 0
+    assert Proposal.objects.filter(status="pending", action="update").exists()  # outside the slice
+
+
+def test_resolve_a_contradiction_in_the_workbench(page, live_server, login, seeded, shot):
+    login("reviewer")
+    flagged = Proposal.objects.get(status="pending", review_needed=True)
+    page.goto(f"{live_server.url}/contradictions/")
+    card = page.locator(f"#c-{flagged.id}")
+    expect(card.locator("mark.conflict").first).to_be_visible()
+    shot("contradictions")
+    card.locator("button[value=keep_both]").click()
+    expect(page.locator(f"#c-{flagged.id} [data-testid=row-note]")).to_contain_text(
+        "Approved by rita"
+    )
+    flagged.refresh_from_db()
+    assert flagged.status == "applied" and flagged.created_memory is not None
+    assert not Memory.objects.get(id=flagged.target_memory_id).is_deleted
+
+
+def test_hostile_memory_content_shows_as_text_and_runs_nothing(page, live_server, login, db, shot):
+    update_config({"shadowMode": True}, changed_by="t", reason="t")
+    run_pipeline_on(
+        '<script>window.__pwned = 1</script> Marco said <img src=x onerror="window.__pwned = 2"> works. Billing is fine too.'
+    )
+    login("reviewer")
+    dialogs = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    for path in ("/review/", f"/proposals/{Proposal.objects.first().id}/"):
+        page.goto(live_server.url + path)
+        expect(
+            page.get_by_text("<script>window.__pwned = 1</script>", exact=False).first
+        ).to_be_visible()
+        assert page.evaluate("window.__pwned") is None
+    assert page.locator("img[src=x]").count() == 0 and dialogs == []
+    shot("escaping")

@@ -1,0 +1,153 @@
+"""Helpers shared by the pipeline tests: modes, a scripted model behind the fake server, seeds.
+
+Model behaviour is steered only through the fake Ollama server (`ScriptedModel` is its
+`chat_handler`) or the offline provider; nothing here patches a function.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+
+from django.core.management import call_command
+from django.db import connections
+
+from memory import writes
+from memory.models import Job
+from memory.writes import Actor
+from pipeline.config import update_config
+
+AGENT = Actor("test-agent", "agent")
+SEEDER = Actor("seed-script", "agent")
+
+MODES = {
+    "shadow": {
+        "enabled": True,
+        "shadowMode": True,
+        "mutationsFrozen": False,
+        "allowUpdateDelete": False,
+    },
+    "controlled-write": {
+        "enabled": True,
+        "shadowMode": False,
+        "mutationsFrozen": False,
+        "allowUpdateDelete": False,
+    },
+    "full": {
+        "enabled": True,
+        "shadowMode": False,
+        "mutationsFrozen": False,
+        "allowUpdateDelete": True,
+    },
+    # The brake on top of full mode: it must still behave like shadow.
+    "frozen": {
+        "enabled": True,
+        "shadowMode": False,
+        "mutationsFrozen": True,
+        "allowUpdateDelete": True,
+    },
+    "disabled": {"enabled": False},
+}
+
+
+def set_mode(name: str) -> dict:
+    return update_config(MODES[name], changed_by="test", reason=f"test switches to {name}")
+
+
+def configure(**values) -> dict:
+    """update_config with JSON keys; dotted keys are written as `search__alpha`."""
+    changes = {key.replace("__", "."): value for key, value in values.items()}
+    return update_config(changes, changed_by="test", reason="test setting")
+
+
+def seed(text: str, **kwargs):
+    """An existing memory with no job of its own (a candidate for decisions)."""
+    return writes.remember(text, actor=SEEDER, create_job=False, **kwargs).memory
+
+
+def raw(text: str, **kwargs) -> writes.RememberResult:
+    """A raw memory as an agent writes it: committed first, with a pending job."""
+    return writes.remember(text, actor=AGENT, **kwargs)
+
+
+def make_due(job_or_id) -> None:
+    """Skip a retry's backoff wait (the clock is the only thing changed)."""
+    job_id = getattr(job_or_id, "id", job_or_id)
+    Job.objects.filter(id=job_id).update(next_attempt_at=None)
+
+
+_FACT_IN_PROMPT = re.compile(r'New fact \(type: [^)]*\):\n"(.*)"\n', re.DOTALL)
+
+
+def fact_in_prompt(prompt: str) -> str:
+    match = _FACT_IN_PROMPT.search(prompt)
+    assert match, f"not a decision prompt: {prompt[:200]}"
+    return match.group(1)
+
+
+def fact(content: str, confidence: float = 0.9, type: str = "fact") -> dict:
+    return {"content": content, "type": type, "confidence": confidence}
+
+
+def decision(action: str, target=None, confidence: float = 0.9, reason: str | None = None) -> dict:
+    target_id = getattr(target, "id", target)
+    return {
+        "action": action,
+        "targetId": target_id,
+        "confidence": confidence,
+        "reason": reason or f"scripted {action}",
+    }
+
+
+def is_extraction(payload: dict) -> bool:
+    schema = payload.get("format") or payload.get("response_format") or {}
+    return '"facts"' in json.dumps(schema)
+
+
+class ScriptedModel:
+    """The fake server's chat handler: every extraction returns `facts`; decisions are looked up
+    by the fact's text in `decisions` (default: add). Replies are recorded in `replies`."""
+
+    def __init__(self, fake, facts=(), decisions=None, entities=(), on_decide=None):
+        self.facts = [fact(f) if isinstance(f, str) else f for f in facts]
+        self.entities = list(entities)
+        self.decisions = dict(decisions or {})
+        self.on_decide = on_decide
+        self.replies: list[str] = []
+        fake.chat_handler = self
+
+    def __call__(self, payload: dict) -> str:
+        prompt = payload["messages"][-1]["content"]
+        if is_extraction(payload):
+            reply = json.dumps({"facts": self.facts, "entities": self.entities})
+        else:
+            content = fact_in_prompt(prompt)
+            if self.on_decide is not None:
+                self.on_decide(content, prompt)
+            reply = json.dumps(self.decisions.get(content) or decision("add", confidence=0.8))
+        self.replies.append(reply)
+        return reply
+
+
+@contextlib.contextmanager
+def on_a_file_database(path):
+    """Point the default connection at a migrated SQLite file (WAL) for multi-threaded tests.
+
+    pytest-django's in-memory test database uses SQLite's shared cache, whose table locks fail
+    at once ("database table is locked") instead of waiting like the real WAL database does.
+    The in-memory connection is kept aside (closing it would destroy the test database) and put
+    back afterwards. Use with `transactional_db`; worker threads must close their connections.
+    """
+    conn = connections["default"]
+    conn.ensure_connection()
+    saved, name = conn.connection, conn.settings_dict["NAME"]
+    conn.connection = None
+    conn.settings_dict["NAME"] = str(path)
+    try:
+        call_command("migrate", verbosity=0)
+        yield
+    finally:
+        conn.close()
+        conn.settings_dict["NAME"] = name
+        conn.connection = saved

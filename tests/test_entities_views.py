@@ -1,0 +1,170 @@
+"""Entity pages: the list (search, mentions first) and one entity's relations and memories."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils import timezone
+
+from memory.models import Entity, Memory, MemoryEntityMention, Relation
+from memory.writes import Actor, Triple, remember
+from pipeline.roles import ensure_role_groups
+
+pytestmark = pytest.mark.django_db
+HX = {"HTTP_HX_REQUEST": "true"}
+AGENT = Actor("x", "agent")
+
+
+@pytest.fixture
+def as_viewer(client):
+    ensure_role_groups()
+    client.force_login(User.objects.create_user("vera", password="pw"))
+    return client
+
+
+@pytest.fixture
+def graph(db):
+    """Alice -works_on-> Harbor, Bob -works_on-> Harbor; two memories mention Harbor."""
+    first = remember(
+        "Alice works on Harbor, the deployment dashboard.",
+        actor=AGENT,
+        triples=[Triple("Alice", "works_on", "Harbor", "person", "project", 0.9)],
+    ).memory
+    second = remember(
+        "Bob works on Harbor too.",
+        actor=AGENT,
+        triples=[Triple("Bob", "works_on", "Harbor", "person", "project", 0.8)],
+    ).memory
+    return {
+        "harbor": Entity.objects.get(canonical_name="harbor"),
+        "alice": Entity.objects.get(canonical_name="alice"),
+        "memories": [first, second],
+    }
+
+
+def _queries(client, url, **extra) -> int:
+    with CaptureQueriesContext(connection) as ctx:
+        assert client.get(url, **extra).status_code == 200
+    return len(ctx.captured_queries)
+
+
+def test_anonymous_goes_to_login(client, graph):
+    for url in (
+        reverse("pipeline:entities"),
+        reverse("pipeline:entity", args=[graph["harbor"].pk]),
+    ):
+        response = client.get(url)
+        assert response.status_code == 302 and response["Location"].startswith("/login/")
+
+
+def test_list_orders_by_mentions_and_counts_memories(as_viewer, graph):
+    response = as_viewer.get(reverse("pipeline:entities"))
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "<html" in html
+    assert html.index(">Harbor<") < html.index(">Alice<")  # 2 mentions before 1
+    harbor = graph["harbor"]
+    assert f'href="/entities/{harbor.pk}/"' in html
+    assert "project" in html and "default" in html
+
+
+def test_list_htmx_fragment_and_search(as_viewer, graph):
+    response = as_viewer.get(reverse("pipeline:entities"), {"q": "ali"}, **HX)
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "<html" not in body
+    assert 'id="entity-list"' in body
+    assert ">Alice<" in body and ">Harbor<" not in body
+    empty = as_viewer.get(reverse("pipeline:entities"), {"q": "zzz"}, **HX).content.decode()
+    assert "No entity matches" in empty
+
+
+def test_detail_shows_relations_and_memories(as_viewer, graph):
+    harbor = graph["harbor"]
+    html = as_viewer.get(reverse("pipeline:entity", args=[harbor.pk])).content.decode()
+    assert "<html" in html
+    assert "works_on" in html
+    assert f'href="/entities/{graph["alice"].pk}/"' in html  # incoming from Alice
+    for memory in graph["memories"]:
+        assert f'href="/memories/{memory.id}/"' in html
+    assert "90%" in html
+
+    alice = as_viewer.get(reverse("pipeline:entity", args=[graph["alice"].pk])).content.decode()
+    assert f'href="/entities/{harbor.pk}/"' in alice  # outgoing to Harbor
+
+    fragment = as_viewer.get(reverse("pipeline:entity", args=[harbor.pk]), **HX)
+    body = fragment.content.decode()
+    assert fragment.status_code == 200 and "<html" not in body
+    assert 'id="entity-memories"' in body
+
+
+def test_detail_of_unknown_entity_is_404(as_viewer):
+    assert as_viewer.get(reverse("pipeline:entity", args=[999])).status_code == 404
+
+
+def test_entity_names_and_memory_content_are_escaped(as_viewer):
+    memory = remember(
+        "<script>alert(1)</script> mentions Evil",
+        actor=AGENT,
+        triples=[Triple("<b>Evil</b>", "is", "<i>bad</i>")],
+    ).memory
+    evil = Entity.objects.get(canonical_name="<b>evil</b>")
+    listing = as_viewer.get(reverse("pipeline:entities")).content.decode()
+    assert "<b>Evil</b>" not in listing and "&lt;b&gt;Evil&lt;/b&gt;" in listing
+    detail = as_viewer.get(reverse("pipeline:entity", args=[evil.pk])).content.decode()
+    assert "<script>alert(1)</script>" not in detail
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in detail
+    assert "<i>bad</i>" not in detail
+    assert f'href="/memories/{memory.id}/"' in detail
+
+
+def _grow(n: int, hub: Entity, start: int) -> None:
+    """n more entities, each related to the hub and mentioned by a memory of its own."""
+    now = timezone.now()
+    for i in range(start, start + n):
+        other = Entity.objects.create(
+            name=f"Thing {i}",
+            canonical_name=f"thing {i}",
+            mentions=i,
+            created_at=now,
+            updated_at=now,
+        )
+        Relation.objects.create(
+            source=hub, target=other, relation_type="uses", created_at=now, updated_at=now
+        )
+        Relation.objects.create(
+            source=other, target=hub, relation_type="part_of", created_at=now, updated_at=now
+        )
+        memory = remember(f"Memory about thing number {i}.", actor=AGENT, create_job=False).memory
+        for entity in (hub, other):
+            MemoryEntityMention.objects.create(
+                memory=memory, entity=entity, mention_text=entity.name, created_at=now
+            )
+
+
+def test_query_counts_are_constant(as_viewer):
+    now = timezone.now()
+    hub = Entity.objects.create(
+        name="Hub", canonical_name="hub", mentions=0, created_at=now, updated_at=now
+    )
+    list_url = reverse("pipeline:entities")
+    detail_url = reverse("pipeline:entity", args=[hub.pk])
+    _grow(3, hub, 0)
+    few = [
+        _queries(as_viewer, list_url),
+        _queries(as_viewer, list_url, **HX),
+        _queries(as_viewer, detail_url),
+        _queries(as_viewer, detail_url, **HX),
+    ]
+    _grow(27, hub, 3)
+    assert Memory.objects.count() == 30
+    many = [
+        _queries(as_viewer, list_url),
+        _queries(as_viewer, list_url, **HX),
+        _queries(as_viewer, detail_url),
+        _queries(as_viewer, detail_url, **HX),
+    ]
+    assert many == few

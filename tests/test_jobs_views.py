@@ -1,0 +1,312 @@
+"""Jobs pages: list, detail (facts, proposals, warnings, model calls), live polling, retry."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils import timezone
+
+from memory.models import Job, JobStatus, MemoryHistory
+from memory.writes import Actor, remember
+from pipeline.models import LlmCall
+from pipeline.roles import ensure_role_groups
+from pipeline.tasks import process_pending
+
+HX = {"HTTP_HX_REQUEST": "true"}
+AGENT = Actor("x", "agent")
+pytestmark = pytest.mark.django_db
+
+
+def _user(username: str, role: str | None = None) -> User:
+    ensure_role_groups()
+    user = User.objects.create_user(username, password="pw")
+    if role:
+        user.groups.add(Group.objects.get(name=role))
+    return user
+
+
+@pytest.fixture
+def viewer(db):
+    return _user("vera")
+
+
+@pytest.fixture
+def reviewer(db):
+    return _user("rita", "reviewer")
+
+
+@pytest.fixture
+def as_viewer(client, viewer):
+    client.force_login(viewer)
+    return client
+
+
+@pytest.fixture
+def as_reviewer(client, reviewer):
+    client.force_login(reviewer)
+    return client
+
+
+@pytest.fixture
+def done_job(db):
+    result = remember(
+        "Alice prefers dark mode in the Harbor dashboard. The deploy runs on Fridays.",
+        actor=AGENT,
+    )
+    process_pending()
+    result.job.refresh_from_db()
+    return result.job
+
+
+@pytest.fixture
+def dead_job(db):
+    result = remember("The release train leaves every Tuesday at noon.", actor=AGENT)
+    Job.objects.filter(id=result.job.id).update(status=JobStatus.DEAD, error="boom", attempts=3)
+    return Job.objects.get(id=result.job.id)
+
+
+# --- access ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", ["pipeline:jobs", "pipeline:job"])
+def test_it_sends_anonymous_users_to_login(client, done_job, name):
+    url = reverse(name, args=[done_job.id] if name == "pipeline:job" else [])
+    response = client.get(url)
+    assert response.status_code == 302
+    assert response["Location"].startswith("/login/")
+
+
+@pytest.mark.django_db
+def test_anonymous_retry_goes_to_login_and_changes_nothing(client, dead_job):
+    response = client.post(reverse("pipeline:job-retry", args=[dead_job.id]))
+    assert response.status_code == 302
+    assert response["Location"].startswith("/login/")
+    assert Job.objects.get(id=dead_job.id).status == JobStatus.DEAD
+
+
+# --- list -----------------------------------------------------------------------------------------
+
+
+def test_it_lists_jobs_with_counts_plain_and_htmx(as_viewer, done_job, dead_job):
+    url = reverse("pipeline:jobs")
+    page = as_viewer.get(url)
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "<html" in html
+    assert done_job.id[:8] in html and dead_job.id[:8] in html
+    assert f'href="/memories/{done_job.memory_id}/"' in html
+    assert "boom" in html
+    assert 'data-testid="stat-dead"' in html
+
+    fragment = as_viewer.get(url, **HX)
+    assert fragment.status_code == 200
+    body = fragment.content.decode()
+    assert "<html" not in body
+    assert 'id="job-list"' in body
+    assert dead_job.id[:8] in body
+
+
+def test_it_filters_by_status(as_viewer, done_job, dead_job):
+    body = as_viewer.get(reverse("pipeline:jobs"), {"status": "dead"}, **HX).content.decode()
+    assert dead_job.id[:8] in body
+    assert done_job.id[:8] not in body
+    # An unknown status is ignored rather than an error.
+    assert as_viewer.get(reverse("pipeline:jobs"), {"status": "nope"}).status_code == 200
+
+
+def test_it_paginates_fifty_per_page(as_viewer):
+    for i in range(55):
+        remember(f"Memory number {i} about the nightly backup window.", actor=AGENT)
+    first = as_viewer.get(reverse("pipeline:jobs")).content.decode()
+    assert "Page 1 of 2" in first
+    second = as_viewer.get(reverse("pipeline:jobs"), {"page": 2}, **HX)
+    assert second.status_code == 200
+    assert second.content.decode().count("data-row") == 5
+
+
+def test_it_escapes_memory_content_in_the_list(as_viewer):
+    remember('<script>alert("x")</script> Bob owns the <b>billing</b> service.', actor=AGENT)
+    html = as_viewer.get(reverse("pipeline:jobs")).content.decode()
+    assert '<script>alert("x")' not in html
+    assert "&lt;script&gt;" in html
+    assert "<b>billing</b>" not in html
+
+
+def _queries(client, url, **extra) -> int:
+    with CaptureQueriesContext(connection) as ctx:
+        assert client.get(url, **extra).status_code in (200, 286)
+    return len(ctx.captured_queries)
+
+
+def test_list_query_count_is_constant(as_viewer):
+    url = reverse("pipeline:jobs")
+    for i in range(3):
+        remember(f"Small fact number {i} for counting queries.", actor=AGENT)
+    process_pending()
+    few, few_hx = _queries(as_viewer, url), _queries(as_viewer, url, **HX)
+    for i in range(3, 30):
+        remember(f"Small fact number {i} for counting queries.", actor=AGENT)
+    process_pending()
+    Job.objects.filter(id__in=Job.objects.values("id")[:5]).update(status="dead", error="x")
+    assert _queries(as_viewer, url) == few
+    assert _queries(as_viewer, url, **HX) == few_hx
+
+
+# --- detail ---------------------------------------------------------------------------------------
+
+
+def test_job_detail_shows_facts_proposals_and_model_calls(as_viewer, done_job):
+    html = as_viewer.get(reverse("pipeline:job", args=[done_job.id])).content.decode()
+    assert "<html" in html
+    assert "Alice prefers dark mode in the Harbor dashboard." in html  # fact and source
+    assert "The deploy runs on Fridays." in html
+    assert "prefers" in html  # entity triple
+    proposal = done_job.proposals.first()
+    assert f'href="/proposals/{proposal.id}/"' in html
+    assert "badge-add" in html
+    calls = list(LlmCall.objects.filter(job=done_job))
+    assert calls
+    assert html.count('data-testid="llm-call"') == len(calls)
+    extract = next(c for c in calls if c.kind == "extract")
+    # The exact prompt and raw response are in collapsible raw blocks.
+    assert '<pre class="raw">' in html
+    assert "<details>" in html
+    from django.utils.html import escape
+
+    assert escape(extract.prompt) in html
+    assert escape(extract.raw_response) in html
+    assert "shadow" in html  # write mode
+    assert f'href="/memories/{done_job.memory_id}/"' in html
+
+
+def test_job_detail_shows_every_warning_and_escapes_model_output(as_viewer, done_job):
+    result = dict(done_job.result)
+    result["warnings"] = [
+        "Decision for fact 2 dropped: targetId 'm-999' is not a candidate",
+        "<img src=x onerror=alert(1)> unknown type",
+    ]
+    Job.objects.filter(id=done_job.id).update(result=result)
+    LlmCall.objects.create(
+        job=done_job,
+        kind="decide",
+        provider="ollama",
+        model="qwen3:4b",
+        prompt="Decide about <fact>",
+        raw_response='<think>hmm</think><script>alert("pwned")</script>{"action": "add"}',
+        duration_ms=1234,
+        prompt_tokens=321,
+        completion_tokens=45,
+        error="<b>oops</b>",
+        created_at=timezone.now(),
+    )
+    html = as_viewer.get(reverse("pipeline:job", args=[done_job.id])).content.decode()
+    assert 'data-testid="warnings"' in html
+    assert "Decision for fact 2 dropped: targetId &#x27;m-999&#x27; is not a candidate" in html
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html
+    assert "<img src=x" not in html
+    assert "&lt;script&gt;alert(&quot;pwned&quot;)&lt;/script&gt;" in html
+    assert '<script>alert("pwned")' not in html
+    assert "&lt;b&gt;oops&lt;/b&gt;" in html
+    assert "321" in html and "45" in html and "qwen3:4b" in html and "1.2 s" in html
+
+
+def test_job_detail_htmx_is_the_status_fragment(as_viewer, done_job):
+    response = as_viewer.get(reverse("pipeline:job", args=[done_job.id]), **HX)
+    body = response.content.decode()
+    assert "<html" not in body
+    assert 'id="job-status"' in body
+
+
+def test_polling_stops_for_a_completed_job_and_continues_for_a_pending_one(as_viewer, done_job):
+    finished = as_viewer.get(reverse("pipeline:job", args=[done_job.id]), **HX)
+    assert finished.status_code == 286
+    assert 'hx-trigger="every 2s"' not in finished.content.decode()
+    assert "completed" in finished.content.decode()
+
+    pending = remember("Carol runs the on-call rotation for payments.", actor=AGENT).job
+    response = as_viewer.get(reverse("pipeline:job", args=[pending.id]), **HX)
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert 'hx-trigger="every 2s"' in body
+    assert "<html" not in body
+    # The full page of a pending job polls too.
+    page = as_viewer.get(reverse("pipeline:job", args=[pending.id])).content.decode()
+    assert 'hx-trigger="every 2s"' in page
+
+
+def test_polling_stops_for_dead_and_cancelled_jobs(as_viewer, dead_job):
+    assert as_viewer.get(reverse("pipeline:job", args=[dead_job.id]), **HX).status_code == 286
+    Job.objects.filter(id=dead_job.id).update(status=JobStatus.CANCELLED)
+    assert as_viewer.get(reverse("pipeline:job", args=[dead_job.id]), **HX).status_code == 286
+
+
+def test_unknown_job_is_404(as_viewer, db):
+    assert as_viewer.get(reverse("pipeline:job", args=["nope"])).status_code == 404
+
+
+def test_detail_query_count_is_constant(as_viewer, done_job):
+    url = reverse("pipeline:job", args=[done_job.id])
+    now = timezone.now()
+
+    def add_calls(n):
+        LlmCall.objects.bulk_create(
+            LlmCall(job=done_job, kind="decide", provider="p", model="m", created_at=now)
+            for _ in range(n)
+        )
+
+    add_calls(3)
+    few, few_hx = _queries(as_viewer, url), _queries(as_viewer, url, **HX)
+    add_calls(27)
+    assert _queries(as_viewer, url) == few
+    assert _queries(as_viewer, url, **HX) == few_hx
+
+
+# --- retry ----------------------------------------------------------------------------------------
+
+
+def test_viewer_sees_no_retry_button_and_cannot_retry(as_viewer, dead_job):
+    html = as_viewer.get(reverse("pipeline:job", args=[dead_job.id])).content.decode()
+    assert "Retry this job" not in html
+    response = as_viewer.post(reverse("pipeline:job-retry", args=[dead_job.id]))
+    assert response.status_code == 403
+    job = Job.objects.get(id=dead_job.id)
+    assert job.status == JobStatus.DEAD and job.attempts == 3
+
+
+def test_reviewer_retries_a_dead_job(as_reviewer, dead_job):
+    html = as_reviewer.get(reverse("pipeline:job", args=[dead_job.id])).content.decode()
+    assert "Retry this job" in html
+    response = as_reviewer.post(reverse("pipeline:job-retry", args=[dead_job.id]))
+    assert response.status_code == 302
+    assert response["Location"] == reverse("pipeline:job", args=[dead_job.id])
+    job = Job.objects.get(id=dead_job.id)
+    assert job.status == JobStatus.PENDING and job.attempts == 0
+    audit = MemoryHistory.objects.get(memory_id=job.memory_id, event="job_retried")
+    assert audit.changed_by == "rita"
+    follow = as_reviewer.get(response["Location"]).content.decode()
+    assert "Job sent back to the queue" in follow
+
+
+def test_reviewer_retries_with_htmx_and_gets_the_polling_fragment(as_reviewer, dead_job):
+    response = as_reviewer.post(reverse("pipeline:job-retry", args=[dead_job.id]), **HX)
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "<html" not in body
+    assert 'hx-trigger="every 2s"' in body
+    assert "Job sent back to the queue" in body
+    assert Job.objects.get(id=dead_job.id).status == JobStatus.PENDING
+
+
+def test_retrying_a_job_that_is_not_dead_changes_nothing(as_reviewer, done_job):
+    response = as_reviewer.post(reverse("pipeline:job-retry", args=[done_job.id]), **HX)
+    assert response.status_code == 200
+    assert "Nothing to retry" in response.content.decode()
+    assert Job.objects.get(id=done_job.id).status == JobStatus.COMPLETED
+
+
+def test_retry_needs_post(as_reviewer, dead_job):
+    assert as_reviewer.get(reverse("pipeline:job-retry", args=[dead_job.id])).status_code == 405

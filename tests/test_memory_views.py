@@ -1,0 +1,477 @@
+"""Memory browser: list, search and filters, detail with the audit trail, reviewer actions."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.db import connection, transaction
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from memory import writes
+from memory.models import Memory, MemoryCold, MemoryHistory
+from memory.writes import Actor, Triple
+from pipeline.models import Proposal
+from pipeline.roles import ensure_role_groups
+
+pytestmark = pytest.mark.django_db
+
+AGENT = Actor("x", "agent")
+HX = {"HTTP_HX_REQUEST": "true"}
+XSS = "<script>alert(1)</script><img src=x onerror=alert(2)>"
+
+
+def remember(text, **kwargs):
+    return writes.remember(text, actor=AGENT, **kwargs).memory
+
+
+def state(memory_id):
+    memory = Memory.objects.get(id=memory_id)
+    return (
+        memory.version,
+        memory.pinned,
+        memory.is_deleted,
+        memory.content,
+        MemoryHistory.objects.filter(memory_id=memory_id).count(),
+        MemoryCold.objects.filter(memory_id=memory_id).count(),
+    )
+
+
+def detail_url(memory):
+    return f"/memories/{memory.id}/"
+
+
+def action_url(memory):
+    return f"/memories/{memory.id}/action/"
+
+
+def make_user(name, role=None):
+    ensure_role_groups()
+    user = User.objects.create_user(name, password="pw-" + name)
+    if role:
+        user.groups.add(Group.objects.get(name=role))
+    return user
+
+
+@pytest.fixture
+def viewer_client():
+    client = Client()
+    client.force_login(make_user("vera"))
+    return client
+
+
+@pytest.fixture
+def reviewer_client():
+    client = Client()
+    client.force_login(make_user("rita", "reviewer"))
+    return client
+
+
+# --- access ---------------------------------------------------------------------------------------
+
+
+def test_anonymous_users_are_sent_to_login(client):
+    memory = remember("Billing runs on Postgres 16")
+    for response in (
+        client.get("/memories/"),
+        client.get(detail_url(memory)),
+        client.post(action_url(memory), {"action": "pin"}),
+    ):
+        assert response.status_code == 302
+        assert response["Location"].startswith("/login/")
+    assert state(memory.id)[0] == 1
+
+
+def test_a_viewer_can_read_but_every_action_is_forbidden_and_changes_nothing(viewer_client):
+    memory = remember("Billing runs on Postgres 16")
+    assert viewer_client.get("/memories/").status_code == 200
+    page = viewer_client.get(detail_url(memory))
+    assert page.status_code == 200
+    assert 'id="actions"' not in page.content.decode()
+    before = state(memory.id)
+    for data in (
+        {"action": "pin", "reason": "x"},
+        {"action": "unpin", "reason": "x"},
+        {"action": "edit", "content": "Billing runs on MySQL", "reason": "x", "if_version": 1},
+        {"action": "forget", "reason": "x", "force": "on"},
+        {"action": "recover", "reason": "x"},
+    ):
+        assert viewer_client.post(action_url(memory), data).status_code == 403
+        assert viewer_client.post(action_url(memory), data, **HX).status_code == 403
+    assert state(memory.id) == before
+
+
+def test_actions_are_post_only_and_unknown_ones_are_rejected(reviewer_client):
+    memory = remember("Billing runs on Postgres 16")
+    assert reviewer_client.get(action_url(memory)).status_code == 405
+    assert reviewer_client.post(action_url(memory), {"action": "explode"}).status_code == 400
+    assert reviewer_client.get("/memories/no-such-id/").status_code == 404
+
+
+# --- list -----------------------------------------------------------------------------------------
+
+
+def test_the_list_renders_as_a_page_and_as_a_results_fragment(viewer_client):
+    memory = remember("Billing runs on Postgres 16", who="cursor", agent_id="harbor")
+    page = viewer_client.get("/memories/")
+    body = page.content.decode()
+    assert page.status_code == 200 and "<html" in body
+    assert 'id="results"' in body and 'hx-push-url="true"' in body and "data-search" in body
+    assert f'id="memory-{memory.id}" data-row data-open="1"' in body
+    assert 'data-action="open"' in body and detail_url(memory) in body
+    assert "cursor" in body and "harbor" in body and "v1" in body
+    fragment = viewer_client.get("/memories/", **HX)
+    text = fragment.content.decode()
+    assert fragment.status_code == 200 and "<html" not in text
+    assert text.lstrip().startswith('<section id="results">')
+    assert "Billing runs on Postgres 16" in text
+    assert fragment["Vary"] and "HX-Request" in fragment["Vary"]
+
+
+def test_a_history_restore_request_gets_the_whole_page(viewer_client):
+    remember("Billing runs on Postgres 16")
+    response = viewer_client.get("/memories/", HTTP_HX_HISTORY_RESTORE_REQUEST="true", **HX)
+    assert "<html" in response.content.decode()
+
+
+def test_newest_first_and_long_content_is_truncated(viewer_client):
+    older = remember("An older memory about lunch " + "word " * 100)
+    newer = remember("A newer memory about dinner")
+    body = viewer_client.get("/memories/").content.decode()
+    assert body.index(f"memory-{newer.id}") < body.index(f"memory-{older.id}")
+    assert "word " * 100 not in body and "…" in body
+
+
+def test_search_finds_by_keyword_and_shows_scores(viewer_client):
+    hit = remember("Billing runs on Postgres 16 since March")
+    miss = remember("The team eats lunch at noon")
+    other_agent = remember("Postgres backups run nightly", agent_id="ops")
+    for i in range(8):  # BM25 needs a corpus: a term in most documents scores about zero
+        remember(f"Unrelated note number {i} about lunch")
+    body = viewer_client.get("/memories/", {"q": "postgres"}).content.decode()
+    assert f"memory-{hit.id}" in body and f"memory-{other_agent.id}" in body
+    assert f"memory-{miss.id}" not in body
+    assert "Score" in body and '<mark class="q">Postgres</mark>' in body
+    scoped = viewer_client.get("/memories/", {"q": "postgres", "agent": "ops"}).content.decode()
+    assert f"memory-{other_agent.id}" in scoped and f"memory-{hit.id}" not in scoped
+    fragment = viewer_client.get("/memories/", {"q": "postgres"}, **HX).content.decode()
+    assert "<html" not in fragment and f"memory-{hit.id}" in fragment
+
+
+def test_hostile_search_text_never_breaks_the_page(viewer_client):
+    remember("Billing runs on Postgres 16")
+    for q in ('billing: "postgres', "NEAR(a b)", "***", "AND OR NOT"):
+        assert viewer_client.get("/memories/", {"q": q}).status_code == 200
+
+
+def test_filters_deleted_derived_pinned_and_agent(viewer_client):
+    raw = remember("Raw note: Priya maintains billing-api and prefers squash merges")
+    derived = remember("Priya prefers squash merges", source_type="pipeline-v2", source_id=raw.id)
+    pinned = remember("Harbor is the deployment dashboard", pinned=True)
+    gone = remember("The office closes at six")
+    writes.forget(gone.id, actor=AGENT, reason="obsolete")
+    ops = remember("Backups run nightly", agent_id="ops")
+
+    def ids(**params):
+        body = viewer_client.get("/memories/", params).content.decode()
+        return {m.id for m in (raw, derived, pinned, gone, ops) if f"memory-{m.id}" in body}
+
+    assert ids() == {raw.id, derived.id, pinned.id, ops.id}
+    assert ids(deleted="deleted") == {gone.id}
+    assert ids(deleted="all") == {raw.id, derived.id, pinned.id, gone.id, ops.id}
+    assert ids(origin="derived") == {derived.id}
+    assert ids(origin="raw") == {raw.id, pinned.id, ops.id}
+    assert ids(pinned="yes") == {pinned.id}
+    assert ids(pinned="no") == {raw.id, derived.id, ops.id}
+    assert ids(agent="ops") == {ops.id}
+    assert ids(who="x") == {raw.id, derived.id, pinned.id, ops.id}
+    assert ids(who="nobody") == set()
+    assert ids(type="fact", agent="default", pinned="no") == {raw.id, derived.id}
+    assert ids(pinned="maybe", deleted="bogus") == {raw.id, derived.id, pinned.id, ops.id}
+
+
+def test_pagination_keeps_the_filters(viewer_client):
+    for i in range(55):
+        remember(f"Note number {i} about the release train", agent_id="ops")
+    body = viewer_client.get("/memories/", {"agent": "ops"}).content.decode()
+    assert "Page 1 of 2" in body and "?agent=ops&amp;page=2" in body
+    second = viewer_client.get("/memories/", {"agent": "ops", "page": 2}, **HX).content.decode()
+    assert "Page 2 of 2" in second and second.count("data-row") == 5
+
+
+# --- untrusted content ----------------------------------------------------------------------------
+
+
+def test_hostile_content_is_escaped_on_list_and_detail(viewer_client):
+    memory = remember(XSS)
+    for i in range(8):
+        remember(f"Unrelated note number {i} about lunch")
+    for response in (
+        viewer_client.get("/memories/"),
+        viewer_client.get("/memories/", {"q": "script alert"}),
+        viewer_client.get(detail_url(memory)),
+        viewer_client.get(detail_url(memory), **HX),
+    ):
+        body = response.content.decode()
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body
+        assert "<script>alert(1)" not in body and "<img src=x" not in body
+
+
+def test_hidden_characters_are_shown_as_visible_markers(viewer_client):
+    memory = remember("Deploy\u200bon Fridays is fine")
+    for response in (viewer_client.get("/memories/"), viewer_client.get(detail_url(memory))):
+        body = response.content.decode()
+        assert 'class="hidden-char"' in body and ">ZWSP<" in body
+
+
+# --- detail ---------------------------------------------------------------------------------------
+
+
+def _raw_with_pipeline_trail():
+    raw = remember(
+        "Priya maintains billing-api and prefers squash merges",
+        triples=[Triple("Priya", "maintains", "billing-api", "person", "service")],
+    )
+    fact = remember("Priya prefers squash merges", source_type="pipeline-v2", source_id=raw.id)
+    now = timezone.now()
+    proposal = Proposal.objects.create(
+        job=raw.jobs.first(),
+        source_memory=raw,
+        action="add",
+        fact_content="Priya prefers squash merges",
+        fact_confidence=0.9,
+        confidence=0.9,
+        reason="new fact",
+        status="applied",
+        created_memory=fact,
+        model="offline",
+        mode="controlled-write",
+        created_at=now,
+        updated_at=now,
+    )
+    with transaction.atomic():
+        writes.audit(
+            raw.id,
+            "none",
+            actor=Actor("pipeline", "pipeline"),
+            reason="decision recorded",
+            metadata={"proposalId": proposal.id, "createdMemoryId": fact.id, "shadow": False},
+        )
+    return raw, fact, proposal
+
+
+def test_the_detail_shows_metadata_timeline_provenance_entities_and_proposals(viewer_client):
+    raw, fact, proposal = _raw_with_pipeline_trail()
+    writes.modify(
+        raw.id,
+        {"content": "Priya maintains billing-api and prefers rebase merges"},
+        actor=Actor("rita"),
+        reason="she changed her mind",
+    )
+    body = viewer_client.get(detail_url(raw)).content.decode()
+    assert raw.id in body and "<html" in body
+    assert "she changed her mind" in body and "<del>squash</del>" in body
+    assert "<ins>rebase</ins>" in body
+    assert f'href="/proposals/{proposal.id}/"' in body
+    assert f'href="/memories/{fact.id}/"' in body
+    assert "Facts derived from it" in body
+    assert "/entities/" in body and "Priya" in body and "billing-api" in body
+    assert "from this raw memory" in body
+    assert "Cold-tier snapshots" in body and "edited" in body
+    assert body.index(">created<") < body.index(">none<") < body.index(">updated<")
+    fact_page = viewer_client.get(detail_url(fact)).content.decode()
+    assert "Raw source" in fact_page and f'href="/memories/{raw.id}/"' in fact_page
+    assert "created this" in fact_page
+    fragment = viewer_client.get(detail_url(raw), **HX).content.decode()
+    assert "<html" not in fragment and fragment.lstrip().startswith('<div id="memory-main"')
+
+
+def test_reviewers_see_the_action_forms_with_the_current_version(reviewer_client):
+    memory = remember("Billing runs on Postgres 16", pinned=True)
+    body = reviewer_client.get(detail_url(memory)).content.decode()
+    assert 'id="actions"' in body and 'name="if_version" value="1"' in body
+    assert "Unpin" in body and 'name="force"' in body
+
+
+# --- actions --------------------------------------------------------------------------------------
+
+
+def test_a_reviewer_pins_and_unpins_with_history(reviewer_client):
+    memory = remember("Billing runs on Postgres 16")
+    response = reviewer_client.post(action_url(memory), {"action": "pin"}, follow=True)
+    assert response.redirect_chain[-1][0] == detail_url(memory)
+    assert "Pinned (now version 2)." in response.content.decode()
+    assert Memory.objects.get(id=memory.id).pinned
+    row = MemoryHistory.objects.filter(memory_id=memory.id, event="updated").get()
+    assert (row.changed_by, row.actor_type) == ("rita", "operator")
+    assert row.reason == "pinned from the memory browser"
+    fragment = reviewer_client.post(
+        action_url(memory), {"action": "unpin", "reason": "not essential"}, **HX
+    )
+    text = fragment.content.decode()
+    assert fragment.status_code == 200 and "<html" not in text
+    assert 'id="timeline"' in text and 'id="actions"' in text and "not essential" in text
+    assert "Unpinned (now version 3)." in text and "toast" in fragment["HX-Trigger"]
+    assert not Memory.objects.get(id=memory.id).pinned
+
+
+def test_a_reviewer_edits_content_with_a_reason(reviewer_client):
+    memory = remember("Billing runs on Postgres 16")
+    response = reviewer_client.post(
+        action_url(memory),
+        {
+            "action": "edit",
+            "content": "Billing runs on Postgres 17",
+            "reason": "upgraded",
+            "if_version": 1,
+        },
+    )
+    assert response.status_code == 302
+    memory.refresh_from_db()
+    assert (memory.content, memory.version, memory.updated_by) == (
+        "Billing runs on Postgres 17",
+        2,
+        "rita",
+    )
+    assert memory.embedding_model  # the vector was fetched before the write
+    row = MemoryHistory.objects.get(memory_id=memory.id, event="updated")
+    assert (row.reason, row.old_content, row.new_content) == (
+        "upgraded",
+        "Billing runs on Postgres 16",
+        "Billing runs on Postgres 17",
+    )
+    assert MemoryCold.objects.get(memory_id=memory.id).content == "Billing runs on Postgres 16"
+    page = reviewer_client.get(detail_url(memory)).content.decode()
+    assert "<del>16</del><ins>17</ins>" in page
+
+
+def test_an_edit_by_htmx_updates_the_fragment_in_place(reviewer_client):
+    memory = remember("Billing runs on Postgres 16")
+    response = reviewer_client.post(
+        action_url(memory),
+        {"action": "edit", "content": "Billing runs on MySQL", "reason": "moved", "if_version": 1},
+        **HX,
+    )
+    text = response.content.decode()
+    assert response.status_code == 200 and "<html" not in text
+    assert "Saved as version 2" in text and 'name="if_version" value="2"' in text
+    assert "<del>Postgres 16</del><ins>MySQL</ins>" in text
+
+
+def test_an_edit_without_a_reason_shows_the_error_and_writes_nothing(reviewer_client):
+    memory = remember("Billing runs on Postgres 16")
+    before = state(memory.id)
+    data = {"action": "edit", "content": "Billing runs on MySQL", "if_version": 1}
+    for extra in ({}, HX):
+        response = reviewer_client.post(action_url(memory), data, **extra)
+        body = response.content.decode()
+        assert "Give a reason: it is kept in the audit trail." in body
+        assert "Billing runs on MySQL" in body  # the reviewer's text is kept
+    assert response.status_code == 200
+    assert state(memory.id) == before
+
+
+def test_an_edit_that_changes_nothing_is_reported_on_the_content(reviewer_client):
+    memory = remember("Billing runs on Postgres 16")
+    before = state(memory.id)
+    data = {"action": "edit", "content": " Billing  runs on Postgres 16 ", "reason": "x"}
+    body = reviewer_client.post(action_url(memory), data, **HX).content.decode()
+    assert "Nothing changed" in body and state(memory.id) == before
+
+
+def test_a_stale_version_shows_the_conflict_and_writes_nothing(reviewer_client):
+    memory = remember("Billing runs on Postgres 16")
+    writes.modify(memory.id, {"pinned": True}, actor=AGENT, reason="someone else")
+    before = state(memory.id)
+    data = {"action": "edit", "content": "Billing on MySQL", "reason": "moved", "if_version": 1}
+    response = reviewer_client.post(action_url(memory), data)
+    body = response.content.decode()
+    assert response.status_code == 400
+    assert "This memory changed since you opened it (now version 2)" in body
+    assert "Billing on MySQL" in body and 'name="if_version" value="2"' in body
+    fragment = reviewer_client.post(action_url(memory), data, **HX).content.decode()
+    assert "This memory changed since you opened it (now version 2)" in fragment
+    assert state(memory.id) == before
+    forget = {"action": "forget", "reason": "old", "force": "on", "if_version": 1}
+    assert "now version 2" in reviewer_client.post(action_url(memory), forget).content.decode()
+    assert state(memory.id) == before
+
+
+def test_forgetting_a_pinned_memory_needs_force_then_recover_brings_it_back(reviewer_client):
+    memory = remember("Billing runs on Postgres 16", pinned=True)
+    before = state(memory.id)
+    data = {"action": "forget", "reason": "obsolete", "if_version": 1}
+    body = reviewer_client.post(action_url(memory), data).content.decode()
+    assert "This memory is pinned: tick “force” to forget it anyway." in body
+    assert state(memory.id) == before
+    no_reason = reviewer_client.post(action_url(memory), {"action": "forget", "force": "on"})
+    assert "Give a reason" in no_reason.content.decode() and state(memory.id) == before
+
+    response = reviewer_client.post(action_url(memory), {**data, "force": "on"}, **HX)
+    text = response.content.decode()
+    assert "Forgotten" in text and 'value="recover"' in text and "<html" not in text
+    memory.refresh_from_db()
+    assert memory.is_deleted and memory.version == 2
+    row = MemoryHistory.objects.get(memory_id=memory.id, event="deleted")
+    assert (row.reason, row.changed_by, row.metadata["force"]) == ("obsolete", "rita", True)
+
+    response = reviewer_client.post(
+        action_url(memory), {"action": "recover", "reason": "still true", "if_version": 2}
+    )
+    assert response.status_code == 302
+    memory.refresh_from_db()
+    assert not memory.is_deleted and memory.version == 3
+    assert MemoryHistory.objects.get(memory_id=memory.id, event="recovered").reason == "still true"
+
+
+def test_recover_needs_a_reason_and_a_deleted_memory(reviewer_client):
+    memory = remember("Billing runs on Postgres 16")
+    body = reviewer_client.post(
+        action_url(memory), {"action": "recover", "reason": "why not"}
+    ).content.decode()
+    assert "memory is not deleted" in body
+    writes.forget(memory.id, actor=AGENT, reason="gone")
+    before = state(memory.id)
+    body = reviewer_client.post(action_url(memory), {"action": "recover"}).content.decode()
+    assert "Give a reason" in body and state(memory.id) == before
+
+
+# --- query counts ---------------------------------------------------------------------------------
+
+
+def _count_queries(client, url, **params):
+    client.get(url, **params)  # warm up: session, config row
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(url, **params)
+    assert response.status_code == 200
+    return len(queries)
+
+
+def test_the_list_uses_a_fixed_number_of_queries(viewer_client):
+    for i in range(3):
+        remember(f"Memory number {i} about the release train", pinned=i == 0)
+    small = _count_queries(viewer_client, "/memories/")
+    small_hx = _count_queries(viewer_client, "/memories/", **HX)
+    for i in range(3, 30):
+        remember(f"Memory number {i} about the release train", agent_id=f"agent-{i % 2}")
+    assert Memory.objects.count() == 30
+    assert _count_queries(viewer_client, "/memories/") == small
+    assert _count_queries(viewer_client, "/memories/", **HX) == small_hx
+
+
+def test_the_detail_uses_a_fixed_number_of_queries(reviewer_client):
+    raw, fact, _ = _raw_with_pipeline_trail()
+    small = _count_queries(reviewer_client, detail_url(raw))
+    small_hx = _count_queries(reviewer_client, detail_url(raw), **HX)
+    for i in range(30):
+        writes.modify(
+            raw.id,
+            {"content": f"Priya maintains billing-api, revision {i}"},
+            actor=AGENT,
+            reason=f"r{i}",
+        )
+        remember(f"Derived fact {i} about Priya", source_type="pipeline-v2", source_id=raw.id)
+    assert MemoryHistory.objects.filter(memory_id=raw.id).count() > 30
+    assert _count_queries(reviewer_client, detail_url(raw)) == small
+    assert _count_queries(reviewer_client, detail_url(raw), **HX) == small_hx
