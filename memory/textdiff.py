@@ -88,3 +88,17 @@ def highlight_phrase(text: str, phrase: str) -> SafeString:
     return mark_safe(
         f"{reveal(text[:index])}<mark>{reveal(text[index:end])}</mark>{reveal(text[end:])}"
     )
+
+
+def mark_spans(text: str, spans: list[tuple[int, int]]) -> SafeString:
+    """Escape text and wrap each (start, end) span in <mark>; overlapping spans are merged."""
+    out, cursor = [], 0
+    for start, end in sorted(spans):
+        start, end = max(start, cursor), min(end, len(text))
+        if start >= end:
+            continue
+        out.append(str(reveal(text[cursor:start])))
+        out.append(f"<mark>{reveal(text[start:end])}</mark>")
+        cursor = end
+    out.append(str(reveal(text[cursor:])))
+    return mark_safe("".join(out))

@@ -36,6 +36,8 @@ def index_vector(embedding_id: int, vector: np.ndarray, model: str) -> bool:
     """Put one vector into the KNN index (replacing any previous one); False if it cannot go in."""
     if not extension_loaded() or vector.shape[0] != settings.MEMORY_EMBEDDING_DIMENSIONS:
         return False
+    if not np.any(vector):
+        return False  # a zero vector (text without words) has no direction: cosine is undefined
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM vec_embeddings WHERE rowid = %s", [embedding_id])
         cursor.execute(
@@ -45,8 +47,28 @@ def index_vector(embedding_id: int, vector: np.ndarray, model: str) -> bool:
     return True
 
 
+def search_engine() -> str:
+    """'matrix' (default: per-process numpy matrix, exact) or 'vec0' (sqlite-vec scan, exact)."""
+    if not extension_loaded():
+        return "matrix"
+    return getattr(settings, "MEMORY_VECTOR_SEARCH", "matrix")
+
+
 def nearest(query: np.ndarray, *, model: str, k: int) -> list[tuple[int, float]]:
     """(embedding id, cosine distance) of the k nearest vectors of one model, nearest first."""
+    from memory.guard import open_write_transaction
+    from memory.matrix import INDEX
+
+    if not np.any(query):
+        return []
+    # Inside a write transaction the matrix could learn rows that are later rolled back.
+    if search_engine() == "matrix" and not open_write_transaction():
+        return INDEX.nearest(query, model=model, k=k)
+    return nearest_vec0(query, model=model, k=k)
+
+
+def nearest_vec0(query: np.ndarray, *, model: str, k: int) -> list[tuple[int, float]]:
+    """The same KNN through the durable sqlite-vec index."""
     if not extension_loaded() or query.shape[0] != settings.MEMORY_EMBEDDING_DIMENSIONS:
         return []
     with connection.cursor() as cursor:
@@ -55,7 +77,8 @@ def nearest(query: np.ndarray, *, model: str, k: int) -> list[tuple[int, float]]
             "WHERE embedding MATCH %s AND k = %s AND model = %s ORDER BY distance",
             [np.asarray(query, dtype=np.float32).tobytes(), k, model],
         )
-        return [(int(rowid), float(distance)) for rowid, distance in cursor.fetchall()]
+        rows = cursor.fetchall()
+    return [(int(rowid), float(distance)) for rowid, distance in rows if distance is not None]
 
 
 def live_memories_for(

@@ -22,7 +22,7 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import trigger_client_event
 from django_htmx.middleware import HtmxDetails
 
-from memory import keyword, writes
+from memory import keyword, lineage, writes
 from memory.api import embed_outside_transaction
 from memory.content import normalize
 from memory.forms import (
@@ -288,6 +288,7 @@ def _detail_context(
     source = None
     if memory.source_id and memory.is_derived:
         source = Memory.objects.filter(id=memory.source_id).first()
+    proposals = _proposals(memory)
     derived = list(
         Memory.objects.filter(source_id=memory.id, source_type=DERIVED_SOURCE_TYPE).order_by(
             "created_at", "id"
@@ -298,9 +299,16 @@ def _detail_context(
         "timeline": timeline,
         "cold": list(memory.cold_snapshots.all()),
         "mentions": list(memory.entity_mentions.all()),
-        "proposals": _proposals(memory),
+        "proposals": proposals,
+        # Applied proposals of this raw memory still in effect: "revert everything derived".
+        "revertible": [
+            p
+            for p in proposals
+            if p.source_memory_id == memory.id and p.status == "applied" and not p.reverted_at
+        ],
         "source": source,
         "derived": derived,
+        "lineage": lineage.build(memory, proposals=proposals, source=source, derived=derived),
         "forms": _forms(memory, bound),
         "open_action": bound.data.get("action") if bound is not None else None,
         "orphan_errors": _orphan_errors(memory, bound),

@@ -393,7 +393,14 @@ def modify_in_transaction(
         raise Refused("no_changes", "nothing to change", currentVersion=memory.version)
     if content_changed:
         archive_to_cold(memory, archive_reason, at=now)
-        updates["embedding_model"] = vector.model if vector else None
+        # Vectors are keyed by content: text that was stored before (a revert) already has one.
+        updates["embedding_model"] = (
+            vector.model
+            if vector
+            else Embedding.objects.filter(content_hash=updates["content_hash"])
+            .values_list("model", flat=True)
+            .first()
+        )
     changed_fields = sorted(updates)
     updates.update(updated_at=now, updated_by=actor.name, version=memory.version + 1)
     rows = Memory.objects.filter(id=memory.id, version=memory.version, is_deleted=False).update(

@@ -103,6 +103,25 @@ def reject(request, proposal_id: str):
     )
 
 
+@api(("POST",), "review")
+def revert(request, proposal_id: str):
+    """Revert an applied proposal ({reason?}); {undo: true} undoes an earlier revert instead."""
+    from memory.serializers import iso
+    from pipeline.views_beyond import revert_once
+
+    body = json_body(request, allow_empty=True)
+    reason = optional(body, "reason", str, "a string")
+    undo = bool(optional(body, "undo", bool, "a boolean"))
+    proposal = revert_once(proposal_id, _reviewer(request), undo=undo, reason=reason)
+    return JsonResponse(
+        {
+            **proposal_json(proposal),
+            "revertedAt": iso(proposal.reverted_at),
+            "revertedBy": proposal.reverted_by,
+        }
+    )
+
+
 @api(("GET", "PATCH"), None)
 def pipeline_config(request):
     from memory.auth import has_scope

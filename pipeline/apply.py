@@ -4,6 +4,7 @@ config changes. Each public function is one short transaction; nothing here call
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -16,8 +17,18 @@ from memory import writes
 from memory.content import normalize
 from memory.models import ActorType, ExtractionStatus, Job, JobStatus, Memory
 from memory.writes import Actor, Refused, Vector, audit
+from pipeline import grounding, safety
 from pipeline.config import get_config, mode_of
-from pipeline.models import ConfigChange, LlmCall, PipelineConfig, Proposal, ProposalStatus
+from pipeline.models import (
+    ConfigChange,
+    LlmCall,
+    PipelineConfig,
+    Proposal,
+    ProposalStatus,
+    RejectionFingerprint,
+    TripleReview,
+    TripleStatus,
+)
 
 PIPELINE_ACTOR = Actor("pipeline-v2", ActorType.PIPELINE)
 SHADOW_ACTOR = Actor("pipeline-shadow", ActorType.PIPELINE)
@@ -89,6 +100,14 @@ def _held(claim: Claim) -> Job | None:
     return Job.objects.filter(
         id=claim.job_id, status=JobStatus.LEASED, leased_at=claim.leased_at
     ).first()
+
+
+def mark_handed_off(job_ids: list[str]) -> None:
+    """Note a re-queued hand-off, so the next sweep does not queue the same job again at once."""
+    if job_ids:
+        Job.objects.filter(id__in=job_ids, status=JobStatus.PENDING).update(
+            updated_at=timezone.now(), next_attempt_at=None
+        )
 
 
 def backoff(attempts: int) -> timedelta:
@@ -303,6 +322,23 @@ def record_job(outcome: JobOutcome, *, fail_inside=None) -> dict | None:
             proposals.append(proposal)
             if fail_inside is not None:
                 fail_inside(decided.fact_index)
+        TripleReview.objects.bulk_create(
+            [
+                TripleReview(
+                    job=job,
+                    source_memory=source,
+                    position=index,
+                    source=triple.source,
+                    source_type=triple.source_type,
+                    relationship=triple.relationship,
+                    target=triple.target,
+                    target_type=triple.target_type,
+                    confidence=triple.confidence,
+                    created_at=now,
+                )
+                for index, triple in enumerate(outcome.entities)
+            ]
+        )
         result = {
             "facts": [fact.as_dict() for fact in outcome.facts],
             "entities": [entity.as_dict() for entity in outcome.entities],
@@ -324,6 +360,11 @@ def record_job(outcome: JobOutcome, *, fail_inside=None) -> dict | None:
                     "blockedReason": p.blocked_reason,
                     "skippedReason": p.skipped_reason,
                     "createdMemoryId": p.created_memory_id,
+                    "updatedMemoryId": p.updated_memory_id,
+                    "deletedMemoryId": p.deleted_memory_id,
+                    "dedupedExistingId": p.deduped_existing_id,
+                    "supported": p.supported,
+                    "safety": p.safety_kinds,
                 }
                 for p in proposals
             ],
@@ -417,13 +458,28 @@ def _decide_and_apply(
     vector = outcome.fact_vectors.get(normalize(fact.content).hash)
     if proposal.review_needed:
         stats["reviewNeeded"] += 1
+    annotate(proposal, source.content)
+    suppressed = suppression_for(proposal)
     if decided.action == "none":
         proposal.status = ProposalStatus.RECORDED
         stats["recorded"] += 1
+    elif suppressed is not None:
+        # A reviewer already rejected this exact proposal: record it, do not queue it again.
+        proposal.status = ProposalStatus.SUPPRESSED
+        proposal.skipped_reason = "rejected_before"
+        RejectionFingerprint.objects.filter(pk=suppressed.pk).update(
+            hits=F("hits") + 1, updated_at=now
+        )
+        stats["suppressed"] = stats.get("suppressed", 0) + 1
+    elif mode != "shadow" and safety.needs_review(proposal.safety):
+        proposal.status, proposal.blocked_reason = ProposalStatus.PENDING, "safety_review"
+        stats["blockedDestructive" if proposal.is_destructive else "heldForSafety"] = (
+            stats.get("blockedDestructive" if proposal.is_destructive else "heldForSafety", 0) + 1
+        )
     elif decided.action == "add":
         _gate_add(proposal, config, mode, vector, stats, source)
     else:
-        _gate_destructive(proposal, config, mode, stats)
+        _gate_destructive(proposal, config, mode, stats, vector)
     if proposal.status == ProposalStatus.PENDING:
         stats["pending"] += 1
     proposal.save(force_insert=True)
@@ -467,7 +523,7 @@ def _gate_add(
         stats["embeddingsAdded"] += 1
 
 
-def _gate_destructive(proposal: Proposal, config, mode: str, stats) -> None:
+def _gate_destructive(proposal: Proposal, config, mode: str, stats, vector: Vector | None) -> None:
     if mode == "shadow":
         proposal.status = ProposalStatus.PENDING
         proposal.blocked_reason = "mutations_frozen" if config.mutations_frozen else "shadow_mode"
@@ -500,7 +556,7 @@ def _gate_destructive(proposal: Proposal, config, mode: str, stats) -> None:
         return
     try:
         with transaction.atomic():  # savepoint: a refusal leaves no cold snapshot behind
-            _apply_destructive(proposal, target, proposal.fact_content, PIPELINE_ACTOR, None)
+            _apply_destructive(proposal, target, proposal.fact_content, PIPELINE_ACTOR, vector)
     except Refused as refused:
         proposal.status = ProposalStatus.SKIPPED
         proposal.skipped_reason = f"{proposal.action}_{refused.code}"
@@ -619,10 +675,18 @@ def _already_decided(proposal: Proposal) -> Refused:
         if proposal.decided_at
         else "an earlier run"
     )
+    if proposal.decided_by:
+        message = f"this proposal is already {proposal.status} (by {who} at {when})"
+    else:
+        # Nobody decided it: the pipeline recorded it this way (stale, deduped, suppressed, ...).
+        message = f"this proposal is {proposal.status}, as the pipeline recorded it; it cannot be decided here"
+        if proposal.status == ProposalStatus.STALE:
+            message = "this proposal is stale: its target changed since the decision; compare and re-decide"
     return Refused(
         "already_decided",
-        f"this proposal is already {proposal.status} (by {who} at {when})",
-        status=proposal.status,
+        message,
+        # Not `status`: the API's error() already takes the HTTP status under that name.
+        currentStatus=proposal.status,
         decidedBy=proposal.decided_by,
         decidedAt=proposal.decided_at.isoformat() if proposal.decided_at else None,
     )
@@ -774,5 +838,253 @@ def reject(proposal_id: str, *, reviewer: Actor, reason: str | None = None) -> P
         )
         if claimed != 1:
             raise _already_decided(Proposal.objects.get(id=proposal.id))
+        remember_rejection(proposal, now)
         _review_audit(proposal, reviewer, "rejected", note, {}, now)
     return Proposal.objects.get(id=proposal_id)
+
+
+# --- beyond review: fingerprints, grounding, safety, suppression, revert, triples -----------------
+
+
+def fingerprint(action: str, fact: str, target_id: str | None) -> str:
+    """Same action + same normalised fact + same target = the same proposal."""
+    basis = f"{action}|{normalize(fact).normalized}|{target_id or ''}"
+    return hashlib.sha256(basis.encode("utf-8")).hexdigest()
+
+
+def annotate(proposal: Proposal, raw: str) -> None:
+    """Fingerprint, supporting spans of the raw memory and safety findings (no model call)."""
+    proposal.fingerprint = fingerprint(
+        proposal.action, proposal.fact_content, proposal.target_memory_id
+    )
+    proposal.grounding = grounding.spans(raw, proposal.fact_content)
+    proposal.supported = grounding.is_supported(proposal.grounding)
+    proposal.safety = [finding.as_dict() for finding in safety.scan(proposal.fact_content)]
+    proposal.safety_kinds = ",".join(sorted({finding["kind"] for finding in proposal.safety}))
+
+
+def suppression_for(proposal: Proposal) -> RejectionFingerprint | None:
+    if proposal.action == "none":
+        return None
+    return RejectionFingerprint.objects.filter(
+        agent_id=proposal.agent_id, fingerprint=proposal.fingerprint, active=True
+    ).first()
+
+
+def remember_rejection(proposal: Proposal, at) -> None:
+    """Called inside the reject transaction: later identical proposals become suppressed."""
+    if proposal.action == "none" or not proposal.fingerprint:
+        return
+    RejectionFingerprint.objects.update_or_create(
+        agent_id=proposal.agent_id,
+        fingerprint=proposal.fingerprint,
+        defaults={"proposal": proposal, "active": True, "created_at": at, "updated_at": at},
+    )
+
+
+def unsuppress(proposal_id: str, *, reviewer: Actor) -> Proposal:
+    """Queue a suppressed proposal for review again and lift its fingerprint."""
+    with transaction.atomic():
+        proposal = Proposal.objects.filter(id=proposal_id).first()
+        if proposal is None:
+            raise Refused("not_found", f"proposal {proposal_id} not found")
+        if proposal.status != ProposalStatus.SUPPRESSED:
+            raise Refused("not_suppressed", f"this proposal is {proposal.status}, not suppressed")
+        now = timezone.now()
+        Proposal.objects.filter(id=proposal.id, status=ProposalStatus.SUPPRESSED).update(
+            status=ProposalStatus.PENDING, skipped_reason=None, updated_at=now
+        )
+        RejectionFingerprint.objects.filter(
+            agent_id=proposal.agent_id, fingerprint=proposal.fingerprint
+        ).update(active=False, updated_at=now)
+        _review_audit(proposal, reviewer, "unsuppressed", "queued again for review", {}, now)
+    return Proposal.objects.get(id=proposal_id)
+
+
+def reopen(proposal_id: str, *, reviewer: Actor) -> Proposal:
+    """Undo a rejection: back to pending, and its fingerprint no longer suppresses anything."""
+    with transaction.atomic():
+        proposal = Proposal.objects.filter(id=proposal_id).first()
+        if proposal is None:
+            raise Refused("not_found", f"proposal {proposal_id} not found")
+        if proposal.status != ProposalStatus.REJECTED:
+            raise Refused("not_rejected", f"this proposal is {proposal.status}, not rejected")
+        now = timezone.now()
+        Proposal.objects.filter(id=proposal.id, status=ProposalStatus.REJECTED).update(
+            status=ProposalStatus.PENDING,
+            decided_by=None,
+            decided_at=None,
+            review_note=None,
+            updated_at=now,
+        )
+        RejectionFingerprint.objects.filter(
+            agent_id=proposal.agent_id, fingerprint=proposal.fingerprint, proposal=proposal
+        ).update(active=False, updated_at=now)
+        _review_audit(proposal, reviewer, "reopened", "rejection undone", {}, now)
+    return Proposal.objects.get(id=proposal_id)
+
+
+def _affected_memory(proposal: Proposal) -> Memory | None:
+    memory_id = (
+        proposal.created_memory_id or proposal.updated_memory_id or proposal.deleted_memory_id
+    )
+    return Memory.objects.filter(id=memory_id).first() if memory_id else None
+
+
+def revert(proposal_id: str, *, reviewer: Actor, reason: str | None = None) -> Proposal:
+    """Undo an applied proposal as new audited events (never a history rewrite), or undo a revert.
+
+    ADD -> the derived memory is forgotten; UPDATE -> the target's previous content comes back
+    from its cold snapshot; DELETE -> the target is recovered. Refused when the memory changed
+    since, so a later human edit is never overwritten.
+    """
+    with transaction.atomic():
+        proposal = Proposal.objects.filter(id=proposal_id).first()
+        if proposal is None:
+            raise Refused("not_found", f"proposal {proposal_id} not found")
+        if get_config().mutations_frozen:
+            raise Refused(
+                "frozen", "mutations are frozen: nothing can be reverted until the brake is lifted"
+            )
+        if proposal.status != ProposalStatus.APPLIED:
+            raise Refused(
+                "not_applied",
+                f"only applied proposals can be reverted; this one is {proposal.status}",
+            )
+        memory = _affected_memory(proposal)
+        if memory is None:
+            raise Refused("not_found", "the memory this proposal changed no longer exists")
+        undoing = proposal.reverted_at is not None
+        last = memory.history.order_by("-created_at", "-id").first()
+        last_proposal = (last.metadata or {}).get("proposalId") if last else None
+        if last_proposal != proposal.id:
+            raise Refused(
+                "changed_since",
+                "the memory changed after this proposal was applied; open it and decide by hand",
+                memoryId=memory.id,
+                currentVersion=memory.version,
+            )
+        now = timezone.now()
+        note = (reason or "").strip() or ("revert undone" if undoing else "reverted by reviewer")
+        metadata = {"proposalId": proposal.id, "revert": not undoing, "undoRevert": undoing}
+        if proposal.action == "add":
+            if not undoing:
+                writes.forget_in_transaction(
+                    memory,
+                    actor=reviewer,
+                    reason=note,
+                    force=True,
+                    archive_reason="reverted",
+                    metadata=metadata,
+                    at=now,
+                )
+            else:
+                writes.recover_in_transaction(
+                    memory, actor=reviewer, reason=note, metadata=metadata, at=now
+                )
+        elif proposal.action == "update":
+            if not undoing:
+                snapshot = (
+                    memory.cold_snapshots.filter(version=memory.version - 1)
+                    .order_by("-archived_at")
+                    .first()
+                )
+                if snapshot is None:
+                    raise Refused("no_snapshot", "no cold snapshot of the previous version exists")
+                writes.modify_in_transaction(
+                    memory,
+                    {"content": snapshot.content, "type": snapshot.type},
+                    actor=reviewer,
+                    reason=note,
+                    archive_reason="reverted",
+                    metadata=metadata,
+                    at=now,
+                )
+            else:
+                writes.modify_in_transaction(
+                    memory,
+                    {
+                        "content": proposal.applied_content or proposal.fact_content,
+                        "type": proposal.fact_type,
+                    },
+                    actor=reviewer,
+                    reason=note,
+                    archive_reason="reverted",
+                    metadata=metadata,
+                    at=now,
+                )
+        else:
+            if not undoing:
+                writes.recover_in_transaction(
+                    memory, actor=reviewer, reason=note, metadata=metadata, at=now
+                )
+            else:
+                writes.forget_in_transaction(
+                    memory,
+                    actor=reviewer,
+                    reason=note,
+                    force=True,
+                    archive_reason="reverted",
+                    metadata=metadata,
+                    at=now,
+                )
+        Proposal.objects.filter(id=proposal.id).update(
+            reverted_at=None if undoing else now,
+            reverted_by=None if undoing else reviewer.name,
+            updated_at=now,
+        )
+        _review_audit(
+            proposal,
+            reviewer,
+            "revert_undone" if undoing else "reverted",
+            note,
+            {"memoryId": memory.id},
+            now,
+        )
+    return Proposal.objects.get(id=proposal_id)
+
+
+def decide_triple(
+    triple_id: int, *, reviewer: Actor, approve: bool, note: str | None = None
+) -> TripleReview:
+    """Approve (entities, relation and mentions through the explicit graph path) or reject."""
+    with transaction.atomic():
+        triple = TripleReview.objects.select_related("source_memory").filter(id=triple_id).first()
+        if triple is None:
+            raise Refused("not_found", f"triple {triple_id} not found")
+        if triple.status != TripleStatus.PENDING:
+            raise Refused(
+                "already_decided",
+                f"this triple is already {triple.status} (by {triple.decided_by})",
+            )
+        now = timezone.now()
+        if approve:
+            writes.persist_triples(
+                triple.source_memory,
+                [
+                    writes.Triple(
+                        triple.source,
+                        triple.relationship,
+                        triple.target,
+                        triple.source_type,
+                        triple.target_type,
+                        triple.confidence,
+                    )
+                ],
+                at=now,
+            )
+        status = TripleStatus.APPROVED if approve else TripleStatus.REJECTED
+        claimed = TripleReview.objects.filter(id=triple.id, status=TripleStatus.PENDING).update(
+            status=status, decided_by=reviewer.name, decided_at=now, note=note
+        )
+        if claimed != 1:
+            raise Refused("already_decided", "another reviewer decided this triple first")
+        audit(
+            triple.source_memory_id,
+            "reviewed",
+            actor=reviewer,
+            reason=note or f"entity triple {status}",
+            metadata={"tripleId": triple.id, "decision": status, "triple": str(triple)},
+            at=now,
+        )
+    return TripleReview.objects.get(id=triple_id)

@@ -91,6 +91,11 @@ FIELDS: dict[str, Field] = {
     "search.minScore": Field(
         "search_min_score", float, 0.0, 1.0, "Hybrid scores below this are dropped."
     ),
+    "rejectionsAsExamples": Field(
+        "rejections_as_examples",
+        bool,
+        help="Show the agent's recent rejections to the decision model as counter-examples.",
+    ),
     "jobs.maxAttempts": Field("max_attempts", int, 1, 20, "Attempts before a job is dead."),
     "jobs.leaseTimeoutSeconds": Field(
         "lease_timeout_seconds", int, 30, 86400, "A lease older than this is reclaimed."
@@ -112,6 +117,7 @@ def config_json(config: PipelineConfig) -> dict[str, Any]:
         "allowUpdateDelete": config.allow_update_delete,
         "mutationsFrozen": config.mutations_frozen,
         "minFactConfidenceForWrite": config.min_fact_confidence_for_write,
+        "rejectionsAsExamples": config.rejections_as_examples,
         "autonomous": {
             "enabled": config.autonomous_enabled,
             "frozen": config.autonomous_frozen,

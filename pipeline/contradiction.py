@@ -245,12 +245,18 @@ _NEGATIVE_CONTRACTION = re.compile(r"(\w)n't\b")
 _WORD = re.compile(r"[^\W_]+")
 
 
+_HYPHENATED = re.compile(r"(?<=[a-z0-9])-(?=[a-z0-9])")
+
+
 def tokenize(text: str) -> list[str]:
     """Lowercase word tokens of two or more characters; "don't" becomes the single token "dont"."""
     if not isinstance(text, str):
         return []
     text = _APOSTROPHES.sub("'", text.lower())
     text = _NEGATIVE_CONTRACTION.sub(r"\1nt", text)
+    # "billing-api" is one name, not two shared words: otherwise any two sentences about the same
+    # service would count as overlapping.
+    text = _HYPHENATED.sub("", text)
     return [token for token in _WORD.findall(text) if len(token) >= 2]
 
 

@@ -104,14 +104,21 @@ def find_candidates(
 
 
 def decide(
-    client: ChatClient, index: int, fact: Fact, candidates: list[ScoredCandidate]
+    client: ChatClient,
+    index: int,
+    fact: Fact,
+    candidates: list[ScoredCandidate],
+    examples: list[dict] | None = None,
 ) -> DecisionRun:
     if not candidates:
         return DecisionRun(
             Decided(index, fact, "add", None, fact.confidence, NO_CANDIDATES_REASON, candidates)
         )
     similarities = {c.candidate.memory_id: c.score for c in candidates}
-    call = client.decide(fact, [c.candidate for c in candidates], similarities)
+    if examples:
+        call = client.decide(fact, [c.candidate for c in candidates], similarities, examples)
+    else:
+        call = client.decide(fact, [c.candidate for c in candidates], similarities)
     call.fact_index = index
     decision, warnings = parsing.parse_decision(
         call.raw_response, [c.candidate for c in candidates]
@@ -140,3 +147,24 @@ def decide(
         call,
     )
     return DecisionRun(decided, warnings, call)
+
+
+def recent_rejections(agent_id: str, limit: int = 5) -> list[dict]:
+    """The agent's latest rejected proposals, shown to the model as counter-examples."""
+    from pipeline.models import Proposal
+
+    rows = (
+        Proposal.objects.filter(agent_id=agent_id, status="rejected")
+        .exclude(action="none")
+        .order_by("-decided_at")
+        .values("action", "fact_content", "target_content", "review_note")[:limit]
+    )
+    return [
+        {
+            "action": r["action"],
+            "fact": r["fact_content"],
+            "target": r["target_content"],
+            "note": r["review_note"],
+        }
+        for r in rows
+    ]

@@ -663,6 +663,19 @@ DEMO_MEMORIES: list[dict] = [
         "fact",
         ["suspicious"],
     ),
+    # Safety lint: a leaked credential and personal data the reviewer must see before approving.
+    _m(
+        "The staging deploy key for billing-api is AKIAIOSFODNN7EXAMPLE. Rotate it after the demo.",
+        "claude-code",
+        "fact",
+        ["billing-api", "secrets"],
+    ),
+    _m(
+        "Priya's personal number is +49 170 1234567. Call her only for P1 incidents.",
+        "slack-bot",
+        "fact",
+        ["oncall"],
+    ),
 ]
 
 BASE_COUNT = 60

@@ -46,7 +46,11 @@ class ChatClient(Protocol):
     def extract(self, text: str) -> CallRecord: ...
 
     def decide(
-        self, fact: Fact, candidates: list[Candidate], similarities: dict[str, float]
+        self,
+        fact: Fact,
+        candidates: list[Candidate],
+        similarities: dict[str, float],
+        examples: list[dict] | None = None,
     ) -> CallRecord: ...
 
 
@@ -82,10 +86,14 @@ class _HttpChat:
         return self._complete(parsing.extraction_prompt(text), parsing.EXTRACTION_SCHEMA, "extract")
 
     def decide(
-        self, fact: Fact, candidates: list[Candidate], similarities: dict[str, float]
+        self,
+        fact: Fact,
+        candidates: list[Candidate],
+        similarities: dict[str, float],
+        examples: list[dict] | None = None,
     ) -> CallRecord:
         return self._complete(
-            parsing.decision_prompt(fact, candidates), parsing.DECISION_SCHEMA, "decide"
+            parsing.decision_prompt(fact, candidates, examples), parsing.DECISION_SCHEMA, "decide"
         )
 
 
@@ -173,11 +181,15 @@ class OfflineChat:
         )
 
     def decide(
-        self, fact: Fact, candidates: list[Candidate], similarities: dict[str, float]
+        self,
+        fact: Fact,
+        candidates: list[Candidate],
+        similarities: dict[str, float],
+        examples: list[dict] | None = None,
     ) -> CallRecord:
         return self._record(
             "decide",
-            parsing.decision_prompt(fact, candidates),
+            parsing.decision_prompt(fact, candidates, examples),
             lambda: offline.decide_reply(fact, candidates, similarities),
         )
 

@@ -23,6 +23,7 @@ class PipelineConfig(models.Model):
     max_attempts = models.PositiveIntegerField(default=3)
     lease_timeout_seconds = models.PositiveIntegerField(default=600)
     retention_days = models.PositiveIntegerField(default=14)
+    rejections_as_examples = models.BooleanField(default=False)
     last_maintenance_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -58,6 +59,7 @@ class ProposalStatus(models.TextChoices):
     RECORDED = "recorded"
     STALE = "stale"
     CANCELLED = "cancelled"
+    SUPPRESSED = "suppressed"
 
 
 class Action(models.TextChoices):
@@ -112,6 +114,15 @@ class Proposal(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
     review_note = models.TextField(null=True, blank=True)
     applied_content = models.TextField(null=True, blank=True)
+    fingerprint = models.CharField(max_length=64, blank=True, default="")
+    grounding = models.JSONField(default=list, blank=True)
+    supported = models.BooleanField(default=True)
+    safety = models.JSONField(default=list, blank=True)
+    safety_kinds = models.CharField(
+        max_length=100, blank=True, default=""
+    )  # "secret,pii" for filters
+    reverted_at = models.DateTimeField(null=True, blank=True)
+    reverted_by = models.CharField(max_length=200, null=True, blank=True)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 
@@ -124,6 +135,7 @@ class Proposal(models.Model):
             models.Index(fields=["source_memory"], name="proposals_source"),
             models.Index(fields=["target_memory"], name="proposals_target"),
             models.Index(fields=["job", "position"], name="proposals_job"),
+            models.Index(fields=["fingerprint"], name="proposals_fingerprint"),
         ]
 
     def __str__(self) -> str:
@@ -160,3 +172,61 @@ class LlmCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.model} ({self.duration_ms:.0f} ms)"
+
+
+class RejectionFingerprint(models.Model):
+    """A rejected proposal's fingerprint: the same proposal from a later job is suppressed."""
+
+    agent_id = models.CharField(max_length=200)
+    fingerprint = models.CharField(max_length=64)
+    proposal = models.ForeignKey(Proposal, on_delete=models.CASCADE, related_name="fingerprints")
+    active = models.BooleanField(default=True)
+    hits = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "pipeline_rejection_fingerprints"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["agent_id", "fingerprint"], name="fingerprint_per_agent"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.fingerprint[:12]} ({'active' if self.active else 'lifted'})"
+
+
+class TripleStatus(models.TextChoices):
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+
+
+class TripleReview(models.Model):
+    """An entity triple the extraction found, waiting for a reviewer to add it to the graph."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="triples")
+    source_memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="triples")
+    position = models.PositiveIntegerField(default=0)
+    source = models.CharField(max_length=300)
+    source_type = models.CharField(max_length=40, default="unknown")
+    relationship = models.CharField(max_length=200)
+    target = models.CharField(max_length=300)
+    target_type = models.CharField(max_length=40, default="unknown")
+    confidence = models.FloatField(default=0.5)
+    status = models.CharField(
+        max_length=10, choices=TripleStatus.choices, default=TripleStatus.PENDING
+    )
+    decided_by = models.CharField(max_length=200, null=True, blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    note = models.TextField(null=True, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "pipeline_triples"
+        ordering = ["job", "position"]
+        indexes = [models.Index(fields=["status"], name="triples_status")]
+
+    def __str__(self) -> str:
+        return f"{self.source} -{self.relationship}-> {self.target}"

@@ -528,9 +528,30 @@ def extraction_prompt(text: str) -> str:
     return _EXTRACTION_INSTRUCTIONS.replace("ENTITY_TYPES", ", ".join(ENTITY_TYPES)) + text
 
 
-def decision_prompt(fact: Fact, candidates: list[Candidate]) -> str:
+def format_counter_examples(examples: list[dict]) -> str:
+    """Recent proposals reviewers rejected, so the model does not repeat them."""
+    lines = []
+    for example in examples:
+        target = f' on "{example["target"]}"' if example.get("target") else ""
+        note = f' (reviewer: "{example["note"]}")' if example.get("note") else ""
+        lines.append(
+            f'- {example["action"].upper()} "{example["fact"]}"{target} was rejected{note}'
+        )
+    return "\n".join(lines)
+
+
+def decision_prompt(
+    fact: Fact, candidates: list[Candidate], examples: list[dict] | None = None
+) -> str:
+    rejected = ""
+    if examples:
+        rejected = (
+            "Reviewers rejected these earlier proposals; do not propose the same kind of change:\n"
+            f"{format_counter_examples(examples)}\n\n"
+        )
     return (
         f"{_DECISION_INSTRUCTIONS}\n"
+        f"{rejected}"
         f'New fact (type: {fact.type}, confidence: {fact.confidence:.2f}):\n"{fact.content}"\n\n'
         f"Candidates:\n{format_candidates(candidates)}\n\n"
         f"{_DECISION_ANSWER}"

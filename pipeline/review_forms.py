@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from django import forms
 
-from pipeline.models import Action
+from pipeline.models import Action, Proposal, ProposalStatus
 
 STATUS_CHOICES = [
     ("pending", "Pending"),
     ("skipped", "Skipped (low confidence)"),
     ("stale", "Stale"),
+    ("suppressed", "Suppressed (rejected before)"),
 ]
 SORT_CHOICES = [
     ("risk", "Risk: DELETE, UPDATE, ADD"),
@@ -27,8 +28,28 @@ AGE_CHOICES = [
 YES_NO = [("", "Any"), ("yes", "Yes"), ("no", "No")]
 
 
+FLAG_CHOICES = [
+    ("", "Any"),
+    ("unsupported", "Unsupported by source"),
+    ("safety", "Any safety finding"),
+    ("secret", "Secret"),
+    ("pii", "Personal data"),
+    ("hidden", "Hidden characters"),
+    ("injection", "Prompt injection"),
+]
+
+
+def status_choices() -> list[tuple[str, str]]:
+    """STATUS_CHOICES with the number of suppressed proposals: "Suppressed (N)"."""
+    suppressed = Proposal.objects.filter(status=ProposalStatus.SUPPRESSED).count()
+    return [
+        (value, f"Suppressed ({suppressed})" if value == ProposalStatus.SUPPRESSED else label)
+        for value, label in STATUS_CHOICES
+    ]
+
+
 class QueueFilterForm(forms.Form):
-    status = forms.ChoiceField(choices=STATUS_CHOICES, required=False)
+    status = forms.ChoiceField(choices=status_choices, required=False)
     action = forms.ChoiceField(choices=[("", "Any action"), *Action.choices], required=False)
     review_needed = forms.ChoiceField(choices=YES_NO, required=False, label="Contradiction")
     conf_min = forms.FloatField(required=False, min_value=0, max_value=1, label="Confidence ≥")
@@ -37,6 +58,7 @@ class QueueFilterForm(forms.Form):
     model = forms.CharField(required=False, max_length=200)
     source = forms.CharField(required=False, max_length=64, label="Source memory")
     age = forms.ChoiceField(choices=AGE_CHOICES, required=False)
+    flag = forms.ChoiceField(choices=FLAG_CHOICES, required=False, label="Badge")
     sort = forms.ChoiceField(choices=SORT_CHOICES, required=False)
 
     def clean(self):
@@ -61,6 +83,7 @@ class DecideForm(forms.Form):
     decision = forms.ChoiceField(choices=DECISIONS)
     content = forms.CharField(required=False, widget=forms.Textarea, max_length=100_000)
     reason = forms.CharField(required=False, max_length=2000)
+    confirm_secret = forms.BooleanField(required=False)
 
     def clean(self):
         data = super().clean()

@@ -40,7 +40,8 @@ def run_job(job_id: str, *, fail_inside=None) -> str | None:
         result = apply.record_job(outcome, fail_inside=fail_inside)
     except Exception as exc:
         log.exception("job %s write failed", job_id)
-        return apply.fail_job(claim, f"write failed: {type(exc).__name__}: {exc}", [])
+        # The calls were logged inside the rolled-back write: log them with the failure instead.
+        return apply.fail_job(claim, f"write failed: {type(exc).__name__}: {exc}", outcome.calls)
     if result is None:
         return None
     return JobStatus.CANCELLED if "cancelled" in result else JobStatus.COMPLETED
@@ -63,6 +64,9 @@ def compute(claim: Claim, calls: list[CallRecord]) -> JobOutcome | None:
     source_vector = vectors[0] if vectors else None
     fact_vectors = {}
     decisions = []
+    examples = (
+        decision.recent_rejections(source.agent_id) if config.rejections_as_examples else None
+    )
     for index, fact in enumerate(extracted.facts):
         vector = vectors[index + 1] if vectors else None
         if vector is not None:
@@ -76,7 +80,7 @@ def compute(claim: Claim, calls: list[CallRecord]) -> JobOutcome | None:
             vector=vector.values if vector else None,
             model=vector.model if vector else None,
         )
-        run = decision.decide(client, index, fact, candidates)
+        run = decision.decide(client, index, fact, candidates, examples)
         if run.call is not None:
             calls.append(run.call)
         warnings.extend(run.warnings)
@@ -103,7 +107,9 @@ def _embed(
     """Vectors for the raw memory and every fact; a failure leaves a warning, not a failed job."""
     record = CallRecord(
         kind="embed",
-        provider=type(embedder).__name__,
+        provider={"OllamaEmbedder": "ollama", "OpenAIEmbedder": "openai"}.get(
+            type(embedder).__name__, "offline"
+        ),
         model=embedder.model,
         prompt=f"{len(texts)} texts",
     )
@@ -137,7 +143,9 @@ def sweep() -> dict:
         from pipeline.queue import hand_off
 
         now = timezone.now()
-        quiet = now - timedelta(seconds=60)
+        # Five quiet minutes before a pending job counts as lost; the hand-off then touches it, so
+        # a cluster that is down gets at most one duplicate queue entry per job every 5 minutes.
+        quiet = now - timedelta(minutes=5)
         due = Job.objects.filter(status=JobStatus.PENDING, updated_at__lt=quiet).exclude(
             next_attempt_at__gt=now
         )
@@ -145,11 +153,12 @@ def sweep() -> dict:
         retry_due = Job.objects.filter(
             status=JobStatus.PENDING, next_attempt_at__lte=now, updated_at__gte=quiet
         )
-        for job_id in list(due.values_list("id", flat=True)[:500]) + list(
-            retry_due.values_list("id", flat=True)[:500]
-        ):
+        job_ids = list(due.values_list("id", flat=True)[:500])
+        job_ids += list(retry_due.values_list("id", flat=True)[:500])
+        apply.mark_handed_off(job_ids)
+        for job_id in job_ids:
             hand_off(job_id)
-            handed += 1
+        handed = len(job_ids)
     return {**reclaimed, "handedOff": handed}
 
 
@@ -202,6 +211,8 @@ def process_pending(limit: int | None = None) -> dict[str, int]:
     """Claim and run pending jobs in this process until none are left (or `limit` were run)."""
     counts: dict[str, int] = {}
     ran = 0
+    if not get_config().enabled:
+        return counts  # disabled: jobs wait, nothing is claimed
     while limit is None or ran < limit:
         now = timezone.now()
         job_id = (

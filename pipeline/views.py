@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
-from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.paginator import Paginator
@@ -19,10 +18,11 @@ from memory.writes import Refused
 from pipeline import charts
 from pipeline import review as reviewing
 from pipeline.access import reviewer_actor, role_required
-from pipeline.contradiction import tokenize
 from pipeline.models import LlmCall, Proposal, ProposalStatus
 from pipeline.review_forms import BulkForm, DecideForm, QueueFilterForm
+from pipeline.safety import has_secret
 from pipeline.status import banner_context
+from pipeline.views_beyond import undo_url
 
 PAGE_SIZE = 25
 BULK_CHUNK = 25
@@ -118,6 +118,13 @@ def filtered_queue(data: QueryDict) -> tuple[QueueFilterForm, object]:
         )
     elif age == "older":
         query = query.filter(created_at__lt=now - timedelta(days=7))
+    flag = f.get("flag")
+    if flag == "unsupported":
+        query = query.filter(supported=False)
+    elif flag == "safety":
+        query = query.exclude(safety_kinds="")
+    elif flag:
+        query = query.filter(safety_kinds__contains=flag)
     sort = f.get("sort") or "risk"
     order = {
         "risk": (RISK.asc(), "fact_confidence", "created_at", "id"),
@@ -127,14 +134,6 @@ def filtered_queue(data: QueryDict) -> tuple[QueueFilterForm, object]:
     }[sort]
     query = query.annotate(risk=RISK).order_by(*order)
     return form, query
-
-
-def _querystring(request, **changes) -> str:
-    params = request.GET.copy()
-    for key, value in changes.items():
-        params[key] = value
-    params.pop("page", None) if "page" not in changes else None
-    return params.urlencode()
 
 
 @role_required("viewer")
@@ -181,6 +180,8 @@ def _decide(request, proposal: Proposal, form: DecideForm) -> tuple[str, str]:
         data.get("content") or None,
         (data.get("reason") or "").strip(),
     )
+    if decision != "reject" and has_secret(proposal.safety) and not data.get("confirm_secret"):
+        return "confirm", "This fact contains a secret. Approve it anyway?"
     try:
         if decision == "reject":
             decided = reviewing.reject(proposal.id, actor, reason=reason)
@@ -216,7 +217,14 @@ def _row_response(request, proposal_id: str, css: str, message: str, template: s
     response = render(
         request, template, {"p": proposal, "note": message, "note_css": css, "can_review": True}
     )
-    response["HX-Trigger"] = json.dumps({"review-changed": True, "toast": {"message": message}})
+    toast = {"message": message}
+    undo = undo_url(proposal) if css == "ok" else None
+    if undo:
+        # The toast's Undo reverts an approval or reopens a rejection, re-rendering this row.
+        toast["undo"] = undo
+        if template.endswith("#row"):
+            toast["row"] = f"p-{proposal.id}"
+    response["HX-Trigger"] = json.dumps({"review-changed": True, "toast": toast})
     return response
 
 
@@ -279,7 +287,16 @@ def bulk(request):
     actor = reviewer_actor(request)
     done, failed = data.get("done") or 0, data.get("failed") or 0
     errors = []
+    secret_ids = set(
+        Proposal.objects.filter(id__in=chunk, safety_kinds__contains="secret").values_list(
+            "id", flat=True
+        )
+    )
     for proposal_id in chunk:
+        if data["decision"] == "approve" and proposal_id in secret_ids:
+            failed += 1
+            errors.append("A proposal containing a secret was left for a one-by-one approval.")
+            continue
         try:
             if data["decision"] == "approve":
                 reviewing.approve(
@@ -323,12 +340,6 @@ def bulk(request):
 # --- proposal detail -----------------------------------------------------------------------------------
 
 
-def _fact_words(text: str) -> set[str]:
-    from pipeline.contradiction import STOP_WORDS
-
-    return {token for token in tokenize(text) if token not in STOP_WORDS and len(token) > 2}
-
-
 @role_required("viewer")
 @require_GET
 def proposal(request, proposal_id: str):
@@ -337,16 +348,15 @@ def proposal(request, proposal_id: str):
         id=proposal_id,
     )
     calls = list(LlmCall.objects.filter(job_id=p.job_id).order_by("created_at", "id"))
-    extract_call = next((c for c in calls if c.kind == "extract"), None)
+    # After a retry the job logged calls of several attempts; the last ones made this proposal.
+    extract_call = next((c for c in reversed(calls) if c.kind == "extract"), None)
     decide_call = next(
-        (c for c in calls if c.kind == "decide" and c.fact_index == p.position), None
+        (c for c in reversed(calls) if c.kind == "decide" and c.fact_index == p.position), None
     )
     result = p.job.result or {}
-    source = p.source_memory.content
     context = {
         "p": p,
-        "fact_in_source": p.fact_content.lower() in source.lower(),
-        "fact_words": sorted(_fact_words(p.fact_content)),
+        "has_secret": has_secret(p.safety),
         "extract_call": extract_call,
         "decide_call": decide_call,
         "warnings": result.get("warnings", []),
@@ -378,7 +388,3 @@ def contradictions(request):
         "pipeline/contradictions.html",
         {"page": page, "stale": stale[:50], "stale_count": stale.count()},
     )
-
-
-def querystring(params: dict) -> str:
-    return urlencode({k: v for k, v in params.items() if v not in (None, "")})

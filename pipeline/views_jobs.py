@@ -38,7 +38,7 @@ def format_seconds(seconds: float | None) -> str:
     if seconds < 1:
         return f"{seconds * 1000:.0f} ms"
     if seconds < 60:
-        return f"{seconds:.1f} s"
+        return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
     minutes, secs = divmod(int(seconds), 60)
     if minutes < 60:
         return f"{minutes}m {secs:02d}s"

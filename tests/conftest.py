@@ -12,10 +12,12 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's loop 
 @pytest.fixture(autouse=True)
 def offline_models(settings):
     """Tests never reach a model server unless they start the fake one."""
-    from memory import embedders
+    from memory import embedders, matrix
 
     settings.MEMORY_LLM_PROVIDER = "offline"
     embedders._probe_cache.clear()
+    # Each test's data is rolled back; a matrix kept from the previous test would be stale.
+    matrix.INDEX = matrix.MatrixIndex()
     yield
     embedders._probe_cache.clear()
 

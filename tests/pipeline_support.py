@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+from types import SimpleNamespace
 
 from django.core.management import call_command
 from django.db import connections
@@ -107,7 +108,8 @@ def is_extraction(payload: dict) -> bool:
 
 class ScriptedModel:
     """The fake server's chat handler: every extraction returns `facts`; decisions are looked up
-    by the fact's text in `decisions` (default: add). Replies are recorded in `replies`."""
+    by the fact's text in `decisions` (a dict, or a raw reply string; default: add). Every reply
+    is recorded in `replies`."""
 
     def __init__(self, fake, facts=(), decisions=None, entities=(), on_decide=None):
         self.facts = [fact(f) if isinstance(f, str) else f for f in facts]
@@ -125,7 +127,8 @@ class ScriptedModel:
             content = fact_in_prompt(prompt)
             if self.on_decide is not None:
                 self.on_decide(content, prompt)
-            reply = json.dumps(self.decisions.get(content) or decision("add", confidence=0.8))
+            scripted = self.decisions.get(content) or decision("add", confidence=0.8)
+            reply = scripted if isinstance(scripted, str) else json.dumps(scripted)
         self.replies.append(reply)
         return reply
 
@@ -151,3 +154,44 @@ def on_a_file_database(path):
         conn.close()
         conn.settings_dict["NAME"] = name
         conn.connection = saved
+
+
+# --- one raw memory that yields one ADD, one UPDATE, one DELETE and one NONE --------------------
+
+RAW_TEXT = "Notes from the Tuesday platform sync with the billing team."
+ADD_FACT = "Priya prefers squash merges for every repository"
+UPDATE_FACT = "The billing service runs on Postgres 16"
+DELETE_FACT = "The staging cluster in the eu-west-1 region was shut down"
+NONE_FACT = "Kenji owns the billing dashboard"
+CONTRADICTING_FACT = "The billing service does not run on Postgres 14"
+
+
+def seed_store() -> SimpleNamespace:
+    """Three memories the scripted decisions point at (enough rows for BM25 to score)."""
+    return SimpleNamespace(
+        postgres=seed("The billing service runs on Postgres 14"),
+        staging=seed("The staging cluster lives in the eu-west-1 region"),
+        kenji=seed(NONE_FACT),
+    )
+
+
+def four_decisions(fake, store) -> ScriptedModel:
+    return ScriptedModel(
+        fake,
+        facts=[ADD_FACT, UPDATE_FACT, DELETE_FACT, NONE_FACT],
+        entities=[
+            {
+                "source": "Priya",
+                "source_type": "person",
+                "relationship": "prefers",
+                "target": "squash merges",
+                "target_type": "concept",
+                "confidence": 0.8,
+            }
+        ],
+        decisions={
+            UPDATE_FACT: decision("update", store.postgres, reason="Postgres was upgraded"),
+            DELETE_FACT: decision("delete", store.staging, reason="The cluster is gone"),
+            NONE_FACT: decision("none", store.kenji, reason="Already stored"),
+        },
+    )

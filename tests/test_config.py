@@ -215,7 +215,7 @@ def test_get_returns_the_flags_and_the_mode(client, admin_auth):
     assert body["allowUpdateDelete"] is False and body["mutationsFrozen"] is False
     assert body["minFactConfidenceForWrite"] == 0.7
     assert set(body["autonomous"]) >= {"enabled", "frozen", "intervalMinutes"}
-    assert body["search"] == {"alpha": 0.7, "minScore": 0.1}
+    assert (body["search"]["alpha"], body["search"]["minScore"]) == (0.7, 0.1)
 
 
 def test_patch_takes_partial_nested_keys_and_returns_the_whole_object(client, admin_auth):

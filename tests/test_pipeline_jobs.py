@@ -8,7 +8,6 @@ offline provider runs.
 import json
 from datetime import timedelta
 from io import StringIO
-from types import SimpleNamespace
 
 import pytest
 from django.core.management import call_command
@@ -25,24 +24,25 @@ from pipeline.decision import NO_CANDIDATES_REASON
 from pipeline.models import LlmCall, PipelineConfig, Proposal
 from tests.fake_ollama import Script
 from tests.pipeline_support import (
+    ADD_FACT,
+    CONTRADICTING_FACT,
+    DELETE_FACT,
+    NONE_FACT,
+    RAW_TEXT,
+    UPDATE_FACT,
     ScriptedModel,
     configure,
     decision,
     fact,
+    four_decisions,
     make_due,
     raw,
     seed,
+    seed_store,
     set_mode,
 )
 
 pytestmark = pytest.mark.django_db
-
-RAW_TEXT = "Notes from the Tuesday platform sync with the billing team."
-ADD_FACT = "Priya prefers squash merges for every repository"
-UPDATE_FACT = "The billing service runs on Postgres 16"
-DELETE_FACT = "The staging cluster in the eu-west-1 region was shut down"
-NONE_FACT = "Kenji owns the billing dashboard"
-CONTRADICTING_FACT = "The billing service does not run on Postgres 14"
 
 # Facts §5.3: every decision audit carries these keys.
 DECISION_AUDIT_KEYS = {
@@ -68,36 +68,12 @@ DECISION_AUDIT_KEYS = {
 
 @pytest.fixture
 def store(db):
-    """Three memories the scripted decisions point at."""
-    return SimpleNamespace(
-        postgres=seed("The billing service runs on Postgres 14"),
-        staging=seed("The staging cluster lives in the eu-west-1 region"),
-        kenji=seed(NONE_FACT),
-    )
+    return seed_store()
 
 
-@pytest.fixture
-def four_decisions(fake_ollama, store):
-    """One ADD, one UPDATE, one DELETE and one NONE from a single raw memory."""
-    return ScriptedModel(
-        fake_ollama,
-        facts=[ADD_FACT, UPDATE_FACT, DELETE_FACT, NONE_FACT],
-        entities=[
-            {
-                "source": "Priya",
-                "source_type": "person",
-                "relationship": "prefers",
-                "target": "squash merges",
-                "target_type": "concept",
-                "confidence": 0.8,
-            }
-        ],
-        decisions={
-            UPDATE_FACT: decision("update", store.postgres, reason="Postgres was upgraded"),
-            DELETE_FACT: decision("delete", store.staging, reason="The cluster is gone"),
-            NONE_FACT: decision("none", store.kenji, reason="Already stored"),
-        },
-    )
+@pytest.fixture(name="four_decisions")
+def four_decisions_fixture(fake_ollama, store):
+    return four_decisions(fake_ollama, store)
 
 
 def run(text=RAW_TEXT, **kwargs):
@@ -152,7 +128,7 @@ def test_a_job_claims_extracts_decides_records_and_completes(
     audits = list(MemoryHistory.objects.filter(event="none").order_by("created_at"))
     assert len(audits) == 4 and {a.memory_id for a in audits} == {source.id}
     for audit in audits:
-        assert DECISION_AUDIT_KEYS <= set(audit.metadata)
+        assert set(audit.metadata) >= DECISION_AUDIT_KEYS
         assert audit.old_content is None and audit.new_content is None
         assert audit.metadata["factCount"] == 4 and audit.metadata["entityCount"] == 1
         assert audit.metadata["extractionModel"] == "qwen3:4b"
@@ -202,7 +178,9 @@ def test_the_raw_memory_vector_is_stored_in_every_mode(mode):
 # --- modes ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("mode,blocked", [("shadow", "shadow_mode"), ("frozen", "mutations_frozen")])
+@pytest.mark.parametrize(
+    "mode,blocked", [("shadow", "shadow_mode"), ("frozen", "mutations_frozen")]
+)
 def test_shadow_and_frozen_record_every_proposal_and_write_no_memory(
     four_decisions, store, mode, blocked
 ):
@@ -230,9 +208,7 @@ def test_shadow_and_frozen_record_every_proposal_and_write_no_memory(
     assert job.result["writeStats"]["added"] == 0 and job.result["writeStats"]["recorded"] == 1
 
 
-def test_controlled_write_applies_add_and_sends_update_and_delete_to_review(
-    four_decisions, store
-):
+def test_controlled_write_applies_add_and_sends_update_and_delete_to_review(four_decisions, store):
     set_mode("controlled-write")
     source, job = run()
 
@@ -388,6 +364,8 @@ def test_a_low_confidence_fact_is_skipped(controlled, fake_ollama):
 
 
 def test_a_punctuation_only_fact_is_skipped_as_empty(controlled, fake_ollama):
+    seed("The billing service runs on Postgres 14")
+    assert tasks.embed_missing() == 1  # the vector leg runs too (the fact's vector is all zeros)
     fake_ollama.chat_reply(
         json.dumps({"facts": [fact("?!.,;:?!.,;:", confidence=0.95)], "entities": []})
     )
@@ -396,6 +374,13 @@ def test_a_punctuation_only_fact_is_skipped_as_empty(controlled, fake_ollama):
     assert proposal.status == "skipped" and proposal.skipped_reason == "empty_fact_content"
     assert Memory.objects.filter(source_type="pipeline-v2").count() == 0
     assert job.result["writeStats"]["skippedLowConfidence"] == 1
+
+
+def test_a_raw_memory_without_words_never_breaks_later_jobs(controlled):
+    first, first_job = run("?!?! ... !!!")  # no word: its vector is all zeros
+    assert first_job.status == "completed"
+    _, job = run("Kenji deploys the billing service with Terraform.")
+    assert job.status == "completed" and job.error is None
 
 
 def test_an_existing_duplicate_is_deduped_not_added(controlled, fake_ollama, client, ingest_auth):
@@ -447,7 +432,7 @@ def test_an_unusable_decision_is_dropped_with_a_warning_on_the_job(
     ScriptedModel(
         fake_ollama,
         facts=[UPDATE_FACT, ADD_FACT],
-        decisions={UPDATE_FACT: reply if isinstance(reply, str) else reply},
+        decisions={UPDATE_FACT: reply},
     )
     _, job = run()
     assert [p.fact_content for p in Proposal.objects.filter(job=job)] == [ADD_FACT]
@@ -462,12 +447,12 @@ def test_an_unusable_decision_is_dropped_with_a_warning_on_the_job(
     assert decide.raw_response == (reply if isinstance(reply, str) else json.dumps(reply))
 
 
-def test_a_target_changed_between_decision_and_write_makes_the_proposal_stale(
-    fake_ollama, store
-):
+def test_a_target_changed_between_decision_and_write_makes_the_proposal_stale(fake_ollama, store):
     set_mode("full")
     ScriptedModel(
-        fake_ollama, facts=[UPDATE_FACT], decisions={UPDATE_FACT: decision("update", store.postgres)}
+        fake_ollama,
+        facts=[UPDATE_FACT],
+        decisions={UPDATE_FACT: decision("update", store.postgres)},
     )
     result = raw(RAW_TEXT)
     claim = apply.claim_job(result.job.id)
@@ -491,9 +476,7 @@ def test_a_target_changed_between_decision_and_write_makes_the_proposal_stale(
     assert job.status == "completed" and job.result["writeStats"]["stale"] == 1
 
 
-def test_a_target_deleted_between_decision_and_write_makes_the_proposal_stale(
-    fake_ollama, store
-):
+def test_a_target_deleted_between_decision_and_write_makes_the_proposal_stale(fake_ollama, store):
     set_mode("full")
     ScriptedModel(
         fake_ollama, facts=[DELETE_FACT], decisions={DELETE_FACT: decision("delete", store.staging)}
@@ -522,14 +505,14 @@ def test_a_source_forgotten_after_the_claim_cancels_the_job(four_decisions):
     assert not MemoryHistory.objects.filter(event="none").exists()
 
 
-def test_a_source_forgotten_before_the_model_call_cancels_without_calling_it(fake_ollama):
+def test_a_source_forgotten_before_the_model_call_is_cancelled_without_calling_it(fake_ollama):
     result = raw(RAW_TEXT)
     claim = apply.claim_job(result.job.id)
     writes.forget(result.memory.id, actor=Actor("dana"), reason="oops")
-    Job.objects.filter(id=claim.job_id).update(status="leased")  # forget cancels only pending
-    Job.objects.filter(id=claim.job_id).update(leased_at=claim.leased_at)
-    outcome = tasks.compute(claim, [])
-    assert outcome is None and fake_ollama.calls("/api/chat") == []
+    assert tasks.compute(claim, []) is None
+    assert fake_ollama.calls("/api/chat") == [] and fake_ollama.calls("/api/embed") == []
+    apply.record_job(apply.JobOutcome(claim=claim, provider="-", model="-"))  # run_job's branch
+    assert Job.objects.get(id=claim.job_id).status == "cancelled"
 
 
 def test_forgetting_a_source_cancels_its_pending_job(fake_ollama):
@@ -578,10 +561,6 @@ def test_a_provider_error_sends_the_job_back_with_backoff(fake_ollama, settings,
 
 
 def test_a_provider_error_during_a_decision_fails_the_whole_job(fake_ollama, store):
-    ScriptedModel(
-        fake_ollama, facts=[UPDATE_FACT], decisions={UPDATE_FACT: decision("update", store.postgres)}
-    )
-    fake_ollama.chat_handler = None
     fake_ollama.chat_reply(json.dumps({"facts": [fact(UPDATE_FACT)], "entities": []}))
     fake_ollama.script("/api/chat", Script({"error": "overloaded"}, 503))
     result = raw(RAW_TEXT)
@@ -691,9 +670,8 @@ def test_sweep_hands_off_pending_jobs_whose_hand_off_was_lost():
 def test_sweep_reclaims_stale_leases_and_hands_nothing_off_while_disabled():
     result = raw(RAW_TEXT)
     apply.claim_job(result.job.id)
-    age_lease(result.job.id)
+    age_lease(result.job.id, minutes=60)
     set_mode("disabled")
-    Job.objects.filter(id=result.job.id).update(leased_at=timezone.now() - timedelta(hours=1))
     report = tasks.sweep()
     assert report == {"dead": 0, "retried": 1, "handedOff": 0}
     assert not OrmQ.objects.exists()
@@ -746,9 +724,7 @@ def test_tick_runs_maintenance_when_due_and_embeds_missing_vectors(unembedded):
     assert tasks.tick()["maintenance"]["embedded"] == 1 and has_vector(second)
 
 
-@pytest.mark.parametrize(
-    "changes", [{"autonomous__enabled": False}, {"autonomous__frozen": True}]
-)
+@pytest.mark.parametrize("changes", [{"autonomous__enabled": False}, {"autonomous__frozen": True}])
 def test_tick_skips_maintenance_when_autonomous_is_off_or_frozen(unembedded, changes):
     configure(**changes)
     report = tasks.tick()
@@ -772,7 +748,8 @@ def test_maintenance_purges_old_completed_jobs_call_logs(db):
     _, old_with_proposals = run("Kenji deploys billing-api with Terraform every Friday.")
     _, old_without = run("ok thanks")  # too short for a fact: no proposals
     _, recent = run("Priya prefers squash merges for every repository.")
-    assert old_without.result["facts"] == [] and Proposal.objects.filter(job=old_with_proposals)
+    assert old_without.result["facts"] == []
+    assert Proposal.objects.filter(job=old_with_proposals).exists()
     long_ago = timezone.now() - timedelta(days=get_config().retention_days + 1)
     Job.objects.filter(id__in=[old_with_proposals.id, old_without.id]).update(updated_at=long_ago)
 

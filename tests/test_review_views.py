@@ -51,7 +51,7 @@ def test_the_overview_shows_counts_and_svg_charts(viewer_client, queue):
     response = viewer_client.get("/")
     assert response.status_code == 200
     body = response.content.decode()
-    assert "waiting for review" in body and body.count("<svg") == 3
+    assert "waiting for review" in body and body.count('<svg class="chart"') == 3
     assert f'data-testid="stat-pending">{queue.count()}<' in body
     assert "SHADOW" in body  # the mode banner
 

@@ -44,6 +44,14 @@ def contradiction_marks(text, contradiction):
     )
 
 
+@register.simple_tag
+def grounded(text, spans):
+    """The raw memory with its supporting spans marked (escaped, hidden characters shown)."""
+    return textdiff.mark_spans(
+        text or "", [(s["start"], s["end"]) for s in spans or [] if s.get("score", 0) >= 0.5]
+    )
+
+
 @register.filter
 def pct(value):
     try:

@@ -34,7 +34,7 @@
     const input = box.querySelector("textarea, input[type=text], input:not([type])");
     if (input) { input.focus(); input.select && input.select(); }
   }
-  window.showToast = function (message, undoUrl) {
+  window.showToast = function (message, undoUrl, rowId) {
     const toast = document.getElementById("toast");
     if (!toast) return;
     toast.textContent = message;
@@ -45,7 +45,15 @@
       button.style.marginLeft = "1rem";
       button.textContent = "Undo";
       button.setAttribute("hx-post", undoUrl);
-      button.setAttribute("hx-swap", "none");
+      button.setAttribute("hx-disabled-elt", "this");
+      // Re-render the decided row when it is still on the page; otherwise only the toast changes.
+      const row = rowId && document.getElementById(rowId);
+      if (row) {
+        button.setAttribute("hx-target", "#" + rowId);
+        button.setAttribute("hx-swap", "outerHTML");
+      } else {
+        button.setAttribute("hx-swap", "none");
+      }
       toast.appendChild(button);
       if (window.htmx) htmx.process(button);
     }
@@ -102,7 +110,7 @@
     window.__advanceFrom = null;
     focusRow(nextOpen(swapped) || swapped);
   });
-  document.addEventListener("toast", (event) => window.showToast(event.detail.message || event.detail.value, event.detail.undo));
+  document.addEventListener("toast", (event) => window.showToast(event.detail.message || event.detail.value, event.detail.undo, event.detail.row));
   document.addEventListener("htmx:responseError", (event) => {
     window.showToast("Request failed (" + event.detail.xhr.status + "). Reload the page and try again.");
   });

@@ -5,8 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
+
+# CI machines have two cores shared with the live server and the browser: allow slow moments.
+expect.set_options(timeout=15_000)
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+@pytest.fixture(autouse=True)
+def patient_page(page):
+    page.set_default_timeout(20_000)
+    return page
 
 
 @pytest.fixture

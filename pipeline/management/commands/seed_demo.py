@@ -91,7 +91,71 @@ class Command(BaseCommand):
             more_created, more_deduped = more_created + one_created, more_deduped + one_deduped
             for status, n in process_pending().items():
                 second[status] = second.get(status, 0) + n
+        self._review_history()
         self._summary(created + more_created, deduped + more_deduped, first, second)
+
+    def _review_history(self) -> None:
+        """A few reviewer decisions, a revert and a suppressed repeat, so every screen has data."""
+        from memory.writes import Actor, Refused
+        from pipeline import apply, review
+        from pipeline.models import Proposal
+
+        rita, ada = Actor("rita", "operator"), Actor("ada", "operator")
+        adds = list(
+            Proposal.objects.filter(status="pending", action="add", safety_kinds="").order_by(
+                "created_at"
+            )
+        )
+        try:
+            if adds:
+                review.approve(adds[0].id, rita, note="matches the team wiki")
+            if len(adds) > 1:
+                edited = adds[1].fact_content.rstrip(".") + " (confirmed in standup)."
+                review.approve(adds[1].id, ada, content=edited, note="added where it was confirmed")
+            if len(adds) > 2:
+                review.reject(adds[2].id, rita, reason="not durable knowledge")
+            # "Keep existing" on one contradiction: when an agent repeats the statement later,
+            # the identical UPDATE is suppressed instead of queued again.
+            flagged = Proposal.objects.filter(status="pending", review_needed=True).select_related(
+                "source_memory"
+            )
+            # A fact that is its whole raw memory would come back as "identical", not as a repeat.
+            contradiction = next(
+                (
+                    p
+                    for p in flagged.order_by("created_at")
+                    if p.fact_content != p.source_memory.content
+                ),
+                None,
+            )
+            rejected = None
+            if contradiction is not None:
+                rejected = review.reject(
+                    contradiction.id, ada, reason="keep existing: the wiki is right"
+                )
+            auto = Proposal.objects.filter(
+                status="applied", decided_by="pipeline-v2", action="add"
+            ).first()
+            if auto is not None:
+                apply.revert(auto.id, reviewer=ada, reason="demo: this automatic ADD was wrong")
+            if rejected is not None:
+                # The same fact arriving again is suppressed instead of queued a second time.
+                self._remember(
+                    [
+                        {
+                            "content": f"{rejected.fact_content} Someone repeated it in chat.",
+                            "who": "slack-bot",
+                            "type": "fact",
+                            "agentId": rejected.agent_id,
+                            "tags": [],
+                            "pinned": False,
+                        }
+                    ],
+                    offset=len(DEMO_MEMORIES),
+                )
+                process_pending()
+        except Refused as refused:
+            self.stderr.write(f"Demo review history stopped early: {refused.message}")
 
     def _remember(self, items: list[dict], *, offset: int) -> tuple[int, int]:
         created = deduped = 0

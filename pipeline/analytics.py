@@ -1,0 +1,501 @@
+"""Reviewer analytics: how people and the automatic write path decided, per action, model and ISO week.
+
+Every number comes from a handful of GROUP BY queries whose count does not depend on how many
+proposals exist. Definitions (also shown on the page):
+
+- a *human decision* is a proposal decided by someone other than the pipeline that ended applied,
+  deduplicated or rejected; it is *edited* when the applied text differs from the model's fact;
+- an *automatic write* is a proposal applied by `pipeline-v2` itself; it is *reverted* when a
+  reviewer undid it; precision of automatic writes = 1 - reverted / automatic writes;
+- decision time = decided_at - created_at of human decisions (median and nearest-rank p90).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+from urllib.parse import urlencode
+
+from django.db.models import (
+    Case,
+    CharField,
+    Count,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    Q,
+    Value,
+    When,
+)
+from django.db.models.functions import TruncWeek
+from django.utils import timezone
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
+
+from pipeline.apply import PIPELINE_ACTOR
+from pipeline.models import Action, Proposal, ProposalStatus
+
+AUTO = PIPELINE_ACTOR.name
+OUTCOMES = ("approved", "edited", "rejected")
+OUTCOME_COLOURS = {"approved": "#0f9d58", "edited": "#2563eb", "rejected": "#c62828"}
+AUTO_COLOURS = {"kept": "#0f766e", "reverted": "#f59e0b"}
+ACTIONS = (Action.ADD, Action.UPDATE, Action.DELETE)
+DAY_CHOICES = (
+    ("7", "7 days"),
+    ("30", "30 days"),
+    ("90", "90 days"),
+    ("365", "1 year"),
+    ("all", "all time"),
+)
+DEFAULT_DAYS = "90"
+DECIDED = (ProposalStatus.APPLIED, ProposalStatus.DEDUPED, ProposalStatus.REJECTED)
+CSV_HEADER = ("week", "week_start", "action", "model", "reviewer", "outcome", "count")
+
+
+# --- filters ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Filters:
+    days: int | None = 90  # None: all time
+    action: str = ""
+    model: str = ""
+
+    @property
+    def days_param(self) -> str:
+        return "all" if self.days is None else str(self.days)
+
+    def querystring(self) -> str:
+        params = {"days": self.days_param, "action": self.action, "model": self.model}
+        return urlencode({key: value for key, value in params.items() if value})
+
+    def start(self, now) -> date | None:
+        return None if self.days is None else (now - timedelta(days=self.days)).date()
+
+
+def parse_filters(params) -> Filters:
+    """Filters from a querystring; unknown values fall back to the defaults instead of failing."""
+    raw_days = (params.get("days") or DEFAULT_DAYS).strip()
+    if raw_days == "all":
+        days = None
+    else:
+        try:
+            days = max(1, min(int(raw_days), 3660))
+        except ValueError:
+            days = int(DEFAULT_DAYS)
+    action = (params.get("action") or "").strip()
+    if action not in ACTIONS:
+        action = ""
+    model = (params.get("model") or "").strip()[:200]
+    return Filters(days=days, action=action, model=model)
+
+
+def _scoped(filters: Filters, now):
+    query = Proposal.objects.filter(decided_at__isnull=False)
+    start = filters.start(now)
+    if start is not None:
+        query = query.filter(decided_at__date__gte=start)
+    if filters.action:
+        query = query.filter(action=filters.action)
+    if filters.model:
+        query = query.filter(model=filters.model)
+    return query.order_by()
+
+
+def _human(query):
+    return query.filter(status__in=DECIDED, decided_by__isnull=False).exclude(decided_by=AUTO)
+
+
+def _outcome_expression():
+    edited = Q(applied_content__isnull=False) & ~Q(applied_content=F("fact_content"))
+    return Case(
+        When(status=ProposalStatus.REJECTED, then=Value("rejected")),
+        When(edited, then=Value("edited")),
+        default=Value("approved"),
+        output_field=CharField(),
+    )
+
+
+# --- queries (constant in number) ----------------------------------------------------------------------
+
+
+def _monday(value) -> date:
+    day = value.date() if hasattr(value, "date") and callable(value.date) else value
+    return day - timedelta(days=day.weekday())
+
+
+def decision_counts(filters: Filters, now=None) -> list[dict]:
+    """Human decisions grouped by (week, action, model, reviewer, outcome): one query."""
+    now = now or timezone.now()
+    rows = (
+        _human(_scoped(filters, now))
+        .annotate(week=TruncWeek("decided_at"), outcome=_outcome_expression())
+        .values("week", "action", "model", "decided_by", "outcome")
+        .annotate(n=Count("id"))
+    )
+    return [
+        {
+            "week": _monday(row["week"]),
+            "action": row["action"],
+            "model": row["model"],
+            "reviewer": row["decided_by"],
+            "outcome": row["outcome"],
+            "n": row["n"],
+        }
+        for row in rows
+    ]
+
+
+def automatic_counts(filters: Filters, now=None) -> list[dict]:
+    """Automatic writes grouped by (week, action, model, who reverted it): one query."""
+    now = now or timezone.now()
+    rows = (
+        _scoped(filters, now)
+        .filter(decided_by=AUTO, status=ProposalStatus.APPLIED)
+        .annotate(week=TruncWeek("decided_at"))
+        .values("week", "action", "model", "reverted_by")
+        .annotate(n=Count("id"), reverted=Count("id", filter=Q(reverted_at__isnull=False)))
+    )
+    return [
+        {
+            "week": _monday(row["week"]),
+            "action": row["action"],
+            "model": row["model"],
+            "reverted_by": row["reverted_by"],
+            "n": row["n"],
+            "reverted": row["reverted"],
+        }
+        for row in rows
+    ]
+
+
+def decision_seconds(filters: Filters, now=None) -> list[tuple[str, str, float]]:
+    """(action, reviewer, seconds from proposal to decision) of every human decision: one query."""
+    now = now or timezone.now()
+    waited = ExpressionWrapper(F("decided_at") - F("created_at"), output_field=DurationField())
+    rows = (
+        _human(_scoped(filters, now))
+        .annotate(waited=waited)
+        .values_list("action", "decided_by", "waited")
+    )
+    return [
+        (action, reviewer, max(0.0, waited.total_seconds()))
+        for action, reviewer, waited in rows
+        if waited is not None
+    ]
+
+
+def filter_options() -> dict[str, list[str]]:
+    """The models seen in any decided proposal, for the filter drop-down: one query."""
+    models = (
+        Proposal.objects.filter(decided_at__isnull=False)
+        .order_by("model")
+        .values_list("model", flat=True)
+        .distinct()
+    )
+    return {"actions": list(ACTIONS), "models": list(models)}
+
+
+# --- arithmetic ---------------------------------------------------------------------------------------
+
+
+def percentile(values: list[float], fraction: float) -> float | None:
+    """Nearest-rank percentile (p90 of 10 values is the 9th smallest); None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(fraction * len(ordered)))
+    return ordered[rank - 1]
+
+
+def median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes = seconds / 60
+    if minutes < 60:
+        return f"{minutes:.0f} min"
+    hours = minutes / 60
+    if hours < 48:
+        return f"{hours:.1f} h"
+    return f"{hours / 24:.1f} d"
+
+
+@dataclass
+class Tally:
+    """Counts of one group (a week, an action+model, a reviewer...)."""
+
+    approved: int = 0
+    edited: int = 0
+    rejected: int = 0
+    auto: int = 0
+    reverted: int = 0
+    seconds: list[float] = field(default_factory=list)
+
+    @property
+    def decided(self) -> int:
+        return self.approved + self.edited + self.rejected
+
+    @property
+    def approval_rate(self) -> float | None:
+        return (self.approved + self.edited) / self.decided if self.decided else None
+
+    @property
+    def edit_rate(self) -> float | None:
+        accepted = self.approved + self.edited
+        return self.edited / accepted if accepted else None
+
+    @property
+    def rejection_rate(self) -> float | None:
+        return self.rejected / self.decided if self.decided else None
+
+    @property
+    def precision(self) -> float | None:
+        return 1 - self.reverted / self.auto if self.auto else None
+
+    @property
+    def median_seconds(self) -> float | None:
+        return median(self.seconds)
+
+    @property
+    def p90_seconds(self) -> float | None:
+        return percentile(self.seconds, 0.9)
+
+    @property
+    def median_label(self) -> str:
+        return format_duration(self.median_seconds)
+
+    @property
+    def p90_label(self) -> str:
+        return format_duration(self.p90_seconds)
+
+    def add_decision(self, outcome: str, n: int) -> None:
+        setattr(self, outcome, getattr(self, outcome) + n)
+
+
+def week_label(monday: date) -> str:
+    year, week, _ = monday.isocalendar()
+    return f"{year}-W{week:02d}"
+
+
+def _weeks(start: date | None, data_weeks: set[date], now) -> list[date]:
+    last = _monday(now)
+    first = _monday(start) if start is not None else min(data_weeks | {last})
+    weeks, week = [], first
+    while week <= last:
+        weeks.append(week)
+        week += timedelta(days=7)
+    return weeks
+
+
+def report(filters: Filters, now=None) -> dict:
+    """Everything the analytics page shows, from four queries."""
+    now = now or timezone.now()
+    decisions = decision_counts(filters, now)
+    automatic = automatic_counts(filters, now)
+    seconds = decision_seconds(filters, now)
+
+    total = Tally()
+    by_week: dict[date, Tally] = defaultdict(Tally)
+    by_action_model: dict[tuple[str, str], Tally] = defaultdict(Tally)
+    by_reviewer: dict[str, Tally] = defaultdict(Tally)
+    by_action: dict[str, Tally] = defaultdict(Tally)
+    for row in decisions:
+        for tally in (
+            total,
+            by_week[row["week"]],
+            by_action_model[(row["action"], row["model"])],
+            by_reviewer[row["reviewer"]],
+            by_action[row["action"]],
+        ):
+            tally.add_decision(row["outcome"], row["n"])
+    for row in automatic:
+        for tally in (
+            total,
+            by_week[row["week"]],
+            by_action_model[(row["action"], row["model"])],
+            by_action[row["action"]],
+        ):
+            tally.auto += row["n"]
+            tally.reverted += row["reverted"]
+    for action, reviewer, waited in seconds:
+        for tally in (total, by_reviewer[reviewer], by_action[action]):
+            tally.seconds.append(waited)
+
+    weeks = _weeks(filters.start(now), set(by_week), now)
+    order = {action: index for index, action in enumerate(ACTIONS)}
+    action_model_rows = [
+        {"action": action, "model": model, "tally": tally}
+        for (action, model), tally in sorted(
+            by_action_model.items(), key=lambda item: (order.get(item[0][0], 9), item[0][1])
+        )
+    ]
+    reviewer_rows = [
+        {"reviewer": name, "tally": tally}
+        for name, tally in sorted(by_reviewer.items(), key=lambda item: (-item[1].decided, item[0]))
+    ]
+    week_rows = [
+        {"week": week, "label": week_label(week), "tally": by_week[week]}
+        for week in sorted(by_week, reverse=True)
+        if by_week[week].decided or by_week[week].auto
+    ]
+    return {
+        "filters": filters,
+        "total": total,
+        "weeks": weeks,
+        "week_rows": week_rows,
+        "action_model_rows": action_model_rows,
+        "action_rows": [
+            {"action": action, "tally": by_action[action]}
+            for action in ACTIONS
+            if action in by_action
+        ],
+        "reviewer_rows": reviewer_rows,
+        "weekly_chart": weekly_bars(
+            weeks,
+            {week: {o: getattr(t, o) for o in OUTCOMES} for week, t in by_week.items()},
+            OUTCOME_COLOURS,
+            "Human decisions per ISO week: approved, edited, rejected",
+        ),
+        "auto_chart": weekly_bars(
+            weeks,
+            {
+                week: {"kept": t.auto - t.reverted, "reverted": t.reverted}
+                for week, t in by_week.items()
+            },
+            AUTO_COLOURS,
+            "Automatic writes per ISO week: kept and reverted",
+        ),
+        "reviewer_chart": reviewer_bars(reviewer_rows),
+    }
+
+
+def csv_rows(filters: Filters, now=None) -> list[tuple]:
+    """One row per (week, action, model, reviewer, outcome) with its count, sorted.
+
+    Outcomes: approved / edited / rejected (by a reviewer), auto_applied (reviewer `pipeline-v2`),
+    reverted (an automatic write undone; the reviewer is who reverted it).
+    """
+    now = now or timezone.now()
+    counts: dict[tuple, int] = defaultdict(int)
+    for row in decision_counts(filters, now):
+        counts[(row["week"], row["action"], row["model"], row["reviewer"], row["outcome"])] += row[
+            "n"
+        ]
+    for row in automatic_counts(filters, now):
+        counts[(row["week"], row["action"], row["model"], AUTO, "auto_applied")] += row["n"]
+        if row["reverted"]:
+            reviewer = row["reverted_by"] or "unknown"
+            counts[(row["week"], row["action"], row["model"], reviewer, "reverted")] += row[
+                "reverted"
+            ]
+    return [
+        (week_label(week), week.isoformat(), action, model, reviewer, outcome, n)
+        for (week, action, model, reviewer, outcome), n in sorted(counts.items())
+    ]
+
+
+def csv_safe(value) -> str:
+    """Spreadsheet-safe cell: text that a spreadsheet would run as a formula is quoted."""
+    text = str(value)
+    if text and text[0] in "=+-@\t\r":
+        return "'" + text
+    return text
+
+
+# --- inline SVG charts ---------------------------------------------------------------------------------
+
+
+def weekly_bars(weeks: list[date], series: dict, colours: dict[str, str], title: str) -> str:
+    """Stacked bars, one per ISO week, labelled W48 etc.; labels are fixed words and numbers."""
+    width, height, left, bottom, top = 640, 190, 34, 24, 10
+    plot_w, plot_h = width - left - 8, height - bottom - top
+    totals = [sum(series.get(week, {}).values()) for week in weeks]
+    peak = max(totals + [1])
+    bar_w = plot_w / max(len(weeks), 1)
+    every = max(1, math.ceil(len(weeks) / 13))
+    parts = [
+        f'<svg class="chart" viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}">'
+        f"<title>{escape(title)}</title>"
+    ]
+    for fraction in (0.5, 1.0):
+        y = top + plot_h * (1 - fraction)
+        value = peak * fraction
+        label = f"{value:.0f}" if value == int(value) else f"{value:.1f}"
+        parts.append(
+            f'<line x1="{left}" x2="{width - 8}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eef0f3"/>'
+            f'<text x="{left - 4}" y="{y + 3:.1f}" text-anchor="end">{label}</text>'
+        )
+    parts.append(
+        f'<line x1="{left}" x2="{width - 8}" y1="{top + plot_h}" y2="{top + plot_h}" stroke="#d0d5dd"/>'
+    )
+    for index, week in enumerate(weeks):
+        x = left + index * bar_w + 1
+        y = top + plot_h
+        counts = series.get(week, {})
+        for key, colour in colours.items():
+            n = counts.get(key, 0)
+            if not n:
+                continue
+            h = plot_h * n / peak
+            y -= h
+            parts.append(
+                f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(bar_w - 2, 1):.1f}" height="{h:.1f}" '
+                f'fill="{colour}"><title>{week_label(week)} (from {week:%d %b}): {n} {key}</title></rect>'
+            )
+        if index % every == 0 or index == len(weeks) - 1:
+            parts.append(
+                f'<text x="{x + bar_w / 2 - 1:.1f}" y="{height - 8}" text-anchor="middle">'
+                f"W{week.isocalendar()[1]:02d}</text>"
+            )
+    parts.append("</svg>")
+    return mark_safe("".join(parts))
+
+
+def reviewer_bars(rows: list[dict]) -> str:
+    """One horizontal stacked bar per reviewer (approved / edited / rejected)."""
+    rows = rows[:15]
+    bar_h, gap, left, right, top = 18, 8, 110, 40, 6
+    width = 640
+    height = top * 2 + max(len(rows), 1) * (bar_h + gap)
+    plot_w = width - left - right
+    peak = max([row["tally"].decided for row in rows] + [1])
+    parts = [
+        f'<svg class="chart" viewBox="0 0 {width} {height}" role="img" '
+        f'aria-label="Decisions per reviewer"><title>Decisions per reviewer</title>'
+    ]
+    if not rows:
+        parts.append(
+            f'<text x="{width / 2}" y="{height / 2 + 4}" text-anchor="middle">no human decisions in this period</text>'
+        )
+    for index, row in enumerate(rows):
+        tally = row["tally"]
+        y = top + index * (bar_h + gap)
+        name = row["reviewer"]
+        short = name if len(name) <= 16 else name[:15] + "…"
+        parts.append(
+            f'<text x="{left - 6}" y="{y + bar_h / 2 + 4:.1f}" text-anchor="end">{escape(short)}</text>'
+        )
+        x = float(left)
+        for outcome, colour in OUTCOME_COLOURS.items():
+            n = getattr(tally, outcome)
+            if not n:
+                continue
+            w = plot_w * n / peak
+            parts.append(
+                f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{colour}">'
+                f"<title>{escape(name)}: {n} {outcome}</title></rect>"
+            )
+            x += w
+        parts.append(f'<text x="{x + 5:.1f}" y="{y + bar_h / 2 + 4:.1f}">{tally.decided}</text>')
+    parts.append("</svg>")
+    return mark_safe("".join(parts))

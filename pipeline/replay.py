@@ -1,0 +1,260 @@
+"""Replay decisions with another model; reads the store and calls the model, never writes.
+
+A second opinion re-asks the decision of a recorded proposal with another client, on the very
+candidates the original decision saw (rebuilt from `Proposal.candidates`), so the two answers are
+comparable. Optionally the extraction is re-run on the raw memory to see whether the other model
+would have found the same fact at all. Nothing is logged or saved: the caller shows the result and
+a reviewer may adopt the other answer through the normal review path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from memory.content import normalize
+from memory.embedders import ProviderError
+from pipeline import extraction, parsing
+from pipeline.decision import NO_CANDIDATES_REASON
+from pipeline.llm import CallRecord, ChatClient
+from pipeline.models import LlmCall, Proposal
+from pipeline.parsing import Candidate, Fact
+
+SLICE_LIMIT = 25
+DESTRUCTIVE = ("update", "delete")
+
+
+@dataclass
+class Answer:
+    """One model's decision about the fact: what a card shows on one side."""
+
+    model: str
+    action: str | None  # None: the reply was unusable (see warnings)
+    target_id: str | None = None
+    target_content: str | None = None
+    confidence: float | None = None
+    reason: str = ""
+    prompt: str = ""
+    raw: str = ""
+    warnings: list[str] = field(default_factory=list)
+    called: bool = True  # False: no candidates, so no model call was made
+
+    @property
+    def usable(self) -> bool:
+        return self.action is not None
+
+
+@dataclass
+class ExtractionCheck:
+    """Whether the other model's extraction of the raw memory contains the proposal's fact."""
+
+    found: bool
+    facts: list[str]
+    warnings: list[str]
+    prompt: str = ""
+    raw: str = ""
+
+
+@dataclass
+class ReplayResult:
+    proposal: Proposal
+    original: Answer
+    other: Answer
+    agrees: bool
+    extraction: ExtractionCheck | None = None
+
+    @property
+    def compared(self) -> bool:
+        """A model decision was made on both sides (not an ADD for want of candidates)."""
+        return self.other.called
+
+    @property
+    def action_differs(self) -> bool:
+        return self.other.action != self.original.action
+
+    @property
+    def other_target_differs(self) -> bool:
+        """The two answers name different targets (either may have none)."""
+        return self.other.target_id != self.original.target_id
+
+    @property
+    def target_differs(self) -> bool:
+        """The other answer changes a memory other than the one the proposal targets."""
+        return self.other.action in DESTRUCTIVE and self.other.target_id != _target(
+            self.proposal.action, self.proposal.target_memory_id
+        )
+
+
+@dataclass
+class SliceReplay:
+    results: list[ReplayResult]
+    total: int  # proposals in the slice before the cap
+    limit: int
+    error: str | None = None  # a provider error stopped the run after len(results)
+
+    @property
+    def compared(self) -> list[ReplayResult]:
+        return [r for r in self.results if r.compared]
+
+    @property
+    def agreed(self) -> int:
+        return sum(1 for r in self.compared if r.agrees)
+
+    @property
+    def disagreed(self) -> int:
+        return len(self.compared) - self.agreed
+
+    @property
+    def without_candidates(self) -> int:
+        return len(self.results) - len(self.compared)
+
+    @property
+    def agreement_rate(self) -> float | None:
+        """Share of model decisions both models agree on; None when nothing was compared."""
+        compared = self.compared
+        return self.agreed / len(compared) if compared else None
+
+    @property
+    def agreement_percent(self) -> int | None:
+        rate = self.agreement_rate
+        return None if rate is None else round(rate * 100)
+
+
+def _target(action: str | None, target_id: str | None) -> str | None:
+    return target_id if action in DESTRUCTIVE else None
+
+
+def candidates_of(proposal: Proposal) -> tuple[list[Candidate], dict[str, float]]:
+    """The candidate list (and fused scores) exactly as the original decision saw them."""
+    candidates, similarities = [], {}
+    for item in proposal.candidates or []:
+        if not isinstance(item, dict) or not item.get("memoryId"):
+            continue
+        try:
+            number = int(item.get("number"))
+        except (TypeError, ValueError):
+            continue
+        memory_id = str(item["memoryId"])
+        candidates.append(
+            Candidate(number, memory_id, str(item.get("content") or ""), item.get("type") or "fact")
+        )
+        score = item.get("score")
+        similarities[memory_id] = float(score) if isinstance(score, int | float) else 0.0
+    candidates.sort(key=lambda c: c.number)
+    return candidates, similarities
+
+
+def fact_of(proposal: Proposal) -> Fact:
+    return Fact(proposal.fact_content, proposal.fact_type, proposal.fact_confidence)
+
+
+def original_answer(proposal: Proposal, candidates: list[Candidate]) -> Answer:
+    """The recorded decision, with the prompt and reply from the job's call log when present."""
+    call = (
+        LlmCall.objects.filter(job_id=proposal.job_id, kind="decide", fact_index=proposal.position)
+        .order_by("created_at", "id")
+        .first()
+    )
+    target_id = _target(proposal.action, proposal.target_memory_id)
+    return Answer(
+        model=proposal.model,
+        action=proposal.action,
+        target_id=target_id,
+        target_content=_content_of(target_id, candidates) or proposal.target_content,
+        confidence=proposal.confidence,
+        reason=proposal.reason,
+        prompt=call.prompt if call else "",
+        raw=call.raw_response if call else "",
+        called=bool(candidates),
+    )
+
+
+def _content_of(memory_id: str | None, candidates: list[Candidate]) -> str | None:
+    return next((c.content for c in candidates if c.memory_id == memory_id), None)
+
+
+def _answer_from(call: CallRecord, candidates: list[Candidate], model: str) -> Answer:
+    decision, warnings = parsing.parse_decision(call.raw_response, candidates)
+    answer = Answer(model=model, action=None, prompt=call.prompt, raw=call.raw_response)
+    answer.warnings = warnings
+    if decision is not None:
+        answer.action = decision.action
+        answer.target_id = _target(decision.action, decision.target_id)
+        answer.target_content = _content_of(answer.target_id, candidates)
+        answer.confidence = decision.confidence
+        answer.reason = decision.reason
+    return answer
+
+
+def extract_source(client: ChatClient, proposal: Proposal) -> ExtractionCheck:
+    """Re-run the extraction on the proposal's raw memory (`found` is filled in per fact)."""
+    result = extraction.extract(client, proposal.source_memory.content)
+    return ExtractionCheck(
+        found=False,
+        facts=[fact.content for fact in result.facts],
+        warnings=result.warnings,
+        prompt=result.call.prompt if result.call else "",
+        raw=result.call.raw_response if result.call else "",
+    )
+
+
+def replay_proposal(
+    proposal: Proposal,
+    client: ChatClient,
+    *,
+    with_extraction: bool = False,
+    extractions: dict[str, ExtractionCheck] | None = None,
+) -> ReplayResult:
+    """Ask `client` the same decision on the same candidates. Provider errors propagate.
+
+    `extractions` caches extraction checks per source memory, so a slice with several facts of
+    one raw memory extracts it once.
+    """
+    candidates, similarities = candidates_of(proposal)
+    fact = fact_of(proposal)
+    original = original_answer(proposal, candidates)
+    if candidates:
+        call = client.decide(fact, candidates, similarities)
+        other = _answer_from(call, candidates, client.model)
+    else:
+        # Like the pipeline: no candidates means ADD without asking any model.
+        other = Answer(
+            model=client.model,
+            action="add",
+            confidence=fact.confidence,
+            reason=NO_CANDIDATES_REASON,
+            called=False,
+        )
+    agrees = (
+        other.usable and other.action == original.action and other.target_id == original.target_id
+    )
+    check = None
+    if with_extraction:
+        cache = extractions if extractions is not None else {}
+        if proposal.source_memory_id not in cache:
+            cache[proposal.source_memory_id] = extract_source(client, proposal)
+        extracted = cache[proposal.source_memory_id]
+        wanted = normalize(proposal.fact_content).normalized
+        found = any(normalize(text).normalized == wanted for text in extracted.facts)
+        check = replace(extracted, found=found)
+    return ReplayResult(proposal, original, other, agrees, check)
+
+
+def replay_slice(
+    queryset, client: ChatClient, limit: int = SLICE_LIMIT, *, with_extraction: bool = False
+) -> SliceReplay:
+    """Replay up to `limit` proposals in the queryset's order; the first provider error stops it."""
+    total = queryset.count()
+    proposals = list(queryset.select_related("source_memory", "target_memory")[:limit])
+    replay = SliceReplay(results=[], total=total, limit=limit)
+    extractions: dict[str, ExtractionCheck] = {}
+    for proposal in proposals:
+        try:
+            replay.results.append(
+                replay_proposal(
+                    proposal, client, with_extraction=with_extraction, extractions=extractions
+                )
+            )
+        except ProviderError as exc:
+            replay.error = str(exc)
+            break
+    return replay
