@@ -172,8 +172,9 @@ Q_CLUSTER = {
     "name": "memory",
     "orm": "default",
     "workers": env_int("Q_WORKERS", 2),
-    "timeout": env_int("Q_TIMEOUT", 300),
-    "retry": env_int("Q_RETRY", 360),
+    # A job is one extraction plus up to 20 decisions; at 90 s per call that can take 30 minutes.
+    "timeout": env_int("Q_TIMEOUT", 1800),
+    "retry": env_int("Q_RETRY", 1860),
     "max_attempts": 1,
     "ack_failures": True,
     "poll": float(env_str("Q_POLL", "0.5")),

@@ -72,11 +72,13 @@ def json_body(request: HttpRequest, *, allow_empty: bool = False) -> dict[str, A
         raise BadRequest("request body is not valid UTF-8") from exc
     try:
         body = json.loads(text)
+        if not isinstance(body, dict):
+            raise BadRequest("request body must be a JSON object")
+        _check_strings(body)
+    except RecursionError as exc:
+        raise BadRequest("request body is nested too deeply") from exc
     except ValueError as exc:
         raise BadRequest(f"request body is not valid JSON: {exc}") from exc
-    if not isinstance(body, dict):
-        raise BadRequest("request body must be a JSON object")
-    _check_strings(body)
     return body
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -39,11 +40,22 @@ def _normalise_rows(vectors: list[list[float]], expected: int) -> list[np.ndarra
     return rows
 
 
+_shared: dict[int, httpx.Client] = {}
+
+
+def _client() -> httpx.Client:
+    """One pooled client per process (created after any fork): no TLS setup per model call."""
+    client = _shared.get(os.getpid())
+    if client is None:
+        client = _shared[os.getpid()] = httpx.Client()
+    return client
+
+
 def post_json(url: str, payload: dict, *, timeout: float, headers: dict | None = None) -> dict:
     """POST JSON and return the decoded object, turning every failure into ProviderError."""
     ensure_outside_transaction(f"POST {url}")
     try:
-        response = httpx.post(url, json=payload, timeout=timeout, headers=headers)
+        response = _client().post(url, json=payload, timeout=timeout, headers=headers)
     except httpx.TimeoutException as exc:
         raise ProviderError(f"{url} timed out after {timeout:g}s") from exc
     except httpx.HTTPError as exc:
@@ -156,7 +168,11 @@ def ollama_reachable(base_url: str | None = None, *, max_age: float = 30.0) -> b
     if cached and time.monotonic() - cached[0] < max_age:
         return cached[1]
     try:
-        ok = httpx.get(f"{url}/api/tags", timeout=settings.MEMORY_PROBE_TIMEOUT_SECONDS).is_success
+        ok = (
+            _client()
+            .get(f"{url}/api/tags", timeout=settings.MEMORY_PROBE_TIMEOUT_SECONDS)
+            .is_success
+        )
     except httpx.HTTPError:
         ok = False
     _probe_cache[url] = (time.monotonic(), ok)

@@ -81,8 +81,17 @@ def claim_job(job_id: str) -> Claim | None:
         return None
     now = timezone.now()
     due = Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now)
+    # A lease older than the timeout belongs to a dead worker: a re-delivered task may take it over.
+    # Out of attempts, it is left for the sweep to bury (a job that kills its worker must end).
+    expired = Q(
+        status=JobStatus.LEASED,
+        leased_at__lt=now - timedelta(seconds=config.lease_timeout_seconds),
+        attempts__lt=F("max_attempts"),
+    )
     with transaction.atomic():
-        claimed = Job.objects.filter(due, id=job_id, status=JobStatus.PENDING).update(
+        claimed = Job.objects.filter(
+            (due & Q(status=JobStatus.PENDING)) | expired, id=job_id
+        ).update(
             status=JobStatus.LEASED,
             leased_at=now,
             attempts=F("attempts") + 1,

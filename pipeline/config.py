@@ -176,9 +176,16 @@ def coerce(key: str, value: Any) -> Any:
         return value
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(f"{key} must be a number")
-    if field.kind is int and not float(value).is_integer():
+    try:
+        whole = float(value).is_integer()
+    except OverflowError as exc:
+        raise ConfigError(f"{key} is out of range") from exc
+    if field.kind is int and not whole:
         raise ConfigError(f"{key} must be a whole number")
-    value = field.kind(value)
+    try:
+        value = field.kind(value)
+    except (OverflowError, ValueError) as exc:
+        raise ConfigError(f"{key} is out of range") from exc
     if field.low is not None and not field.low <= value <= field.high:
         raise ConfigError(f"{key} must be between {field.low:g} and {field.high:g}")
     return value

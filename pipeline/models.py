@@ -21,7 +21,9 @@ class PipelineConfig(models.Model):
     search_alpha = models.FloatField(default=0.7)
     search_min_score = models.FloatField(default=0.1)
     max_attempts = models.PositiveIntegerField(default=3)
-    lease_timeout_seconds = models.PositiveIntegerField(default=600)
+    # Just above the queue timeout: a lease this old belongs to a worker that died or was killed,
+    # and django-q2's re-delivery (after Q_RETRY) can take it over at once.
+    lease_timeout_seconds = models.PositiveIntegerField(default=1830)
     retention_days = models.PositiveIntegerField(default=14)
     rejections_as_examples = models.BooleanField(default=False)
     last_maintenance_at = models.DateTimeField(null=True, blank=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from importlib import import_module
 
 import pytest
 
@@ -20,6 +21,18 @@ def offline_models(settings):
     matrix.INDEX = matrix.MatrixIndex()
     yield
     embedders._probe_cache.clear()
+
+
+@pytest.fixture(autouse=True)
+def data_migration_rows(request):
+    """Transactional tests flush the database, data-migration rows included: put them back."""
+    uses_db = request.node.get_closest_marker("django_db") is not None
+    if not uses_db and not {"db", "transactional_db"} & set(request.fixturenames):
+        return
+    request.getfixturevalue("_django_db_helper")
+    from django.apps import apps
+
+    import_module("pipeline.migrations.0002_default_config").create_config(apps, None)
 
 
 @pytest.fixture

@@ -25,6 +25,10 @@ def test_it_migrates_back_to_zero_and_forward_again():
     assert not {"memories", "memories_fts", "vec_embeddings", "memories_fts_au"} & _tables()
     call_command("migrate", verbosity=0)
     assert {"memories", "memories_fts", "vec_embeddings", "pipeline_proposals"} <= _tables()
+    from pipeline.models import PipelineConfig
+
+    config = PipelineConfig.objects.get(pk=1)  # written by the data migration: shadow mode
+    assert config.enabled and config.shadow_mode and not config.allow_update_delete
 
 
 @pytest.mark.django_db(transaction=True)
