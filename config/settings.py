@@ -108,6 +108,10 @@ DATABASES = {
             "init_command": "PRAGMA cache_size = -20000; PRAGMA temp_store = MEMORY",
         },
         "TEST": {"NAME": os.environ.get("MEMORY_TEST_DB_PATH") or None},
+        # Reuse connections: each new one loads sqlite-vec and, when it is the last to close,
+        # checkpoints the WAL inside somebody's request.
+        "CONN_MAX_AGE": env_int("MEMORY_CONN_MAX_AGE", 300),
+        "CONN_HEALTH_CHECKS": True,
     }
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -121,17 +121,50 @@ def search(
     expression = match_expression(text)
     if expression is None:
         return []
+    # Rank inside FTS5 first (it keeps only the best `window` rows), then filter by agent and
+    # liveness; widen the window when filtered-out rows leave fewer than `limit`.
     sql = (
-        "SELECT m.id, bm25(memories_fts) AS s FROM memories_fts "
-        "JOIN memories m ON m.rowid = memories_fts.rowid "
-        "WHERE memories_fts MATCH %s AND m.is_deleted = 0 AND m.agent_id = %s"
+        "SELECT m.id, f.s FROM (SELECT rowid, bm25(memories_fts) AS s FROM memories_fts "
+        "WHERE memories_fts MATCH %s ORDER BY s LIMIT %s) f "
+        "CROSS JOIN memories m ON m.rowid = f.rowid WHERE m.is_deleted = 0 AND m.agent_id = %s"
     )
-    params: list = [expression, agent_id]
     if exclude_id:
         sql += " AND m.id != %s"
-        params.append(exclude_id)
-    sql += " ORDER BY s LIMIT %s"
-    params.append(limit)
+    sql += " ORDER BY f.s LIMIT %s"
+    window = max(limit * 4, 40)
+    while True:
+        params: list = (
+            [expression, window, agent_id] + ([exclude_id] if exclude_id else []) + [limit]
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+        if len(rows) >= limit or window >= 1_000_000:
+            break
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT COUNT(*) FROM memories_fts WHERE memories_fts MATCH %s", [expression]
+            )
+            if cursor.fetchone()[0] <= window:
+                break
+        window *= 8
+    return [(memory_id, normalise_bm25(raw)) for memory_id, raw in rows]
+
+
+def scores_for(text: str, memory_ids: list[str]) -> dict[str, float]:
+    """Normalised BM25 of specific memories for `text` (0.0 when they do not match at all)."""
+    expression = match_expression(text)
+    if expression is None or not memory_ids:
+        return dict.fromkeys(memory_ids, 0.0)
+    marks = ",".join(["%s"] * len(memory_ids))
+    sql = (
+        "SELECT m.id, bm25(memories_fts) FROM memories_fts "
+        "JOIN memories m ON m.rowid = memories_fts.rowid "
+        f"WHERE memories_fts MATCH %s AND m.id IN ({marks})"
+    )
+    found = dict.fromkeys(memory_ids, 0.0)
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return [(memory_id, normalise_bm25(raw)) for memory_id, raw in cursor.fetchall()]
+        cursor.execute(sql, [expression, *memory_ids])
+        for memory_id, raw in cursor.fetchall():
+            found[memory_id] = normalise_bm25(raw)
+    return found

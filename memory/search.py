@@ -63,14 +63,37 @@ def hybrid_search(
 ) -> list[Hit]:
     """Top-k live memories of one agent for `text`; pass the query's vector to use the vector leg.
 
+    With both legs, every memory either leg found is scored on both (a memory without any keyword
+    match scores 0 on that leg), so the weighted formula ranks them all alike.
+
     The caller embeds the query (a model call) before calling, so this function never waits on
     a model server and can run anywhere.
     """
     leg_limit = max(LEG_LIMIT, k * 2)
     keyword_hits = keyword.search(text, agent_id=agent_id, limit=leg_limit, exclude_id=exclude_id)
-    vector_hits: list[tuple[str, float]] = []
-    if query_vector is not None and model:
-        vector_hits = vectors.search(
-            query_vector, model=model, agent_id=agent_id, limit=leg_limit, exclude_id=exclude_id
-        )
-    return merge(keyword_hits, vector_hits, alpha=alpha, min_score=min_score, k=k)
+    if query_vector is None or not model:
+        return merge(keyword_hits, [], alpha=alpha, min_score=min_score, k=k)
+    vector_hits = vectors.search(
+        query_vector, model=model, agent_id=agent_id, limit=leg_limit, exclude_id=exclude_id
+    )
+    # Score every candidate on both legs: a memory just outside one leg's top list would otherwise
+    # keep its single score and outrank memories that match on both.
+    keyword_scores = dict(keyword_hits)
+    vector_scores = dict(vector_hits)
+    missing_keyword = [mid for mid in vector_scores if mid not in keyword_scores]
+    missing_vector = [mid for mid in keyword_scores if mid not in vector_scores]
+    keyword_scores.update(keyword.scores_for(text, missing_keyword))
+    vector_scores.update(
+        vectors.similarities_for(query_vector, model=model, memory_ids=missing_vector)
+    )
+    # A memory with no vector yet (its job has not run) has no similarity evidence: 0, not a pass
+    # to rank on its keyword score alone above memories that match on both legs.
+    for memory_id in missing_vector:
+        vector_scores.setdefault(memory_id, 0.0)
+    return merge(
+        list(keyword_scores.items()),
+        list(vector_scores.items()),
+        alpha=alpha,
+        min_score=min_score,
+        k=k,
+    )

@@ -89,7 +89,9 @@ def live_memories_for(
         return {}
     marks = ",".join(["%s"] * len(embedding_ids))
     sql = (
-        "SELECT e.id, m.id FROM embeddings e JOIN memories m ON m.content_hash = e.content_hash "
+        # CROSS JOIN keeps SQLite on this order (ids first, then the content_hash index): without
+        # statistics it otherwise scans every live memory of the agent.
+        "SELECT e.id, m.id FROM embeddings e CROSS JOIN memories m ON m.content_hash = e.content_hash "
         f"WHERE e.id IN ({marks}) AND m.is_deleted = 0 AND m.agent_id = %s"
     )
     params: list = [*embedding_ids, agent_id]
@@ -130,3 +132,26 @@ def search(
         if len(results) >= limit or len(neighbours) < k or k >= 4096:
             return results[:limit]
         k *= 4
+
+
+def similarities_for(query: np.ndarray, *, model: str, memory_ids: list[str]) -> dict[str, float]:
+    """Cosine similarity in [0,1] of specific memories to the query (memories without a vector of
+    this model are left out)."""
+    norm = float(np.linalg.norm(query))
+    if not memory_ids or norm == 0:
+        return {}
+    q = np.asarray(query, dtype=np.float32) / norm
+    marks = ",".join(["%s"] * len(memory_ids))
+    sql = (
+        "SELECT m.id, e.vector FROM memories m CROSS JOIN embeddings e ON e.content_hash = m.content_hash "
+        f"WHERE m.id IN ({marks}) AND e.model = %s AND e.dimensions = %s"
+    )
+    found: dict[str, float] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*memory_ids, model, int(q.shape[0])])
+        for memory_id, blob in cursor.fetchall():
+            vector = np.frombuffer(bytes(blob), dtype=np.float32)
+            length = float(np.linalg.norm(vector))
+            if length > 0:
+                found[memory_id] = max(0.0, min(1.0, float(vector @ q) / length))
+    return found

@@ -20,6 +20,7 @@ from memory.writes import Actor, Refused, Vector, audit
 from pipeline import grounding, safety
 from pipeline.config import get_config, mode_of
 from pipeline.models import (
+    RISK_OF,
     ConfigChange,
     LlmCall,
     PipelineConfig,
@@ -808,6 +809,7 @@ def approve(
             claimed = Proposal.objects.filter(id=proposal.id, status=previous_status).update(
                 status=status,
                 action=effective,
+                risk=RISK_OF[effective],
                 decided_by=reviewer.name,
                 decided_at=now,
                 review_note=note,

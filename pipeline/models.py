@@ -71,6 +71,9 @@ class Action(models.TextChoices):
     NONE = "none"
 
 
+RISK_OF = {"delete": 0, "update": 1, "add": 2, "none": 3}
+
+
 class Proposal(models.Model):
     """One decision the pipeline made about one extracted fact."""
 
@@ -112,6 +115,8 @@ class Proposal(models.Model):
     model = models.CharField(max_length=200)
     mode = models.CharField(max_length=20)
     position = models.PositiveIntegerField(default=0)
+    # Blast radius, stored so the queue's default order walks an index: DELETE, UPDATE, ADD, NONE.
+    risk = models.PositiveSmallIntegerField(default=3)
     decided_by = models.CharField(max_length=200, null=True, blank=True)
     decided_at = models.DateTimeField(null=True, blank=True)
     review_note = models.TextField(null=True, blank=True)
@@ -138,10 +143,19 @@ class Proposal(models.Model):
             models.Index(fields=["target_memory"], name="proposals_target"),
             models.Index(fields=["job", "position"], name="proposals_job"),
             models.Index(fields=["fingerprint"], name="proposals_fingerprint"),
+            models.Index(fields=["status", "action"], name="proposals_status_action"),
+            models.Index(
+                fields=["status", "risk", "fact_confidence", "created_at", "id"],
+                name="proposals_queue_risk",
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.action.upper()} {self.fact_content[:60]} ({self.status})"
+
+    def save(self, *args, **kwargs):
+        self.risk = RISK_OF.get(self.action, 3)
+        super().save(*args, **kwargs)
 
     @property
     def is_destructive(self) -> bool:

@@ -226,6 +226,6 @@ def decide_reply(fact: Fact, candidates: list[Candidate], similarities: dict[str
     if score >= 0.8:
         return _reply("none", best.number, score, f"Already covered by memory [{best.number}]")
     richer = len(contradiction.tokenize(fact.content)) > len(contradiction.tokenize(best.content))
-    if score >= 0.55 and richer and _covers(fact.content, best.content):
+    if score >= 0.5 and richer and _covers(fact.content, best.content):
         return _reply("update", best.number, score, f"Adds detail to memory [{best.number}]")
     return _reply("add", None, fact.confidence, "No existing memory covers this fact")

@@ -36,7 +36,10 @@ def banner_mode(config) -> str:
 
 
 def review_counts() -> dict[str, int]:
-    return Proposal.objects.aggregate(
+    # Only the two statuses counted: the (status, ...) index keeps this cheap at any queue size.
+    return Proposal.objects.filter(
+        status__in=[ProposalStatus.PENDING, ProposalStatus.STALE]
+    ).aggregate(
         pending=Count("id", filter=Q(status=ProposalStatus.PENDING)),
         review_needed=Count("id", filter=Q(status=ProposalStatus.PENDING, review_needed=True)),
         stale=Count("id", filter=Q(status=ProposalStatus.STALE)),

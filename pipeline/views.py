@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.db.models import Case, Count, IntegerField, Min, Q, Value, When
+from django.db.models import Count, Min, Q
 from django.http import HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -26,13 +26,6 @@ from pipeline.views_beyond import undo_url
 
 PAGE_SIZE = 25
 BULK_CHUNK = 25
-RISK = Case(
-    When(action="delete", then=Value(0)),
-    When(action="update", then=Value(1)),
-    When(action="add", then=Value(2)),
-    default=Value(3),
-    output_field=IntegerField(),
-)
 
 
 # --- overview -------------------------------------------------------------------------------------
@@ -127,12 +120,12 @@ def filtered_queue(data: QueryDict) -> tuple[QueueFilterForm, object]:
         query = query.filter(safety_kinds__contains=flag)
     sort = f.get("sort") or "risk"
     order = {
-        "risk": (RISK.asc(), "fact_confidence", "created_at", "id"),
+        "risk": ("risk", "fact_confidence", "created_at", "id"),
         "confidence": ("fact_confidence", "created_at", "id"),
         "age": ("created_at", "id"),
         "newest": ("-created_at", "-id"),
     }[sort]
-    query = query.annotate(risk=RISK).order_by(*order)
+    query = query.order_by(*order)
     return form, query
 
 

@@ -345,6 +345,8 @@ def test_two_reviewers_and_the_worker_racing_apply_each_proposal_at_most_once(fi
     for base in UPDATE_TARGETS:
         for detail in DETAILS:
             raw(f"{base} {detail}. The shared filler fact for every reviewer.")
+    # Decide these before the filler arrives, so the targets are their top candidates.
+    tasks.process_pending()
     for index in range(55):
         raw(" ".join(sentence(rng, f"r{index}.{part}") for part in range(4)))
     tasks.process_pending()

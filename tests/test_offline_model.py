@@ -184,7 +184,13 @@ def test_contradiction_with_a_dissimilar_candidate_is_ignored():
             ID1,
         ),
         ("Alice prefers dark mode", "Alice prefers dark mode in VS Code and Vim", 0.6, "add", None),
-        ("Alice prefers dark mode in VS Code and Vim", "Alice prefers dark mode", 0.5, "add", None),
+        (
+            "Alice prefers dark mode in VS Code and Vim",
+            "Alice prefers dark mode",
+            0.45,
+            "add",
+            None,
+        ),
     ],
     ids=["covered", "richer-update", "poorer-add", "too-far-add"],
 )

@@ -70,3 +70,11 @@ def age(value):
         if seconds >= size:
             return f"{seconds // size}{unit}"
     return f"{seconds}s"
+
+
+@register.inclusion_tag("safety_badges.html")
+def safety_badges(text, detailed=False):
+    """Safety lint of any text (no model call): one badge per finding, with the matched span."""
+    from pipeline.safety import scan
+
+    return {"findings": [finding.as_dict() for finding in scan(text or "")], "detailed": detailed}

@@ -1,0 +1,88 @@
+"""manage.py bench: a small run end to end (it re-runs itself against a temporary database)."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from numbers import Real
+from pathlib import Path
+
+from django.core.management import call_command
+
+SIZES = ("200", "400")
+
+
+def run_bench(json_path: Path) -> str:
+    out = io.StringIO()
+    call_command(
+        "bench",
+        "--sizes",
+        ",".join(SIZES),
+        "--json",
+        str(json_path),
+        "--remember-calls",
+        "100",
+        "--queries",
+        "40",
+        "--jobs",
+        "5",
+        "--load-calls",
+        "40",
+        stdout=out,
+    )
+    return out.getvalue()
+
+
+def is_number(value) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
+def test_bench_writes_every_figure_and_leaves_no_database_behind(tmp_path):
+    json_path = tmp_path / "b.json"
+    output = run_bench(json_path)
+
+    figures = json.loads(json_path.read_text())
+    assert set(figures) == {
+        "remember",
+        "search",
+        "job_overhead",
+        "lock_hold",
+        "remember_under_load",
+        "queue_page",
+    }
+    assert set(figures["remember"]) == {"p50_ms", "p99_ms", "per_s"}
+    assert set(figures["search"]) == set(SIZES)
+    for size in SIZES:
+        assert set(figures["search"][size]) == {"p50_ms", "p95_ms", "recall_at_5"}
+        # The matrix search is exact, so the vector leg equals brute force.
+        assert figures["search"][size]["recall_at_5"] == 1.0
+    assert set(figures["job_overhead"]) == {"p50_ms", "facts_per_job"}
+    assert figures["job_overhead"]["facts_per_job"] == 10
+    assert set(figures["lock_hold"]) == {"p50_ms", "p99_ms"}
+    assert set(figures["remember_under_load"]) == {"p99_ms"}
+    assert set(figures["queue_page"]) == set(SIZES)
+    for size in SIZES:
+        assert set(figures["queue_page"][size]) == {"p50_ms", "queries"}
+    # The review page's query count must not grow with the queue.
+    counts = {figures["queue_page"][size]["queries"] for size in SIZES}
+    assert len(counts) == 1
+
+    leaves = [
+        figures["remember"]["p50_ms"],
+        figures["remember"]["p99_ms"],
+        figures["remember"]["per_s"],
+        figures["job_overhead"]["p50_ms"],
+        figures["lock_hold"]["p50_ms"],
+        figures["lock_hold"]["p99_ms"],
+        figures["remember_under_load"]["p99_ms"],
+        *[value for size in SIZES for value in figures["search"][size].values()],
+        *[value for size in SIZES for value in figures["queue_page"][size].values()],
+    ]
+    assert all(is_number(value) and value >= 0 for value in leaves)
+
+    # The readable table shows each budget with its mark, and the temporary database is gone.
+    assert "remember (API, in-process) @ 400: p50" in output
+    assert re.search(r"<= 50 ms\s+(ok|OVER)", output)
+    workdir = re.search(r"Benchmark database: (\S+)", output).group(1)
+    assert not Path(workdir).exists()
