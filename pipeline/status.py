@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from django.db.models import Count, Q
-
 from pipeline.config import get_config, mode_of
 from pipeline.models import Proposal, ProposalStatus
 
@@ -36,14 +34,13 @@ def banner_mode(config) -> str:
 
 
 def review_counts() -> dict[str, int]:
-    # Only the two statuses counted: the (status, ...) index keeps this cheap at any queue size.
-    return Proposal.objects.filter(
-        status__in=[ProposalStatus.PENDING, ProposalStatus.STALE]
-    ).aggregate(
-        pending=Count("id", filter=Q(status=ProposalStatus.PENDING)),
-        review_needed=Count("id", filter=Q(status=ProposalStatus.PENDING, review_needed=True)),
-        stale=Count("id", filter=Q(status=ProposalStatus.STALE)),
-    )
+    """Three index-only counts: cheaper at 100k pending than one aggregate reading every row."""
+    pending = Proposal.objects.filter(status=ProposalStatus.PENDING)
+    return {
+        "pending": pending.count(),
+        "review_needed": pending.filter(review_needed=True).count(),
+        "stale": Proposal.objects.filter(status=ProposalStatus.STALE).count(),
+    }
 
 
 def banner_context() -> dict:
