@@ -105,10 +105,9 @@ def _short(identifier: str | None) -> str:
     return (identifier or "")[:8]
 
 
-def _prompt_version() -> str:
-    from pipeline.parsing import PROMPT_VERSION
-
-    return PROMPT_VERSION
+def _prompt_version(proposal) -> str:
+    """The version stored with the proposal; proposals made before it was stored show "v1"."""
+    return proposal.prompt_version or "v1"
 
 
 # --- links ----------------------------------------------------------------------------------------------
@@ -352,7 +351,7 @@ def _decision_sentence(proposal) -> str:
             f"at the fact's own {_pct(proposal.confidence)} confidence, in {proposal.mode} mode."
         )
     return (
-        f"{proposal.model} (prompt {_prompt_version()}) decided {proposal.action.upper()}{target} "
+        f"{proposal.model} (prompt {_prompt_version(proposal)}) decided {proposal.action.upper()}{target} "
         f"with {_pct(proposal.confidence)} confidence, in {proposal.mode} mode."
     )
 

@@ -30,6 +30,7 @@ from pipeline.models import (
     TripleReview,
     TripleStatus,
 )
+from pipeline.parsing import PROMPT_VERSION
 
 PIPELINE_ACTOR = Actor("pipeline-v2", ActorType.PIPELINE)
 SHADOW_ACTOR = Actor("pipeline-shadow", ActorType.PIPELINE)
@@ -459,6 +460,7 @@ def _decide_and_apply(
         contradiction=flagged.as_dict() if flagged else None,
         candidates=[c.as_dict() for c in decided.candidates],
         model=outcome.model,
+        prompt_version=PROMPT_VERSION,
         mode=mode,
         position=position,
         created_at=now,

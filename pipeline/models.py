@@ -113,6 +113,7 @@ class Proposal(models.Model):
     )
     candidates = models.JSONField(default=list, blank=True)
     model = models.CharField(max_length=200)
+    prompt_version = models.CharField(max_length=20, blank=True, default="")
     mode = models.CharField(max_length=20)
     position = models.PositiveIntegerField(default=0)
     # Blast radius, stored so the queue's default order walks an index: DELETE, UPDATE, ADD, NONE.

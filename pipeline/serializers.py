@@ -30,6 +30,7 @@ def proposal_json(p: Proposal) -> dict:
         "deletedMemoryId": p.deleted_memory_id,
         "dedupedExistingId": p.deduped_existing_id,
         "model": p.model,
+        "promptVersion": p.prompt_version,
         "mode": p.mode,
         "decidedBy": p.decided_by,
         "decidedAt": iso(p.decided_at),
