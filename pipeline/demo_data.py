@@ -702,3 +702,22 @@ DEMO_ENTITIES: dict[int, list[dict]] = {
     19: [_t("Lumen", "concept", "decided_to_use", "PostgreSQL", "tool")],
     24: [_t("auth-service", "project", "uses", "Redis", "tool")],
 }
+
+
+# A reply recorded from a small local model for one demo memory. Such models paraphrase and
+# sometimes add what the text never said: its second fact has no support in the raw memory, so the
+# review queue shows the "unsupported by source" badge on real model output.
+RECORDED_MEMORY = (
+    "Release retro notes: Dana runs the weekly release train on Thursdays. The changelog is written "
+    "by whoever merges the last PR."
+)
+RECORDED_MODEL = "qwen3:4b (recorded reply)"
+RECORDED_EXTRACTION = """<think>The user wants facts about the release process.</think>
+```json
+{"facts": [
+  {"content": "Dana runs the weekly release train on Thursdays", "type": "fact", "confidence": 0.9},
+  {"content": "Release candidates are tagged by Kenji every Wednesday evening", "type": "procedural", "confidence": 0.8},
+  {"content": "The changelog is written by whoever merges the last PR", "type": "procedural", "confidence": 0.85},
+],
+ "entities": [{"source": "Dana", "source_type": "person", "relationship": "runs", "target": "release train", "target_type": "task", "confidence": 0.8}]}
+```"""

@@ -47,13 +47,16 @@ def run_job(job_id: str, *, fail_inside=None) -> str | None:
     return JobStatus.CANCELLED if "cancelled" in result else JobStatus.COMPLETED
 
 
-def compute(claim: Claim, calls: list[CallRecord]) -> JobOutcome | None:
-    """All model calls of a job, with no transaction open. Reads the store, writes nothing."""
+def compute(claim: Claim, calls: list[CallRecord], client=None) -> JobOutcome | None:
+    """All model calls of a job, with no transaction open. Reads the store, writes nothing.
+
+    `client` defaults to the configured chat client (the demo passes a recorded one).
+    """
     source = Memory.objects.get(id=claim.memory_id)
     if source.is_deleted:
         return None
     config = get_config()
-    client = get_chat_client()
+    client = client or get_chat_client()
     extracted = extraction.extract(client, source.content)
     calls.append(extracted.call)
     warnings = list(extracted.warnings)

@@ -156,6 +156,28 @@ class Command(BaseCommand):
                 process_pending()
         except Refused as refused:
             self.stderr.write(f"Demo review history stopped early: {refused.message}")
+        self._recorded_reply()
+
+    def _recorded_reply(self) -> None:
+        """One raw memory processed with a recorded model reply that adds an unsupported fact."""
+        from memory.writes import Actor, remember
+        from pipeline import apply, tasks
+        from pipeline.demo_data import RECORDED_EXTRACTION, RECORDED_MEMORY, RECORDED_MODEL
+        from pipeline.llm import OfflineChat
+
+        class RecordedChat(OfflineChat):
+            model = RECORDED_MODEL
+
+            def extract(self, text):
+                call = super().extract(text)
+                call.raw_response = RECORDED_EXTRACTION
+                return call
+
+        result = remember(RECORDED_MEMORY, actor=Actor("standup-notes", "agent"), why="demo")
+        claim = apply.claim_job(result.job.id) if result.job else None
+        if claim is not None:
+            calls = []
+            apply.record_job(tasks.compute(claim, calls, client=RecordedChat()))
 
     def _remember(self, items: list[dict], *, offset: int) -> tuple[int, int]:
         created = deduped = 0
