@@ -21,7 +21,11 @@ def test_seed_demo_fills_the_queue_workbench_and_every_beyond_review_screen(caps
     assert Proposal.objects.filter(reverted_at__isnull=False).exists()  # a revert to undo
     assert Proposal.objects.filter(status="suppressed").exists()  # a rejection learned
     assert Proposal.objects.filter(status="rejected").exists()
-    assert Proposal.objects.exclude(applied_content__isnull=True).exclude(decided_by="pipeline-v2").exists()
+    assert (
+        Proposal.objects.exclude(applied_content__isnull=True)
+        .exclude(decided_by="pipeline-v2")
+        .exists()
+    )
     assert Proposal.objects.filter(supported=False).exists()  # grounding: an unsupported fact
     assert Proposal.objects.filter(safety_kinds__contains="secret").exists()  # a safety badge
     assert TripleReview.objects.filter(status="pending").exists()  # triples to review
