@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import logging
-
 from django.conf import settings
 from django.http import JsonResponse
 
 from memory import writes
 from memory.apiutil import BadRequest, api, json_body, optional
 from memory.content import is_effectively_empty, normalize
-from memory.embedders import ProviderError, get_embedder
+from memory.embedders import embed_or_none
 from memory.models import Memory
 from memory.search import hybrid_search
 from memory.serializers import history_json, memory_json
-from memory.writes import Actor, Refused, Triple, Vector
-
-log = logging.getLogger(__name__)
+from memory.writes import Actor, Refused, Triple
 
 
 def _actor(request, body: dict | None = None, default_type: str = "agent") -> Actor:
@@ -118,16 +114,6 @@ def _memory_or_404(memory_id: str) -> Memory:
     return memory
 
 
-def embed_outside_transaction(text: str) -> Vector | None:
-    """A vector for text, or None when the embedding server fails (stored later by the sweep)."""
-    try:
-        embedder = get_embedder()
-        return Vector(embedder.embed([text])[0], embedder.model)
-    except ProviderError as exc:
-        log.warning("embedding failed, the maintenance sweep will retry: %s", exc)
-        return None
-
-
 @api(("POST",), "ingest")
 def remember(request):
     body = json_body(request)
@@ -190,7 +176,7 @@ def _patch(request, memory_id: str):
     memory = _memory_or_404(memory_id)
     vector = None
     if content is not None and normalize(content).storage != memory.content:
-        vector = embed_outside_transaction(normalize(content).storage)
+        vector = embed_or_none(normalize(content).storage)
     try:
         memory = writes.modify(
             memory_id,
@@ -265,7 +251,7 @@ def recall(request):
 
     alpha, min_score = search_settings()
     warnings = []
-    vector = embed_outside_transaction(query)
+    vector = embed_or_none(query)
     if vector is None:
         warnings.append("embedding server unavailable: keyword results only")
     hits = hybrid_search(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import time
@@ -14,6 +15,8 @@ import numpy as np
 from django.conf import settings
 
 from memory.guard import ensure_outside_transaction
+
+log = logging.getLogger(__name__)
 
 
 class ProviderError(RuntimeError):
@@ -208,6 +211,25 @@ def get_embedder(provider: str | None = None) -> Embedder:
             settings.MEMORY_EMBED_TIMEOUT_SECONDS,
         )
     return OfflineEmbedder(dims)
+
+
+@dataclass
+class Vector:
+    """A vector computed before the transaction, with the model that produced it."""
+
+    values: np.ndarray
+    model: str
+
+
+def embed_or_none(text: str) -> Vector | None:
+    """A vector for text, or None when the embedding server fails (the maintenance sweep embeds
+    it later). Call it before the write transaction, never inside one."""
+    try:
+        embedder = get_embedder()
+        return Vector(embedder.embed([text])[0], embedder.model)
+    except ProviderError as exc:
+        log.warning("embedding failed, the maintenance sweep will retry: %s", exc)
+        return None
 
 
 def vector_to_blob(vector: np.ndarray) -> bytes:

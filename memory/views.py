@@ -23,8 +23,8 @@ from django_htmx.http import trigger_client_event
 from django_htmx.middleware import HtmxDetails
 
 from memory import keyword, lineage, writes
-from memory.api import embed_outside_transaction
 from memory.content import normalize
+from memory.embedders import embed_or_none
 from memory.forms import (
     ACTION_FORMS,
     DELETED_CHOICES,
@@ -92,7 +92,7 @@ def _search(q: str, agents: list[str]) -> tuple[dict[str, Hit], list[str]]:
     """Hybrid search over each agent's live memories; the query is embedded once, up front."""
     alpha, min_score = search_settings()
     warnings = []
-    vector = embed_outside_transaction(q)
+    vector = embed_or_none(q)
     if vector is None:
         warnings.append("The embedding server is unavailable: keyword matches only.")
     hits: list[Hit] = []
@@ -344,7 +344,7 @@ def _apply(action: str, form: ActionForm, memory: Memory, actor: writes.Actor) -
     if action == "edit":
         # The embedding is a model call: fetch it before the write transaction, never inside.
         changed = normalize(data["content"]).storage != memory.content
-        vector = embed_outside_transaction(data["content"]) if changed else None
+        vector = embed_or_none(data["content"]) if changed else None
         done = writes.modify(
             memory.id,
             {"content": data["content"]},

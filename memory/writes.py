@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-import numpy as np
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.forms.models import model_to_dict
@@ -18,7 +17,7 @@ from django.utils import timezone
 
 from memory import linker, vectors
 from memory.content import normalize
-from memory.embedders import vector_to_blob
+from memory.embedders import Vector, vector_to_blob
 from memory.models import (
     ActorType,
     Embedding,
@@ -66,14 +65,6 @@ class RememberResult:
     deduped: bool
     job: Job | None
     linked_entity_ids: list[int] = field(default_factory=list)
-
-
-@dataclass
-class Vector:
-    """A vector computed before the transaction, with the model that produced it."""
-
-    values: np.ndarray
-    model: str
 
 
 def audit(
@@ -420,9 +411,7 @@ def modify_in_transaction(
         old_content=old_content if content_changed else None,
         new_content=memory.content if content_changed else None,
         metadata={
-            "changedFields": [
-                f for f in changed_fields if f in MODIFIABLE_FIELDS or f == "content"
-            ],
+            "changedFields": [f for f in changed_fields if f in MODIFIABLE_FIELDS],
             "ifVersion": if_version,
             "contentChanged": content_changed,
             "version": memory.version,

@@ -115,10 +115,7 @@ def decide(
             Decided(index, fact, "add", None, fact.confidence, NO_CANDIDATES_REASON, candidates)
         )
     similarities = {c.candidate.memory_id: c.score for c in candidates}
-    if examples:
-        call = client.decide(fact, [c.candidate for c in candidates], similarities, examples)
-    else:
-        call = client.decide(fact, [c.candidate for c in candidates], similarities)
+    call = client.decide(fact, [c.candidate for c in candidates], similarities, examples)
     call.fact_index = index
     decision, warnings = parsing.parse_decision(
         call.raw_response, [c.candidate for c in candidates]

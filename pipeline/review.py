@@ -3,18 +3,10 @@
 from __future__ import annotations
 
 from memory.content import normalize
-from memory.embedders import ProviderError, get_embedder
-from memory.writes import Actor, Vector
+from memory.embedders import embed_or_none
+from memory.writes import Actor
 from pipeline import apply
 from pipeline.models import Proposal
-
-
-def _vector_for(text: str) -> Vector | None:
-    try:
-        embedder = get_embedder()
-        return Vector(embedder.embed([normalize(text).storage])[0], embedder.model)
-    except ProviderError:
-        return None  # the maintenance sweep embeds it later
 
 
 def approve(
@@ -30,7 +22,9 @@ def approve(
     proposal = Proposal.objects.filter(id=proposal_id).only("fact_content", "action").first()
     vector = None
     if proposal is not None and (action or proposal.action) in {"add", "update"}:
-        vector = _vector_for(content if content and content.strip() else proposal.fact_content)
+        vector = embed_or_none(
+            normalize(content if content and content.strip() else proposal.fact_content).storage
+        )
     return apply.approve(
         proposal_id,
         reviewer=reviewer,

@@ -4,6 +4,7 @@ open -> one short atomic write in pipeline.apply. Arguments are ids only."""
 from __future__ import annotations
 
 import logging
+import time
 from datetime import timedelta
 
 from django.utils import timezone
@@ -117,8 +118,6 @@ def _embed(
         prompt=f"{len(texts)} texts",
     )
     try:
-        import time
-
         started = time.perf_counter()
         values = embedder.embed(texts)
         record.duration_ms = (time.perf_counter() - started) * 1000
