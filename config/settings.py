@@ -61,6 +61,9 @@ INSTALLED_APPS = [
     "django_q",
     "memory",
     "pipeline",
+    "api",
+    "dashboard",
+    "devtools",
 ]
 
 MIDDLEWARE = [
@@ -88,9 +91,12 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "pipeline.context.dashboard",
+                "dashboard.context.dashboard",
             ],
-            "builtins": ["template_partials.templatetags.partials", "memory.templatetags.curation"],
+            "builtins": [
+                "template_partials.templatetags.partials",
+                "dashboard.templatetags.curation",
+            ],
         },
     }
 ]
@@ -120,7 +126,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "pipeline:overview"
+LOGIN_REDIRECT_URL = "dashboard:overview"
 LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "en-us"

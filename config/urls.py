@@ -1,4 +1,4 @@
-"""URL map: the JSON API under /api/, the dashboard, login and Django admin."""
+"""URL map: the JSON API under /api/, login, Django admin, and the dashboard."""
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
@@ -8,8 +8,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("api/", include("memory.api_urls")),
-    path("api/", include("pipeline.api_urls")),
-    path("memories/", include("memory.urls")),
-    path("", include("pipeline.urls")),
+    path("api/", include("api.urls")),
+    path("", include("dashboard.urls")),
 ]

@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from django.conf import settings
 from django.db import connection
+
+
+@dataclass
+class Vector:
+    """A vector computed before the transaction, with the model that produced it."""
+
+    values: np.ndarray
+    model: str
+
+
+def vector_to_blob(vector: np.ndarray) -> bytes:
+    """The float32 bytes stored in `embeddings.vector`."""
+    return np.asarray(vector, dtype=np.float32).tobytes()
 
 
 def extension_loaded() -> bool:

@@ -17,7 +17,6 @@ from django.utils import timezone
 
 from memory import linker, vectors
 from memory.content import normalize
-from memory.embedders import Vector, vector_to_blob
 from memory.models import (
     ActorType,
     Embedding,
@@ -31,6 +30,7 @@ from memory.models import (
     MemoryHistory,
     Relation,
 )
+from memory.vectors import Vector, vector_to_blob
 
 
 class Refused(Exception):
@@ -312,7 +312,7 @@ def remember(
 
 
 def _hand_off(job_id: str) -> None:
-    from pipeline.queue import hand_off
+    from memory.queue import hand_off
 
     hand_off(job_id)
 

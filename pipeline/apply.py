@@ -233,7 +233,7 @@ def retry_dead_job(job_id: str, *, actor: Actor) -> bool:
 
 
 def _hand_off(job_id: str) -> None:
-    from pipeline.queue import hand_off
+    from memory.queue import hand_off
 
     hand_off(job_id)
 

@@ -1,7 +1,7 @@
 """The only module that talks to a language model (Ollama, OpenAI-compatible, offline). No database.
 
 Each call returns the reply text with what the model saw (prompt), timings and token counts, so the
-caller can log it; every provider failure raises memory.embedders.ProviderError.
+caller can log it; every provider failure raises pipeline.embedders.ProviderError.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Protocol
 
 from django.conf import settings
 
-from memory.embedders import ProviderError, post_json, resolve_provider
 from memory.guard import ensure_outside_transaction
 from pipeline import offline, parsing
+from pipeline.embedders import ProviderError, post_json, resolve_provider
 from pipeline.parsing import Candidate, Fact
 
 OFFLINE_MODEL = "offline-heuristic-v1"

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from memory.content import normalize
-from memory.embedders import ProviderError
 from pipeline import extraction, parsing
 from pipeline.decision import NO_CANDIDATES_REASON
+from pipeline.embedders import ProviderError
 from pipeline.llm import CallRecord, ChatClient
 from pipeline.models import LlmCall, Proposal
 from pipeline.parsing import Candidate, Fact

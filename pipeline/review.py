@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from memory.content import normalize
-from memory.embedders import embed_or_none
 from memory.writes import Actor
 from pipeline import apply
+from pipeline.embedders import embed_or_none
 from pipeline.models import Proposal
 
 

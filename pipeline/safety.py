@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
-from memory.textdiff import HIDDEN_CHARS
+from dashboard.textdiff import HIDDEN_CHARS
 
 
 @dataclass(frozen=True)

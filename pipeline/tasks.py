@@ -10,12 +10,12 @@ from datetime import timedelta
 from django.utils import timezone
 
 from memory.content import normalize
-from memory.embedders import ProviderError, get_embedder
 from memory.models import Job, JobStatus, Memory
 from memory.writes import Vector
 from pipeline import apply, decision, extraction
 from pipeline.apply import Claim, JobOutcome
 from pipeline.config import get_config, mode_of
+from pipeline.embedders import ProviderError, get_embedder
 from pipeline.llm import CallRecord, get_chat_client
 
 log = logging.getLogger(__name__)
@@ -142,7 +142,7 @@ def sweep() -> dict:
     reclaimed = apply.reclaim_stale_leases(timedelta(seconds=config.lease_timeout_seconds))
     handed = 0
     if config.enabled:
-        from pipeline.queue import hand_off
+        from memory.queue import hand_off
 
         now = timezone.now()
         # Five quiet minutes before a pending job counts as lost; the hand-off then touches it, so

@@ -13,7 +13,8 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's loop 
 @pytest.fixture(autouse=True)
 def offline_models(settings):
     """Tests never reach a model server unless they start the fake one."""
-    from memory import embedders, matrix
+    from memory import matrix
+    from pipeline import embedders
 
     settings.MEMORY_LLM_PROVIDER = "offline"
     embedders._probe_cache.clear()
@@ -49,7 +50,7 @@ def fake_ollama(settings):
 
 
 def _token(scopes, agent="default", name=None):
-    from memory.auth import create_token
+    from api.auth import create_token
 
     _, plain = create_token(name or f"tok-{'-'.join(scopes)}", agent_id=agent, scopes=scopes)
     return {"HTTP_AUTHORIZATION": f"Bearer {plain}"}
@@ -93,7 +94,7 @@ def role_users(db):
     """A named cast: vera (viewer), rita (reviewer), ada (admin)."""
     from django.contrib.auth.models import Group, User
 
-    from pipeline.roles import ensure_role_groups
+    from dashboard.roles import ensure_role_groups
 
     ensure_role_groups()
     cast = {}

@@ -13,7 +13,7 @@ import time
 from collections import defaultdict, deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from memory.embedders import OfflineEmbedder
+from pipeline.embedders import OfflineEmbedder
 
 
 class Script:

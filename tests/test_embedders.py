@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from memory import embedders
-from memory.embedders import (
+from pipeline import embedders
+from pipeline.embedders import (
     OllamaEmbedder,
     OpenAIEmbedder,
     ProviderError,

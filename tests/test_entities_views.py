@@ -9,9 +9,9 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from dashboard.roles import ensure_role_groups
 from memory.models import Entity, Memory, MemoryEntityMention, Relation
 from memory.writes import Actor, Triple, remember
-from pipeline.roles import ensure_role_groups
 
 pytestmark = pytest.mark.django_db
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -53,15 +53,15 @@ def _queries(client, url, **extra) -> int:
 
 def test_anonymous_goes_to_login(client, graph):
     for url in (
-        reverse("pipeline:entities"),
-        reverse("pipeline:entity", args=[graph["harbor"].pk]),
+        reverse("dashboard:entities"),
+        reverse("dashboard:entity", args=[graph["harbor"].pk]),
     ):
         response = client.get(url)
         assert response.status_code == 302 and response["Location"].startswith("/login/")
 
 
 def test_list_orders_by_mentions_and_counts_memories(as_viewer, graph):
-    response = as_viewer.get(reverse("pipeline:entities"))
+    response = as_viewer.get(reverse("dashboard:entities"))
     assert response.status_code == 200
     html = response.content.decode()
     assert "<html" in html
@@ -72,19 +72,19 @@ def test_list_orders_by_mentions_and_counts_memories(as_viewer, graph):
 
 
 def test_list_htmx_fragment_and_search(as_viewer, graph):
-    response = as_viewer.get(reverse("pipeline:entities"), {"q": "ali"}, **HX)
+    response = as_viewer.get(reverse("dashboard:entities"), {"q": "ali"}, **HX)
     assert response.status_code == 200
     body = response.content.decode()
     assert "<html" not in body
     assert 'id="entity-list"' in body
     assert ">Alice<" in body and ">Harbor<" not in body
-    empty = as_viewer.get(reverse("pipeline:entities"), {"q": "zzz"}, **HX).content.decode()
+    empty = as_viewer.get(reverse("dashboard:entities"), {"q": "zzz"}, **HX).content.decode()
     assert "No entity matches" in empty
 
 
 def test_detail_shows_relations_and_memories(as_viewer, graph):
     harbor = graph["harbor"]
-    html = as_viewer.get(reverse("pipeline:entity", args=[harbor.pk])).content.decode()
+    html = as_viewer.get(reverse("dashboard:entity", args=[harbor.pk])).content.decode()
     assert "<html" in html
     assert "works_on" in html
     assert f'href="/entities/{graph["alice"].pk}/"' in html  # incoming from Alice
@@ -92,17 +92,17 @@ def test_detail_shows_relations_and_memories(as_viewer, graph):
         assert f'href="/memories/{memory.id}/"' in html
     assert "90%" in html
 
-    alice = as_viewer.get(reverse("pipeline:entity", args=[graph["alice"].pk])).content.decode()
+    alice = as_viewer.get(reverse("dashboard:entity", args=[graph["alice"].pk])).content.decode()
     assert f'href="/entities/{harbor.pk}/"' in alice  # outgoing to Harbor
 
-    fragment = as_viewer.get(reverse("pipeline:entity", args=[harbor.pk]), **HX)
+    fragment = as_viewer.get(reverse("dashboard:entity", args=[harbor.pk]), **HX)
     body = fragment.content.decode()
     assert fragment.status_code == 200 and "<html" not in body
     assert 'id="entity-memories"' in body
 
 
 def test_detail_of_unknown_entity_is_404(as_viewer):
-    assert as_viewer.get(reverse("pipeline:entity", args=[999])).status_code == 404
+    assert as_viewer.get(reverse("dashboard:entity", args=[999])).status_code == 404
 
 
 def test_entity_names_and_memory_content_are_escaped(as_viewer):
@@ -112,9 +112,9 @@ def test_entity_names_and_memory_content_are_escaped(as_viewer):
         triples=[Triple("<b>Evil</b>", "is", "<i>bad</i>")],
     ).memory
     evil = Entity.objects.get(canonical_name="<b>evil</b>")
-    listing = as_viewer.get(reverse("pipeline:entities")).content.decode()
+    listing = as_viewer.get(reverse("dashboard:entities")).content.decode()
     assert "<b>Evil</b>" not in listing and "&lt;b&gt;Evil&lt;/b&gt;" in listing
-    detail = as_viewer.get(reverse("pipeline:entity", args=[evil.pk])).content.decode()
+    detail = as_viewer.get(reverse("dashboard:entity", args=[evil.pk])).content.decode()
     assert "<script>alert(1)</script>" not in detail
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in detail
     assert "<i>bad</i>" not in detail
@@ -150,8 +150,8 @@ def test_query_counts_are_constant(as_viewer):
     hub = Entity.objects.create(
         name="Hub", canonical_name="hub", mentions=0, created_at=now, updated_at=now
     )
-    list_url = reverse("pipeline:entities")
-    detail_url = reverse("pipeline:entity", args=[hub.pk])
+    list_url = reverse("dashboard:entities")
+    detail_url = reverse("dashboard:entity", args=[hub.pk])
     _grow(3, hub, 0)
     few = [
         _queries(as_viewer, list_url),

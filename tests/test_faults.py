@@ -18,8 +18,8 @@ import pytest
 from django.db import connection, connections
 from django.test import Client
 
+from api.auth import create_token
 from memory import writes
-from memory.auth import create_token
 from memory.content import normalize
 from memory.models import Embedding, Job, Memory, MemoryCold, MemoryHistory
 from pipeline import tasks
@@ -218,7 +218,7 @@ def viewer(db):
     """A logged-in viewer (no password: hashing one costs a second on this machine)."""
     from django.contrib.auth.models import Group, User
 
-    from pipeline.roles import ensure_role_groups
+    from dashboard.roles import ensure_role_groups
 
     ensure_role_groups()
     user = User.objects.create_user("vera")

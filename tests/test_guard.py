@@ -4,9 +4,9 @@ import pytest
 from django.db import transaction
 
 from memory import writes
-from memory.embedders import OfflineEmbedder, get_embedder
 from memory.guard import ModelCallInTransaction
 from memory.writes import Actor
+from pipeline.embedders import OfflineEmbedder, get_embedder
 
 
 @pytest.mark.django_db(transaction=True)
@@ -33,7 +33,7 @@ def test_chat_clients_refuse_to_run_inside_a_transaction(fake_ollama):
 @pytest.mark.django_db(transaction=True)
 def test_the_api_and_the_pipeline_call_models_only_outside_transactions(fake_ollama, client):
     """The whole path (remember, patch with re-embedding, recall, job) runs with the guard armed."""
-    from memory.auth import create_token
+    from api.auth import create_token
     from pipeline.tasks import process_pending
 
     _, token = create_token("t", scopes=["admin"])

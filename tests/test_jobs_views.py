@@ -9,10 +9,10 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from dashboard.roles import ensure_role_groups
 from memory.models import Job, JobStatus, MemoryHistory
 from memory.writes import Actor, remember
 from pipeline.models import LlmCall
-from pipeline.roles import ensure_role_groups
 from pipeline.tasks import process_pending
 
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -72,9 +72,9 @@ def dead_job(db):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("name", ["pipeline:jobs", "pipeline:job"])
+@pytest.mark.parametrize("name", ["dashboard:jobs", "dashboard:job"])
 def test_it_sends_anonymous_users_to_login(client, done_job, name):
-    url = reverse(name, args=[done_job.id] if name == "pipeline:job" else [])
+    url = reverse(name, args=[done_job.id] if name == "dashboard:job" else [])
     response = client.get(url)
     assert response.status_code == 302
     assert response["Location"].startswith("/login/")
@@ -82,7 +82,7 @@ def test_it_sends_anonymous_users_to_login(client, done_job, name):
 
 @pytest.mark.django_db
 def test_anonymous_retry_goes_to_login_and_changes_nothing(client, dead_job):
-    response = client.post(reverse("pipeline:job-retry", args=[dead_job.id]))
+    response = client.post(reverse("dashboard:job-retry", args=[dead_job.id]))
     assert response.status_code == 302
     assert response["Location"].startswith("/login/")
     assert Job.objects.get(id=dead_job.id).status == JobStatus.DEAD
@@ -92,7 +92,7 @@ def test_anonymous_retry_goes_to_login_and_changes_nothing(client, dead_job):
 
 
 def test_it_lists_jobs_with_counts_plain_and_htmx(as_viewer, done_job, dead_job):
-    url = reverse("pipeline:jobs")
+    url = reverse("dashboard:jobs")
     page = as_viewer.get(url)
     assert page.status_code == 200
     html = page.content.decode()
@@ -111,26 +111,26 @@ def test_it_lists_jobs_with_counts_plain_and_htmx(as_viewer, done_job, dead_job)
 
 
 def test_it_filters_by_status(as_viewer, done_job, dead_job):
-    body = as_viewer.get(reverse("pipeline:jobs"), {"status": "dead"}, **HX).content.decode()
+    body = as_viewer.get(reverse("dashboard:jobs"), {"status": "dead"}, **HX).content.decode()
     assert dead_job.id[:8] in body
     assert done_job.id[:8] not in body
     # An unknown status is ignored rather than an error.
-    assert as_viewer.get(reverse("pipeline:jobs"), {"status": "nope"}).status_code == 200
+    assert as_viewer.get(reverse("dashboard:jobs"), {"status": "nope"}).status_code == 200
 
 
 def test_it_paginates_fifty_per_page(as_viewer):
     for i in range(55):
         remember(f"Memory number {i} about the nightly backup window.", actor=AGENT)
-    first = as_viewer.get(reverse("pipeline:jobs")).content.decode()
+    first = as_viewer.get(reverse("dashboard:jobs")).content.decode()
     assert "Page 1 of 2" in first
-    second = as_viewer.get(reverse("pipeline:jobs"), {"page": 2}, **HX)
+    second = as_viewer.get(reverse("dashboard:jobs"), {"page": 2}, **HX)
     assert second.status_code == 200
     assert second.content.decode().count("data-row") == 5
 
 
 def test_it_escapes_memory_content_in_the_list(as_viewer):
     remember('<script>alert("x")</script> Bob owns the <b>billing</b> service.', actor=AGENT)
-    html = as_viewer.get(reverse("pipeline:jobs")).content.decode()
+    html = as_viewer.get(reverse("dashboard:jobs")).content.decode()
     assert '<script>alert("x")' not in html
     assert "&lt;script&gt;" in html
     assert "<b>billing</b>" not in html
@@ -143,7 +143,7 @@ def _queries(client, url, **extra) -> int:
 
 
 def test_list_query_count_is_constant(as_viewer):
-    url = reverse("pipeline:jobs")
+    url = reverse("dashboard:jobs")
     for i in range(3):
         remember(f"Small fact number {i} for counting queries.", actor=AGENT)
     process_pending()
@@ -160,7 +160,7 @@ def test_list_query_count_is_constant(as_viewer):
 
 
 def test_job_detail_shows_facts_proposals_and_model_calls(as_viewer, done_job):
-    html = as_viewer.get(reverse("pipeline:job", args=[done_job.id])).content.decode()
+    html = as_viewer.get(reverse("dashboard:job", args=[done_job.id])).content.decode()
     assert "<html" in html
     assert "Alice prefers dark mode in the Harbor dashboard." in html  # fact and source
     assert "The deploy runs on Fridays." in html
@@ -203,7 +203,7 @@ def test_job_detail_shows_every_warning_and_escapes_model_output(as_viewer, done
         error="<b>oops</b>",
         created_at=timezone.now(),
     )
-    html = as_viewer.get(reverse("pipeline:job", args=[done_job.id])).content.decode()
+    html = as_viewer.get(reverse("dashboard:job", args=[done_job.id])).content.decode()
     assert 'data-testid="warnings"' in html
     assert "Decision for fact 2 dropped: targetId &#x27;m-999&#x27; is not a candidate" in html
     assert "&lt;img src=x onerror=alert(1)&gt;" in html
@@ -215,41 +215,41 @@ def test_job_detail_shows_every_warning_and_escapes_model_output(as_viewer, done
 
 
 def test_job_detail_htmx_is_the_status_fragment(as_viewer, done_job):
-    response = as_viewer.get(reverse("pipeline:job", args=[done_job.id]), **HX)
+    response = as_viewer.get(reverse("dashboard:job", args=[done_job.id]), **HX)
     body = response.content.decode()
     assert "<html" not in body
     assert 'id="job-status"' in body
 
 
 def test_polling_stops_for_a_completed_job_and_continues_for_a_pending_one(as_viewer, done_job):
-    finished = as_viewer.get(reverse("pipeline:job", args=[done_job.id]), **HX)
+    finished = as_viewer.get(reverse("dashboard:job", args=[done_job.id]), **HX)
     assert finished.status_code == 286
     assert 'hx-trigger="every 2s"' not in finished.content.decode()
     assert "completed" in finished.content.decode()
 
     pending = remember("Carol runs the on-call rotation for payments.", actor=AGENT).job
-    response = as_viewer.get(reverse("pipeline:job", args=[pending.id]), **HX)
+    response = as_viewer.get(reverse("dashboard:job", args=[pending.id]), **HX)
     assert response.status_code == 200
     body = response.content.decode()
     assert 'hx-trigger="every 2s"' in body
     assert "<html" not in body
     # The full page of a pending job polls too.
-    page = as_viewer.get(reverse("pipeline:job", args=[pending.id])).content.decode()
+    page = as_viewer.get(reverse("dashboard:job", args=[pending.id])).content.decode()
     assert 'hx-trigger="every 2s"' in page
 
 
 def test_polling_stops_for_dead_and_cancelled_jobs(as_viewer, dead_job):
-    assert as_viewer.get(reverse("pipeline:job", args=[dead_job.id]), **HX).status_code == 286
+    assert as_viewer.get(reverse("dashboard:job", args=[dead_job.id]), **HX).status_code == 286
     Job.objects.filter(id=dead_job.id).update(status=JobStatus.CANCELLED)
-    assert as_viewer.get(reverse("pipeline:job", args=[dead_job.id]), **HX).status_code == 286
+    assert as_viewer.get(reverse("dashboard:job", args=[dead_job.id]), **HX).status_code == 286
 
 
 def test_unknown_job_is_404(as_viewer, db):
-    assert as_viewer.get(reverse("pipeline:job", args=["nope"])).status_code == 404
+    assert as_viewer.get(reverse("dashboard:job", args=["nope"])).status_code == 404
 
 
 def test_detail_query_count_is_constant(as_viewer, done_job):
-    url = reverse("pipeline:job", args=[done_job.id])
+    url = reverse("dashboard:job", args=[done_job.id])
     now = timezone.now()
 
     def add_calls(n):
@@ -269,20 +269,20 @@ def test_detail_query_count_is_constant(as_viewer, done_job):
 
 
 def test_viewer_sees_no_retry_button_and_cannot_retry(as_viewer, dead_job):
-    html = as_viewer.get(reverse("pipeline:job", args=[dead_job.id])).content.decode()
+    html = as_viewer.get(reverse("dashboard:job", args=[dead_job.id])).content.decode()
     assert "Retry this job" not in html
-    response = as_viewer.post(reverse("pipeline:job-retry", args=[dead_job.id]))
+    response = as_viewer.post(reverse("dashboard:job-retry", args=[dead_job.id]))
     assert response.status_code == 403
     job = Job.objects.get(id=dead_job.id)
     assert job.status == JobStatus.DEAD and job.attempts == 3
 
 
 def test_reviewer_retries_a_dead_job(as_reviewer, dead_job):
-    html = as_reviewer.get(reverse("pipeline:job", args=[dead_job.id])).content.decode()
+    html = as_reviewer.get(reverse("dashboard:job", args=[dead_job.id])).content.decode()
     assert "Retry this job" in html
-    response = as_reviewer.post(reverse("pipeline:job-retry", args=[dead_job.id]))
+    response = as_reviewer.post(reverse("dashboard:job-retry", args=[dead_job.id]))
     assert response.status_code == 302
-    assert response["Location"] == reverse("pipeline:job", args=[dead_job.id])
+    assert response["Location"] == reverse("dashboard:job", args=[dead_job.id])
     job = Job.objects.get(id=dead_job.id)
     assert job.status == JobStatus.PENDING and job.attempts == 0
     audit = MemoryHistory.objects.get(memory_id=job.memory_id, event="job_retried")
@@ -292,7 +292,7 @@ def test_reviewer_retries_a_dead_job(as_reviewer, dead_job):
 
 
 def test_reviewer_retries_with_htmx_and_gets_the_polling_fragment(as_reviewer, dead_job):
-    response = as_reviewer.post(reverse("pipeline:job-retry", args=[dead_job.id]), **HX)
+    response = as_reviewer.post(reverse("dashboard:job-retry", args=[dead_job.id]), **HX)
     assert response.status_code == 200
     body = response.content.decode()
     assert "<html" not in body
@@ -302,11 +302,11 @@ def test_reviewer_retries_with_htmx_and_gets_the_polling_fragment(as_reviewer, d
 
 
 def test_retrying_a_job_that_is_not_dead_changes_nothing(as_reviewer, done_job):
-    response = as_reviewer.post(reverse("pipeline:job-retry", args=[done_job.id]), **HX)
+    response = as_reviewer.post(reverse("dashboard:job-retry", args=[done_job.id]), **HX)
     assert response.status_code == 200
     assert "Nothing to retry" in response.content.decode()
     assert Job.objects.get(id=done_job.id).status == JobStatus.COMPLETED
 
 
 def test_retry_needs_post(as_reviewer, dead_job):
-    assert as_reviewer.get(reverse("pipeline:job-retry", args=[dead_job.id])).status_code == 405
+    assert as_reviewer.get(reverse("dashboard:job-retry", args=[dead_job.id])).status_code == 405

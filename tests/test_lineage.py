@@ -7,7 +7,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from memory import lineage, writes
+from dashboard import lineage
+from memory import writes
 from memory.models import Memory
 from memory.writes import Actor
 from pipeline import apply, review

@@ -6,8 +6,8 @@ import socket
 
 import pytest
 
-from memory.embedders import ProviderError
 from pipeline import parsing
+from pipeline.embedders import ProviderError
 from pipeline.llm import OllamaChat, OpenAIChat, get_chat_client
 from pipeline.parsing import Candidate, Fact
 from tests.fake_ollama import Script

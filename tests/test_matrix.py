@@ -6,8 +6,8 @@ from django.db import connection
 from django.utils import timezone
 
 from memory import matrix, vectors
-from memory.embedders import vector_to_blob
 from memory.models import Embedding
+from memory.vectors import vector_to_blob
 
 pytestmark = pytest.mark.django_db
 DIMS = 768

@@ -9,11 +9,11 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from dashboard.roles import ensure_role_groups
 from memory import writes
 from memory.models import Memory, MemoryCold, MemoryHistory
 from memory.writes import Actor, Triple
 from pipeline.models import Proposal
-from pipeline.roles import ensure_role_groups
 
 pytestmark = pytest.mark.django_db
 

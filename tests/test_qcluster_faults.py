@@ -30,11 +30,11 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from django_q.models import OrmQ
 
-from memory.auth import create_token
+from api.auth import create_token
+from dashboard.roles import ensure_role_groups
 from memory.models import Job, Memory, MemoryHistory
 from pipeline import tasks
 from pipeline.models import PipelineConfig, Proposal
-from pipeline.roles import ensure_role_groups
 from tests.fake_ollama import FakeOllama
 from tests.fault_tasks import DIE_IN_EXTRACT, DIE_IN_WRITE_ONCE
 from tests.pipeline_support import decision, is_extraction, on_a_file_database, raw, set_mode

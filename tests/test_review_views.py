@@ -168,7 +168,7 @@ def test_plain_posts_redirect_to_the_detail_with_a_message(reviewer_client, queu
 def test_bulk_preview_shows_counts_per_action_and_apply_runs_in_chunks(
     reviewer_client, queue, settings
 ):
-    from pipeline import views
+    from dashboard.views import review as views
 
     total = queue.count()
     views.BULK_CHUNK = 2

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from memory import keyword, writes
-from memory.embedders import OfflineEmbedder
 from memory.search import hybrid_search, merge
 from memory.writes import Actor, Vector
+from pipeline.embedders import OfflineEmbedder
 
 AGENT = Actor("claude-code", "agent")
 EMBEDDER = OfflineEmbedder(768)

@@ -11,11 +11,11 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from dashboard.forms import field_name
+from dashboard.roles import ensure_role_groups
 from memory.writes import Actor, remember
 from pipeline.config import FIELDS, config_json, get_config, update_config
-from pipeline.forms import field_name
 from pipeline.models import ConfigChange, Proposal
-from pipeline.roles import ensure_role_groups
 from pipeline.tasks import process_pending
 
 pytestmark = pytest.mark.django_db
@@ -76,7 +76,7 @@ def _flat(config, prefix=""):
 
 
 def test_url_is_the_named_route():
-    assert reverse("pipeline:settings") == URL
+    assert reverse("dashboard:settings") == URL
 
 
 def test_anonymous_goes_to_login(client):

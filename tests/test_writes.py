@@ -8,7 +8,6 @@ from django.db import connection
 from django.utils import timezone
 
 from memory import writes
-from memory.embedders import OfflineEmbedder
 from memory.models import (
     Embedding,
     Entity,
@@ -19,6 +18,7 @@ from memory.models import (
     MemoryHistory,
 )
 from memory.writes import Actor, Refused, Triple, Vector
+from pipeline.embedders import OfflineEmbedder
 
 pytestmark = pytest.mark.django_db
 AGENT = Actor("claude-code", "agent")

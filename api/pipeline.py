@@ -1,0 +1,142 @@
+"""JSON API of the pipeline: jobs, proposals (list / approve / reject) and the config."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import JsonResponse
+
+from api.http import BadRequest, api, json_body, optional
+from api.pipeline_serializers import job_json, proposal_json
+from memory.models import Job
+from memory.writes import Actor, Refused
+from pipeline import review
+from pipeline.config import ConfigError, config_json, get_config, update_config
+from pipeline.models import Action, Proposal, ProposalStatus
+
+MAX_PAGE = 500
+
+
+@api(("GET",), None)
+def job_detail(request, job_id: str):
+    job = Job.objects.filter(id=job_id).first()
+    if job is None:
+        raise Refused("not_found", f"job {job_id} not found")
+    return JsonResponse(job_json(job))
+
+
+def _bool_param(request, name: str) -> bool | None:
+    value = request.GET.get(name)
+    if value is None or value == "":
+        return None
+    if value.lower() in {"1", "true", "yes"}:
+        return True
+    if value.lower() in {"0", "false", "no"}:
+        return False
+    raise BadRequest(f"{name} must be true or false")
+
+
+@api(("GET",), None)
+def proposals(request):
+    query = Proposal.objects.all()
+    status = request.GET.get("status")
+    if status:
+        if status not in ProposalStatus.values:
+            raise BadRequest(f"status must be one of {', '.join(ProposalStatus.values)}")
+        query = query.filter(status=status)
+    action = request.GET.get("action")
+    if action:
+        if action not in Action.values:
+            raise BadRequest(f"action must be one of {', '.join(Action.values)}")
+        query = query.filter(action=action)
+    review_needed = _bool_param(request, "reviewNeeded")
+    if review_needed is not None:
+        query = query.filter(review_needed=review_needed)
+    if source := request.GET.get("sourceMemoryId"):
+        query = query.filter(source_memory_id=source)
+    if job := request.GET.get("jobId"):
+        query = query.filter(job_id=job)
+    try:
+        limit = int(request.GET.get("limit", 100))
+        offset = int(request.GET.get("offset", 0))
+    except ValueError as exc:
+        raise BadRequest("limit and offset must be integers") from exc
+    if not 1 <= limit <= MAX_PAGE or offset < 0:
+        raise BadRequest(f"limit must be 1..{MAX_PAGE} and offset >= 0")
+    count = query.count()
+    rows = query.order_by("created_at", "position")[offset : offset + limit]
+    return JsonResponse({"proposals": [proposal_json(p) for p in rows], "count": count})
+
+
+def _reviewer(request) -> Actor:
+    return Actor(request.api_token.name, "operator")
+
+
+@api(("POST",), "review")
+def approve(request, proposal_id: str):
+    body = json_body(request, allow_empty=True)
+    content = optional(body, "content", str, "a string")
+    if content is not None and len(content) > settings.MEMORY_MAX_CONTENT_CHARS:
+        raise BadRequest("content is too long", 413, "too_large")
+    if content is not None and not content.strip():
+        raise BadRequest("content is empty")
+    action = optional(body, "action", str, "one of add, update, delete")
+    if action is not None and action not in {"add", "update", "delete"}:
+        raise BadRequest("action must be one of add, update, delete")
+    note = optional(body, "note", str, "a string")
+    proposal = review.approve(
+        proposal_id,
+        _reviewer(request),
+        content=content,
+        action=action,
+        note=note,
+        redecide=bool(optional(body, "redecide", bool, "a boolean")),
+    )
+    return JsonResponse(proposal_json(proposal))
+
+
+@api(("POST",), "review")
+def reject(request, proposal_id: str):
+    body = json_body(request, allow_empty=True)
+    reason = optional(body, "reason", str, "a string")
+    return JsonResponse(
+        proposal_json(review.reject(proposal_id, _reviewer(request), reason=reason))
+    )
+
+
+@api(("POST",), "review")
+def revert(request, proposal_id: str):
+    """Revert an applied proposal ({reason?}); {undo: true} undoes an earlier revert instead."""
+    from api.serializers import iso
+    from dashboard.views.revert import revert_once
+
+    body = json_body(request, allow_empty=True)
+    reason = optional(body, "reason", str, "a string")
+    undo = bool(optional(body, "undo", bool, "a boolean"))
+    proposal = revert_once(proposal_id, _reviewer(request), undo=undo, reason=reason)
+    return JsonResponse(
+        {
+            **proposal_json(proposal),
+            "revertedAt": iso(proposal.reverted_at),
+            "revertedBy": proposal.reverted_by,
+        }
+    )
+
+
+@api(("GET", "PATCH"), None)
+def pipeline_config(request):
+    from api.auth import has_scope
+
+    if not has_scope(request.api_token, "admin"):
+        raise BadRequest("this token lacks the 'admin' scope", 403, "forbidden")
+    if request.method == "GET":
+        return JsonResponse(config_json(get_config()))
+    body = json_body(request)
+    reason = body.pop("reason", None)
+    if not isinstance(reason, str) or not reason.strip():
+        raise BadRequest("reason is required", code="reason_required")
+    body.pop("mode", None)  # derived, never set
+    body.pop("updatedAt", None)  # read-only; lets a client PATCH back what GET returned
+    try:
+        return JsonResponse(update_config(body, changed_by=request.api_token.name, reason=reason))
+    except ConfigError as exc:
+        raise BadRequest(str(exc)) from exc

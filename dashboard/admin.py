@@ -1,0 +1,153 @@
+"""Django admin for the store. Audit tables (history, cold tier) are read-only here."""
+
+from django.contrib import admin
+
+from memory.models import (
+    ApiToken,
+    Embedding,
+    Entity,
+    Job,
+    Memory,
+    MemoryCold,
+    MemoryEntityMention,
+    MemoryHistory,
+    Relation,
+)
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """The audit trail is append-only: nobody edits or deletes it, not even superusers."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Memory)
+class MemoryAdmin(admin.ModelAdmin):
+    list_display = (
+        "short_content",
+        "type",
+        "who",
+        "agent_id",
+        "pinned",
+        "is_deleted",
+        "version",
+        "created_at",
+    )
+    list_filter = ("type", "agent_id", "pinned", "is_deleted", "source_type", "extraction_status")
+    search_fields = ("content", "id", "who")
+    readonly_fields = (
+        "id",
+        "content_hash",
+        "normalized_content",
+        "version",
+        "created_at",
+        "updated_at",
+    )
+
+    @admin.display(description="content")
+    def short_content(self, obj):
+        return obj.content[:100]
+
+
+@admin.register(MemoryHistory)
+class MemoryHistoryAdmin(ReadOnlyAdmin):
+    list_display = ("memory_id", "event", "changed_by", "actor_type", "reason", "created_at")
+    list_filter = ("event", "actor_type")
+    search_fields = ("memory__id", "changed_by", "reason")
+
+
+@admin.register(MemoryCold)
+class MemoryColdAdmin(ReadOnlyAdmin):
+    list_display = ("memory_id", "archived_reason", "version", "archived_at")
+    list_filter = ("archived_reason",)
+
+
+@admin.register(Embedding)
+class EmbeddingAdmin(admin.ModelAdmin):
+    list_display = ("id", "content_hash", "model", "dimensions", "source_memory_id", "created_at")
+    list_filter = ("model", "dimensions")
+    exclude = ("vector",)
+    readonly_fields = ("content_hash", "model", "dimensions", "source_memory", "created_at")
+
+
+@admin.register(Entity)
+class EntityAdmin(admin.ModelAdmin):
+    list_display = ("name", "entity_type", "agent_id", "mentions", "updated_at")
+    list_filter = ("entity_type", "agent_id")
+    search_fields = ("name", "canonical_name")
+
+
+@admin.register(Relation)
+class RelationAdmin(admin.ModelAdmin):
+    list_display = ("source", "relation_type", "target", "confidence", "mentions")
+    search_fields = ("relation_type", "source__name", "target__name")
+
+
+@admin.register(MemoryEntityMention)
+class MentionAdmin(admin.ModelAdmin):
+    list_display = ("entity", "memory_id", "mention_text", "confidence", "created_at")
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    list_display = (
+        "id",
+        "job_type",
+        "status",
+        "attempts",
+        "max_attempts",
+        "created_at",
+        "updated_at",
+    )
+    list_filter = ("status", "job_type")
+    readonly_fields = ("result",)
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ("name", "prefix", "agent_id", "scopes", "created_at", "last_used_at", "revoked")
+    list_filter = ("revoked",)
+    readonly_fields = ("token_hash", "prefix", "created_at", "last_used_at")
+
+
+from pipeline.models import ConfigChange, LlmCall, PipelineConfig, Proposal  # noqa: E402
+
+
+@admin.register(Proposal)
+class ProposalAdmin(ReadOnlyAdmin):
+    list_display = (
+        "action",
+        "status",
+        "fact_content",
+        "review_needed",
+        "model",
+        "decided_by",
+        "created_at",
+    )
+    list_filter = ("status", "action", "review_needed", "model")
+    search_fields = ("fact_content", "id", "source_memory__id")
+
+
+@admin.register(LlmCall)
+class LlmCallAdmin(ReadOnlyAdmin):
+    list_display = ("kind", "model", "provider", "duration_ms", "error", "created_at")
+    list_filter = ("kind", "model", "provider")
+
+
+@admin.register(ConfigChange)
+class ConfigChangeAdmin(ReadOnlyAdmin):
+    list_display = ("changed_by", "changed_at", "reason")
+
+
+@admin.register(PipelineConfig)
+class PipelineConfigAdmin(ReadOnlyAdmin):
+    """Flags change on the Settings page, which previews the effect and logs the change."""
+
+    list_display = ("__str__", "enabled", "shadow_mode", "allow_update_delete", "mutations_frozen")

@@ -1,0 +1,446 @@
+"""Memory browser: a searchable list, a detail page with the audit trail, and reviewer actions.
+
+Reads only here; every write goes through memory.writes. Each page renders a fragment of the
+same template for htmx requests, and each page uses a fixed number of queries whatever its size.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from django.conf import settings
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.db.models import Prefetch, Q
+from django.db.models.functions import Length, Substr
+from django.http import HttpRequest, HttpResponseBadRequest
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import NoReverseMatch, reverse
+from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.vary import vary_on_headers
+from django_htmx.http import trigger_client_event
+from django_htmx.middleware import HtmxDetails
+
+from dashboard import lineage
+from dashboard.access import reviewer_actor, role_required
+from dashboard.memory_forms import (
+    ACTION_FORMS,
+    DELETED_CHOICES,
+    DERIVED_SOURCE_TYPE,
+    ORIGIN_CHOICES,
+    PINNED_CHOICES,
+    ActionForm,
+    EditForm,
+    ForgetForm,
+    MemoryFilterForm,
+    PinForm,
+    RecoverForm,
+)
+from memory import keyword, writes
+from memory.content import normalize
+from memory.models import Memory, MemoryEntityMention
+from memory.search import Hit, hybrid_search
+from pipeline.config import search_settings
+from pipeline.embedders import embed_or_none
+from pipeline.models import Proposal
+
+PAGE_SIZE = 50
+SEARCH_K = 50
+SNIPPET_CHARS = 240
+META_VALUE_CHARS = 140
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+def _fragment(request: HtmxHttpRequest, template: str, partial: str) -> str:
+    # A history restore (back button after a cache miss) needs the whole page, not the fragment.
+    if request.htmx and not request.htmx.history_restore_request:
+        return f"{template}#{partial}"
+    return template
+
+
+# --- list -----------------------------------------------------------------------------------------
+
+
+def _filtered(filters: dict[str, str]):
+    """Memories matching every filter but the search box, without their (possibly huge) text."""
+    memories = Memory.objects.annotate(
+        snippet=Substr("content", 1, SNIPPET_CHARS + 1), content_length=Length("content")
+    ).defer("content", "normalized_content")
+    if filters["deleted"] == "live":
+        memories = memories.filter(is_deleted=False)
+    elif filters["deleted"] == "deleted":
+        memories = memories.filter(is_deleted=True)
+    if filters["type"]:
+        memories = memories.filter(type=filters["type"])
+    if filters["who"]:
+        memories = memories.filter(who__icontains=filters["who"])
+    if filters["agent"]:
+        memories = memories.filter(agent_id=filters["agent"])
+    if filters["pinned"]:
+        memories = memories.filter(pinned=filters["pinned"] == "yes")
+    if filters["origin"] == "derived":
+        memories = memories.filter(source_type=DERIVED_SOURCE_TYPE)
+    elif filters["origin"] == "raw":
+        memories = memories.exclude(source_type=DERIVED_SOURCE_TYPE)
+    return memories
+
+
+def _search(q: str, agents: list[str]) -> tuple[dict[str, Hit], list[str]]:
+    """Hybrid search over each agent's live memories; the query is embedded once, up front."""
+    alpha, min_score = search_settings()
+    warnings = []
+    vector = embed_or_none(q)
+    if vector is None:
+        warnings.append("The embedding server is unavailable: keyword matches only.")
+    hits: list[Hit] = []
+    for agent_id in agents:
+        hits += hybrid_search(
+            q,
+            agent_id=agent_id,
+            k=SEARCH_K,
+            alpha=alpha,
+            min_score=min_score,
+            query_vector=vector.values if vector else None,
+            model=vector.model if vector else None,
+        )
+    hits.sort(key=lambda hit: (-hit.score, hit.memory_id))
+    return {hit.memory_id: hit for hit in hits[:SEARCH_K]}, warnings
+
+
+def _query_words(q: str) -> list[str]:
+    """The query's meaningful words, lowercased, for highlighting them in the results."""
+    words = [word.lower() for word in re.findall(r"\w+", q)]
+    return [word for word in words if word not in keyword.STOP_WORDS] or words
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+@role_required("viewer")
+def memory_list(request: HtmxHttpRequest):
+    form = MemoryFilterForm(request.GET)
+    filters = form.filters()
+    agents = list(Memory.objects.order_by("agent_id").values_list("agent_id", flat=True).distinct())
+    types = list(Memory.objects.order_by("type").values_list("type", flat=True).distinct())
+    memories = _filtered(filters)
+    warnings: list[str] = []
+    if filters["q"]:
+        hits, warnings = _search(filters["q"], [filters["agent"]] if filters["agent"] else agents)
+        rows = list(memories.filter(id__in=list(hits)))
+        for row in rows:
+            row.hit = hits[row.id]
+        rows.sort(key=lambda row: (-row.hit.score, row.id))
+        if filters["deleted"] != "live":
+            warnings.append("Search looks at live memories only.")
+        page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
+    else:
+        ordered = memories.order_by("-created_at", "-id")
+        page = Paginator(ordered, PAGE_SIZE).get_page(request.GET.get("page"))
+    context = {
+        "form": form,
+        "filters": filters,
+        "q": filters["q"],
+        "q_words": _query_words(filters["q"]),
+        "page": page,
+        "agents": agents,
+        "types": types,
+        "warnings": warnings,
+        "pinned_choices": PINNED_CHOICES,
+        "deleted_choices": DELETED_CHOICES,
+        "origin_choices": ORIGIN_CHOICES,
+        "filtered": any(value for name, value in filters.items() if name != "deleted")
+        or filters["deleted"] != "live",
+        "snippet_chars": SNIPPET_CHARS,
+    }
+    return render(request, _fragment(request, "dashboard/memory_list.html", "results"), context)
+
+
+# --- detail ---------------------------------------------------------------------------------------
+
+
+def _load(memory_id: str) -> Memory:
+    """The memory with its timeline, cold snapshots and entity mentions: four queries in all."""
+    memories = Memory.objects.prefetch_related(
+        "history",
+        "cold_snapshots",
+        Prefetch(
+            "entity_mentions",
+            queryset=MemoryEntityMention.objects.select_related("entity").order_by("entity__name"),
+        ),
+    )
+    return get_object_or_404(memories, id=memory_id)
+
+
+def _link(key: str, value) -> str | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        if key == "proposalId":
+            return reverse("dashboard:proposal", args=[value])
+        if key == "jobId":
+            return reverse("dashboard:job", args=[value])
+        if key.endswith("MemoryId") or key == "dedupedExistingId":
+            return reverse("dashboard:memory", args=[value])
+    except NoReverseMatch:
+        return None
+    return None
+
+
+def _meta_items(metadata) -> list[dict]:
+    """Compact key/value pairs of a history row's metadata; ids become links, nulls are dropped."""
+    if not isinstance(metadata, dict):
+        return [{"key": "metadata", "value": str(metadata), "href": None}]
+    items = []
+    for key, value in metadata.items():
+        # Unset values and false flags are noise in a timeline; what happened stays visible.
+        if value is None or value is False or value in ("", [], {}):
+            continue
+        if isinstance(value, dict) and "content" in value:
+            extra = ", ".join(f"{k} {v}" for k, v in value.items() if k != "content")
+            text = f"“{value['content']}”" + (f" ({extra})" if extra else "")
+        elif isinstance(value, list) and all(isinstance(v, str | int | float) for v in value):
+            text = ", ".join(str(v) for v in value)
+        elif isinstance(value, dict | list):
+            text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+        elif isinstance(value, float):
+            text = f"{value:.2f}"
+        else:
+            text = str(value)
+        if len(text) > META_VALUE_CHARS:
+            text = text[: META_VALUE_CHARS - 1] + "…"
+        href = _link(key, value)
+        if href and len(text) > 8:
+            text = text[:8]  # ids: the link carries the rest
+        items.append({"key": key, "value": text, "href": href})
+    return items
+
+
+EVENT_CSS = {
+    "created": "badge-add",
+    "updated": "badge-update",
+    "deleted": "badge-delete",
+    "recovered": "badge-add",
+    "reviewed": "badge-status",
+}
+
+PROPOSAL_ROLES = (
+    ("source_memory_id", "from this raw memory"),
+    ("target_memory_id", "targets this"),
+    ("created_memory_id", "created this"),
+    ("updated_memory_id", "updated this"),
+    ("deleted_memory_id", "deleted this"),
+    ("deduped_existing_id", "duplicate of this"),
+)
+
+
+def _proposals(memory: Memory) -> list[Proposal]:
+    proposals = list(
+        Proposal.objects.filter(
+            Q(source_memory=memory)
+            | Q(target_memory=memory)
+            | Q(created_memory=memory)
+            | Q(updated_memory=memory)
+            | Q(deleted_memory=memory)
+            | Q(deduped_existing=memory)
+        ).order_by("created_at", "position")
+    )
+    for proposal in proposals:
+        proposal.roles = [
+            label for attr, label in PROPOSAL_ROLES if getattr(proposal, attr) == memory.id
+        ]
+    return proposals
+
+
+def _forms(memory: Memory, bound: ActionForm | None = None) -> dict[str, ActionForm]:
+    forms = {
+        "pin": PinForm(initial={"action": "unpin" if memory.pinned else "pin"}),
+        "edit": EditForm(
+            initial={"action": "edit", "content": memory.content, "if_version": memory.version}
+        ),
+        "forget": ForgetForm(initial={"action": "forget", "if_version": memory.version}),
+        "recover": RecoverForm(initial={"action": "recover", "if_version": memory.version}),
+    }
+    if bound is not None:
+        action = bound.data.get("action")
+        forms["pin" if action in {"pin", "unpin"} else action] = bound
+    return forms
+
+
+def _orphan_errors(memory: Memory, bound: ActionForm | None) -> list[str]:
+    """Errors of an action whose form the page does not show (recover on a live memory...)."""
+    if bound is None:
+        return []
+    shown = {"recover"} if memory.is_deleted else {"pin", "unpin", "edit", "forget"}
+    if bound.data.get("action") in shown:
+        return []
+    return [str(error) for errors in bound.errors.values() for error in errors]
+
+
+def _detail_context(
+    memory: Memory, *, bound: ActionForm | None = None, notice: str | None = None
+) -> dict:
+    timeline = list(memory.history.all())
+    for event in timeline:
+        event.css = EVENT_CSS.get(event.event, "badge-none")
+        event.meta_items = _meta_items(event.metadata)
+    source = None
+    if memory.source_id and memory.is_derived:
+        source = Memory.objects.filter(id=memory.source_id).first()
+    proposals = _proposals(memory)
+    derived = list(
+        Memory.objects.filter(source_id=memory.id, source_type=DERIVED_SOURCE_TYPE).order_by(
+            "created_at", "id"
+        )
+    )
+    return {
+        "memory": memory,
+        "timeline": timeline,
+        "cold": list(memory.cold_snapshots.all()),
+        "mentions": list(memory.entity_mentions.all()),
+        "proposals": proposals,
+        # Applied proposals of this raw memory still in effect: "revert everything derived".
+        "revertible": [
+            p
+            for p in proposals
+            if p.source_memory_id == memory.id and p.status == "applied" and not p.reverted_at
+        ],
+        "source": source,
+        "derived": derived,
+        "lineage": lineage.build(memory, proposals=proposals, source=source, derived=derived),
+        "forms": _forms(memory, bound),
+        "open_action": bound.data.get("action") if bound is not None else None,
+        "orphan_errors": _orphan_errors(memory, bound),
+        "notice": notice,
+        "recover_days": settings.MEMORY_RECOVER_DAYS,
+    }
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+@role_required("viewer")
+def memory_detail(request: HtmxHttpRequest, memory_id: str):
+    memory = _load(memory_id)
+    return render(
+        request, _fragment(request, "dashboard/memory_detail.html", "main"), _detail_context(memory)
+    )
+
+
+# --- actions --------------------------------------------------------------------------------------
+
+
+def _apply(action: str, form: ActionForm, memory: Memory, actor: writes.Actor) -> str:
+    """Run one reviewer action through memory.writes; returns the notice for the reviewer."""
+    data = form.cleaned_data
+    if action in {"pin", "unpin"}:
+        done = writes.modify(
+            memory.id,
+            {"pinned": action == "pin"},
+            actor=actor,
+            reason=form.reason_or_default(action),
+        )
+        return f"{action.capitalize()}ned (now version {done.version})."
+    if action == "edit":
+        # The embedding is a model call: fetch it before the write transaction, never inside.
+        changed = normalize(data["content"]).storage != memory.content
+        vector = embed_or_none(data["content"]) if changed else None
+        done = writes.modify(
+            memory.id,
+            {"content": data["content"]},
+            actor=actor,
+            reason=data["reason"],
+            if_version=data["if_version"],
+            vector=vector,
+        )
+        return f"Saved as version {done.version}; the previous text is in the cold tier."
+    if action == "forget":
+        done = writes.forget(
+            memory.id,
+            actor=actor,
+            reason=data["reason"],
+            force=data["force"],
+            if_version=data["if_version"],
+        )
+        return (
+            f"Forgotten (soft delete, version {done.version}). "
+            f"It can be recovered for {settings.MEMORY_RECOVER_DAYS} days."
+        )
+    done = writes.recover(
+        memory.id, actor=actor, reason=data["reason"], if_version=data["if_version"]
+    )
+    return f"Recovered (now version {done.version})."
+
+
+REFUSAL_FIELDS = {
+    "reason_required": "reason",
+    "pinned_requires_force": "force",
+    "invalid_content": "content",
+    "duplicate_content_hash": "content",
+}
+REFUSAL_MESSAGES = {
+    "pinned_requires_force": "This memory is pinned: tick “force” to forget it anyway.",
+    "invalid_content": "The content is empty after normalisation.",
+}
+
+
+def _refusal_form(request, form: ActionForm, refused: writes.Refused, memory_id: str):
+    """The action's form bound again, with the refusal shown next to the field it concerns."""
+    if refused.code == "version_conflict":
+        current = refused.details.get("currentVersion")
+        if current is None:
+            current = Memory.objects.filter(id=memory_id).values_list("version", flat=True).first()
+        # Rebind at the current version: submitting again is then a deliberate overwrite.
+        data = request.POST.copy()
+        data["if_version"] = str(current)
+        form = type(form)(data)
+        form.is_valid()
+        form.add_error(
+            None,
+            f"This memory changed since you opened it (now version {current}). "
+            "Check the content and the timeline, then submit again if you still want this.",
+        )
+        return form
+    if refused.code == "no_changes":
+        field = "content" if "content" in form.fields else None
+        message = (
+            "Nothing changed: the text is the same as the current version."
+            if field
+            else "Nothing to change: the memory is already in that state."
+        )
+        form.add_error(field, message)
+        return form
+    message = REFUSAL_MESSAGES.get(refused.code, refused.message)
+    if refused.code == "duplicate_content_hash":
+        message = f"Another active memory already has this content ({refused.details.get('duplicateMemoryId')})."
+    field = REFUSAL_FIELDS.get(refused.code)
+    form.add_error(field if field in form.fields else None, message)
+    return form
+
+
+@require_POST
+@role_required("reviewer")
+def memory_action(request: HtmxHttpRequest, memory_id: str):
+    memory = get_object_or_404(Memory, id=memory_id)
+    action = request.POST.get("action", "")
+    form_class = ACTION_FORMS.get(action)
+    if form_class is None:
+        return HttpResponseBadRequest("unknown action")
+    form = form_class(request.POST)
+    notice = None
+    if form.is_valid():
+        try:
+            notice = _apply(action, form, memory, reviewer_actor(request))
+        except writes.Refused as refused:
+            form = _refusal_form(request, form, refused, memory.id)
+    if notice is not None and not request.htmx:
+        messages.success(request, notice)
+        return redirect("dashboard:memory", memory_id=memory.id)
+    context = _detail_context(_load(memory.id), bound=None if notice else form, notice=notice)
+    if request.htmx:
+        response = render(request, "dashboard/memory_detail.html#main", context)
+        if notice:
+            trigger_client_event(response, "toast", {"message": notice})
+        return response
+    return render(request, "dashboard/memory_detail.html", context, status=400)

@@ -1,0 +1,285 @@
+"""Settings (mode flags with a preview of what a switch does, and their change log) and the
+entity graph browser."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.db.models import Count, Q
+from django.http import HttpResponseForbidden
+from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods
+
+from dashboard.access import role_required
+from dashboard.forms import EntitySearchForm, SettingsForm, flat_config
+from dashboard.roles import ADMIN, has_role, role_of
+from memory.models import Entity, Job, JobStatus, MemoryEntityMention
+from pipeline.config import FIELDS, ConfigError, config_json, flatten, get_config, update_config
+from pipeline.models import Action, ConfigChange, Proposal
+from pipeline.status import BANNERS
+
+LOG_PAGE_SIZE = 20
+ENTITY_PAGE_SIZE = 50
+MEMORY_PAGE_SIZE = 50
+ACTIONS = [a.value for a in Action]
+# Actions the pipeline applies without a reviewer, per mode (DESIGN §5).
+AUTO = {"controlled-write": {"add"}, "full": {"add", "update", "delete"}}
+HANDLING = {
+    "auto": ("applied automatically", "badge-add"),
+    "review": ("waits for a reviewer", "badge-status"),
+    "recorded": ("recorded only", "badge-none"),
+    "held": ("held: nobody can apply", "badge-delete"),
+    "waits": ("not processed", "badge-warn"),
+}
+
+
+# --- settings -------------------------------------------------------------------------------------
+
+
+def show(value) -> str:
+    """A config value as people read it: on/off for flags, numbers as they are."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if value is None:
+        return "–"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def display_mode(config: dict) -> str:
+    """The effective mode, with the emergency brake shown as its own state (like the banner)."""
+    if config["enabled"] and config["mutationsFrozen"]:
+        return "frozen"
+    return config["mode"]
+
+
+def mode_info(config: dict) -> dict:
+    key = display_mode(config)
+    label, meaning = BANNERS[key]
+    return {"key": key, "label": label, "meaning": meaning}
+
+
+def handling(mode_key: str, action: str) -> str:
+    if mode_key == "disabled":
+        return "waits"
+    if action == Action.NONE:
+        return "recorded"
+    if mode_key == "frozen":
+        return "held"
+    return "auto" if action in AUTO.get(mode_key, set()) else "review"
+
+
+def _handling_cell(kind: str) -> dict:
+    text, css = HANDLING[kind]
+    return {"kind": kind, "text": text, "css": css}
+
+
+def _preview_context(form: SettingsForm | None, current: dict) -> dict:
+    """What a change would do: modes, auto-applied actions, waiting jobs, last week's volume."""
+    before = current
+    after = current
+    errors = False
+    changes: list[dict] = []
+    risky: list[str] = []
+    if form is not None and form.is_bound:
+        if form.settings_valid() and form.after is not None:
+            before, after = form.before, form.after
+            risky = form.risky
+            changes = [
+                {"key": key, "before": show(form.flat_current[key]), "after": show(value)}
+                for key, value in form.changes.items()
+            ]
+        else:
+            errors = any(
+                name in form.errors for name in form.fields if name not in {"reason", "confirm"}
+            )
+    before_mode, after_mode = mode_info(before), mode_info(after)
+    since = timezone.now() - timedelta(days=7)
+    week = dict(
+        Proposal.objects.filter(created_at__gte=since)
+        .values_list("action")
+        .annotate(n=Count("id"))
+        .values_list("action", "n")
+    )
+    volume = []
+    for action in ACTIONS:
+        now_kind = handling(before_mode["key"], action)
+        new_kind = handling(after_mode["key"], action)
+        volume.append(
+            {
+                "action": action,
+                "count": week.get(action, 0),
+                "now": _handling_cell(now_kind),
+                "after": _handling_cell(new_kind),
+                "changes": now_kind != new_kind,
+            }
+        )
+    auto_before = AUTO.get(before_mode["key"], set())
+    auto_after = AUTO.get(after_mode["key"], set())
+    return {
+        "preview": {
+            "bound": bool(form is not None and form.is_bound),
+            "errors": errors,
+            "changes": changes,
+            "before": before_mode,
+            "after": after_mode,
+            "start": [a for a in ACTIONS if a in auto_after - auto_before],
+            "stop": [a for a in ACTIONS if a in auto_before - auto_after],
+            "start_volume": sum(week.get(a, 0) for a in auto_after - auto_before),
+            "freezes": before_mode["key"] != "frozen" and after_mode["key"] == "frozen",
+            "unfreezes": before_mode["key"] == "frozen" and after_mode["key"] != "frozen",
+            "disables": before["enabled"] and not after["enabled"],
+            "enables": not before["enabled"] and after["enabled"],
+            "risky": risky,
+            "volume": volume,
+            "week_total": sum(week.values()),
+            "pending_jobs": Job.objects.filter(status=JobStatus.PENDING).count(),
+        }
+    }
+
+
+def change_diff(change: ConfigChange) -> list[dict]:
+    """The keys a logged change touched, mode first, in FIELDS order."""
+    before, after = flatten(change.before or {}), flatten(change.after or {})
+    for flat in (before, after):  # the brake shows as "frozen", like the banner
+        if flat.get("enabled") and flat.get("mutationsFrozen"):
+            flat["mode"] = "frozen"
+    keys = ["mode", *FIELDS, *(k for k in after if k not in FIELDS and k != "mode")]
+    return [
+        {"key": key, "before": show(before.get(key)), "after": show(after.get(key))}
+        for key in dict.fromkeys(keys)
+        if key != "updatedAt" and before.get(key) != after.get(key)
+    ]
+
+
+def _settings_context(request, form: SettingsForm | None, current: dict, **extra) -> dict:
+    """`form` is None for viewers and reviewers: they see the settings and the log read-only."""
+    flat = flat_config(current)
+    log = Paginator(ConfigChange.objects.order_by("-changed_at", "-id"), LOG_PAGE_SIZE).get_page(
+        request.GET.get("page")
+    )
+    for change in log.object_list:
+        change.diff = change_diff(change)
+    rows = [
+        {"key": key, "value": show(flat[key]), "help": spec.help} for key, spec in FIELDS.items()
+    ]
+    return {
+        "current": current,
+        "current_mode": mode_info(current),
+        "rows": rows,
+        "form": form,
+        "can_edit": form is not None,
+        "log": log,
+        **_preview_context(form, current),
+        **extra,
+    }
+
+
+def _forbidden(request, needed: str):
+    body = render_to_string(
+        "403.html", {"needed": needed, "role": role_of(request.user)}, request=request
+    )
+    return HttpResponseForbidden(body)
+
+
+@role_required("viewer")
+@require_http_methods(["GET", "POST"])
+def settings_page(request):
+    """Everyone reads; admins get the form, a live preview (`preview=1`) and save (POST)."""
+    if request.method == "POST" and not has_role(request.user, ADMIN):
+        return _forbidden(request, ADMIN)
+    current = config_json(get_config())
+    template = "dashboard/settings.html"
+    if not has_role(request.user, ADMIN):
+        if request.htmx:
+            template += "#settings-main"
+        return render(request, template, _settings_context(request, None, current))
+
+    data = request.POST if request.method == "POST" else request.GET
+    if "preview" in data or "preview" in request.GET:
+        # Nothing is saved: the form is validated only to show what the change would do.
+        form = SettingsForm(data, current=current)
+        if request.htmx:
+            template += "#settings-preview"
+        return render(request, template, _settings_context(request, form, current, previewing=True))
+    if request.method == "GET":
+        if request.htmx:
+            template += "#settings-main"
+        return render(
+            request, template, _settings_context(request, SettingsForm(current=current), current)
+        )
+
+    form = SettingsForm(request.POST, current=current)
+    if form.is_valid():
+        try:
+            saved = update_config(
+                form.changes,
+                changed_by=request.user.get_username(),
+                reason=form.cleaned_data["reason"],
+            )
+        except ConfigError as exc:
+            form.add_error(None, str(exc))
+        else:
+            was, now = display_mode(form.before), display_mode(saved)
+            text = f"Settings saved. Mode: {was} → {now}." if was != now else "Settings saved."
+            if not request.htmx:
+                messages.success(request, text)
+                return redirect("dashboard:settings")
+            current = config_json(get_config())
+            context = _settings_context(
+                request, SettingsForm(current=current), current, saved_note=text
+            )
+            response = render(request, template + "#settings-main", context)
+            response["HX-Trigger"] = "review-changed"  # the mode banner refreshes itself
+            return response
+    if request.htmx:
+        template += "#settings-main"
+    return render(request, template, _settings_context(request, form, current))
+
+
+# --- entities -------------------------------------------------------------------------------------
+
+
+@role_required("viewer")
+@require_GET
+def entities(request):
+    form = EntitySearchForm(request.GET)
+    query = form.cleaned_data["q"].strip() if form.is_valid() else ""
+    rows = Entity.objects.annotate(
+        memory_count=Count("memory_mentions", filter=Q(memory_mentions__memory__is_deleted=False))
+    ).order_by("-mentions", "canonical_name", "id")
+    if query:
+        rows = rows.filter(Q(name__icontains=query) | Q(canonical_name__icontains=query))
+    page = Paginator(rows, ENTITY_PAGE_SIZE).get_page(request.GET.get("page"))
+    context = {"form": form, "query": query, "page": page}
+    template = "dashboard/entities.html"
+    if request.htmx:
+        template += "#entity-list"
+    return render(request, template, context)
+
+
+@role_required("viewer")
+@require_GET
+def entity(request, entity_id: int):
+    entity = get_object_or_404(Entity, pk=entity_id)
+    outgoing = list(
+        entity.outgoing.select_related("target").order_by("-mentions", "-confidence", "id")
+    )
+    incoming = list(
+        entity.incoming.select_related("source").order_by("-mentions", "-confidence", "id")
+    )
+    mentions = (
+        MemoryEntityMention.objects.filter(entity=entity)
+        .select_related("memory")
+        .defer("memory__normalized_content")
+        .order_by("memory__is_deleted", "-memory__created_at", "id")
+    )
+    page = Paginator(mentions, MEMORY_PAGE_SIZE).get_page(request.GET.get("page"))
+    context = {"entity": entity, "outgoing": outgoing, "incoming": incoming, "page": page}
+    template = "dashboard/entity.html"
+    if request.htmx:
+        template += "#entity-memories"
+    return render(request, template, context)

@@ -1,0 +1,1112 @@
+"""The benchmark behind `manage.py bench`: synthetic data, measurements, budgets, report.
+
+Everything here runs in the *inner* process that `manage.py bench` starts against a throw-away
+database (see memory/management/commands/bench.py); nothing in the product imports it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+SEED = 42
+AGENT = "default"
+
+# --- synthetic text --------------------------------------------------------------------------------
+
+
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+PEOPLE = _words(
+    "Alice Bob Carol Dave Erin Frank Grace Heidi Ivan Judy Mallory Niaj Olivia Peggy Rupert Sybil "
+    "Trent Victor Walter Yusuf Zoe Amara Bruno Chen Dmitri Elena Farah Goran Hana Ines Jonas Kenji "
+    "Lena Marco Nadia Oskar Priya Quinn Rosa Sven Tomas Uma Vera Wen Xavier Yara Zack Aisha Bilal "
+    "Camille Diego Emil Fatima Gustav Hiro Ilse Jamal Kasia Luis Maya Noor"
+)
+SERVICES = _words(
+    "billing auth search checkout notifications payments inventory reporting ingest gateway "
+    "scheduler analytics exports profile onboarding ledger pricing shipping catalog recommendations "
+    "invoicing webhooks mailer audit sessions uploads thumbnails geocoding fraud-check quotas "
+    "metering identity support-desk feature-store data-lake status-page"
+)
+TOOLS = [
+    "Postgres",
+    "Redis",
+    "Kafka",
+    "Grafana",
+    "Terraform",
+    "Kubernetes",
+    "Sentry",
+    "Celery",
+    "Django",
+    "FastAPI",
+    "nginx",
+    "RabbitMQ",
+    "ClickHouse",
+    "Prometheus",
+    "Vault",
+    "Docker",
+    "GitHub Actions",
+    "pytest",
+    "ruff",
+    "SQLite",
+    "Elasticsearch",
+    "S3",
+    "Airflow",
+    "dbt",
+    "Helm",
+    "Argo CD",
+    "Datadog",
+    "PagerDuty",
+    "Jenkins",
+    "Ansible",
+    "Loki",
+    "Tempo",
+    "OpenTelemetry",
+    "Snowflake",
+    "BigQuery",
+    "Cloudflare",
+    "Envoy",
+    "Consul",
+    "MinIO",
+    "Playwright",
+]
+ENVS = [
+    "staging",
+    "production",
+    "the dev cluster",
+    "eu-west",
+    "us-east",
+    "the canary pool",
+    "the batch nodes",
+]
+TASKS = [
+    "background jobs",
+    "caching",
+    "feature flags",
+    "log shipping",
+    "schema migrations",
+    "load testing",
+    "secrets",
+    "alerting",
+    "tracing",
+    "rate limiting",
+    "search indexing",
+    "backups",
+    "session storage",
+    "nightly exports",
+    "blue-green deploys",
+    "contract tests",
+    "cost reports",
+    "image resizing",
+    "retry queues",
+    "audit logs",
+]
+CAUSES = [
+    "a missing index",
+    "an expired certificate",
+    "a full disk",
+    "a bad config push",
+    "connection pool exhaustion",
+    "a memory leak",
+    "DNS flapping",
+    "a slow query",
+    "a race in the retry loop",
+    "a stale cache entry",
+    "clock skew",
+    "an unpinned dependency",
+    "a noisy neighbour",
+    "a misrouted webhook",
+]
+DAYS = [
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "the weekend",
+    "release days",
+]
+MONTHS = _words(
+    "January February March April May June July August September October November December"
+)
+PROJECTS = ["OPS", "PAY", "WEB", "DATA", "SEC", "INFRA", "CORE"]
+
+TEMPLATES = [
+    ("fact", "{person} moved the {service} service to {tool} on {env}."),
+    ("preference", "{person} prefers {tool} over {tool2} for {task}."),
+    ("fact", "The {service} deploy on {env} failed because of {cause}; {person} rolled it back."),
+    ("decision", "We decided to use {tool} for {task} in the {service} team."),
+    ("fact", "{person} owns the {service} runbook and is on call for it on {day}."),
+    ("procedural", "Run the {tool} checks before deploying {service} to {env}."),
+    ("fact", "The {service} service depends on {service2} for {task}."),
+    ("fact", "{person} said the {service} p99 latency budget is {n} ms."),
+    ("fact", "Ticket {project}-{n}: {service} times out when {tool} is under load."),
+    ("decision", "{person} and {person2} agreed to retire {tool} from {service} by {month}."),
+    ("fact", "{service} keeps {task} data for {small} days in {tool}."),
+    ("procedural", "Never restart {service} on {env} during business hours; ask {person} first."),
+    ("fact", "{person} is the best contact for questions about {tool} and {task}."),
+    ("fact", "The {service} dashboard lives in {tool}; {person} reviews it every {day2}."),
+    ("fact", "{person} found that {cause} slowed down {service} on {env}."),
+    ("procedural", "Pin {tool} to version {small} for {service}; newer releases break {task}."),
+    ("preference", "{person} wants {service} alerts routed to {tool} instead of email."),
+    ("fact", "{service} on {env} handles about {n} requests per second at peak."),
+    ("decision", "The team switched {service} from {tool} to {tool2} after the {month} incident."),
+    ("semantic", "In the {service} codebase, a {word} is a batch of {task} waiting for {tool}."),
+]
+WORDS = ["lane", "bucket", "slot", "ticket", "shard", "window", "cohort", "tranche"]
+
+
+def sentence(rng: random.Random) -> tuple[str, str]:
+    """One realistic short memory (type, text) from a template and the vocabularies."""
+    kind, template = rng.choice(TEMPLATES)
+    person, person2 = rng.sample(PEOPLE, 2)
+    service, service2 = rng.sample(SERVICES, 2)
+    tool, tool2 = rng.sample(TOOLS, 2)
+    text = template.format(
+        person=person,
+        person2=person2,
+        service=service,
+        service2=service2,
+        tool=tool,
+        tool2=tool2,
+        env=rng.choice(ENVS),
+        task=rng.choice(TASKS),
+        cause=rng.choice(CAUSES),
+        day=rng.choice(DAYS),
+        day2=rng.choice(DAYS[:5]),
+        month=rng.choice(MONTHS),
+        project=rng.choice(PROJECTS),
+        n=rng.randint(20, 9999),
+        small=rng.randint(2, 90),
+        word=rng.choice(WORDS),
+    )
+    return kind, text[0].upper() + text[1:]
+
+
+class Corpus:
+    """Unique sentences in a fixed order: the store takes a prefix, everything else is held out."""
+
+    def __init__(self, seed: int = SEED):
+        self.rng = random.Random(seed)
+        self.seen: set[str] = set()
+        self.items: list[tuple[str, str]] = []
+
+    def _fresh(self) -> tuple[str, str]:
+        while True:
+            kind, text = sentence(self.rng)
+            key = text.lower().rstrip(".")
+            if key not in self.seen:
+                self.seen.add(key)
+                return kind, text
+
+    def store(self, count: int) -> list[tuple[str, str]]:
+        """The first `count` store sentences (generated on demand)."""
+        while len(self.items) < count:
+            self.items.append(self._fresh())
+        return self.items[:count]
+
+    def held_out(self, count: int) -> list[str]:
+        """Sentences never stored (queries, new memories): drawn after the store's reservation."""
+        return [self._fresh()[1] for _ in range(count)]
+
+    def note(self, sentences: int) -> str:
+        """A raw memory an agent might write: several unique sentences in one text."""
+        return " ".join(self.held_out(sentences))
+
+
+# --- statistics and budgets ---------------------------------------------------------------------------
+
+
+def pct(values: list[float], q: float) -> float:
+    return round(float(np.percentile(np.asarray(values, dtype=np.float64), q)), 3)
+
+
+def ms_since(started: float) -> float:
+    return (time.perf_counter() - started) * 1000
+
+
+class Cap:
+    """Stop a measuring loop after `seconds`, but never before `minimum` samples."""
+
+    def __init__(self, seconds: float, minimum: int):
+        self.end = time.monotonic() + seconds
+        self.minimum = minimum
+
+    def reached(self, samples: int) -> bool:
+        return samples >= self.minimum and time.monotonic() > self.end
+
+
+@dataclass
+class Row:
+    figure: str
+    value: str
+    budget: str = ""
+    ok: bool | None = None  # None: informative only
+
+
+@dataclass
+class Report:
+    rows: list[Row] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, figure: str, value: str, budget: str = "", ok: bool | None = None) -> None:
+        self.rows.append(Row(figure, value, budget, ok))
+
+    def table(self) -> str:
+        width = max(len(r.figure) for r in self.rows) + 2
+        vwidth = max(len(r.value) for r in self.rows) + 2
+        bwidth = max([len(r.budget) for r in self.rows] + [6]) + 2
+        lines = [
+            f"{'Figure':<{width}}{'Value':>{vwidth}}  {'Budget':<{bwidth}}Result",
+            "-" * (width + vwidth + bwidth + 8),
+        ]
+        for r in self.rows:
+            mark = "" if r.ok is None else ("ok" if r.ok else "OVER")
+            lines.append(f"{r.figure:<{width}}{r.value:>{vwidth}}  {r.budget:<{bwidth}}{mark}")
+        return "\n".join(lines)
+
+
+BUDGETS = {
+    "remember_p50": 5.0,
+    "remember_p99": 20.0,
+    "search_p50": 15.0,
+    "recall": 0.98,
+    "job_p50": 30.0,
+    "lock_p99": 10.0,
+    "load_p99": 50.0,
+    "queue_p50": 100.0,
+}
+
+
+def label(size: int) -> str:
+    return f"{size // 1000}k" if size >= 1000 and size % 1000 == 0 else str(size)
+
+
+# --- the fake model server (runs in its own process) -------------------------------------------------
+
+_SENTENCE_END = re.compile(r"(?<=\.)\s+")
+
+
+def scripted_chat(payload: dict, *, delay: float) -> str:
+    """The model: extraction returns the note's sentences as facts, every decision is an ADD."""
+    if delay:
+        time.sleep(delay)
+    schema = json.dumps(payload.get("format") or {})
+    prompt = payload["messages"][-1]["content"]
+    if '"facts"' in schema:
+        text = prompt.rsplit("Text:", 1)[1].strip()
+        facts = [
+            {"content": part.strip(), "type": "fact", "confidence": 0.9}
+            for part in _SENTENCE_END.split(text)
+            if len(part.strip()) >= 10
+        ][:10]
+        return json.dumps({"facts": facts, "entities": []})
+    return json.dumps(
+        {"action": "add", "targetId": None, "confidence": 0.8, "reason": "bench: new information"}
+    )
+
+
+def serve_fake_model(delay: float) -> None:
+    """Run tests.fake_ollama with `scripted_chat` until stdin closes or SIGTERM; print the URL."""
+    from tests.fake_ollama import FakeOllama
+
+    server = FakeOllama(settings.MEMORY_EMBEDDING_DIMENSIONS)
+    server.chat_handler = partial(scripted_chat, delay=delay)
+    server.start()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    print(server.url, flush=True)
+    try:
+        sys.stdin.read()
+    finally:
+        server.stop()
+
+
+class FakeModelProcess:
+    """The fake Ollama in a child process, so its JSON work never shares our GIL or core."""
+
+    def __init__(self, delay: float):
+        self.proc = subprocess.Popen(
+            [sys.executable, "manage.py", "bench", "--serve-fake-model", str(delay)],
+            cwd=settings.BASE_DIR,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.url = self.proc.stdout.readline().strip()
+        if not self.url.startswith("http://"):
+            self.stop()
+            raise RuntimeError("the fake model server did not start")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+# --- the benchmark ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Options:
+    sizes: list[int]
+    remember_calls: int = 500
+    queries: int = 200
+    jobs: int = 30
+    load_calls: int = 300
+    load_interval_ms: float = 40.0
+    queue_requests: int = 20
+    skip_load: bool = False
+    # A loop stops early once it ran this long and has its minimum of samples: a pathological
+    # slowness (seconds per call) must not turn one run into an hour. Capped loops are reported.
+    phase_seconds: float = 90.0
+    # What-if: planner statistics (ANALYZE) after each load, which the product never gathers.
+    analyze: bool = False
+
+
+class Bench:
+    def __init__(self, options: Options, out: Callable[[str], None]):
+        self.o = options
+        self.out = out
+        self.corpus = Corpus()
+        self.size = 0
+        self.dims = settings.MEMORY_EMBEDDING_DIMENSIONS
+        # Stored vectors carry the name the (fake) Ollama embedder uses, so jobs, workers and the
+        # search phase all query one model and one matrix.
+        self.model = settings.MEMORY_EMBEDDING_MODEL
+        from pipeline.embedders import OfflineEmbedder
+
+        self.embedder = OfflineEmbedder(self.dims, model=self.model)
+        self.report = Report()
+        self.results: dict = {"search": {}, "queue_page": {}}
+        self.memory_ids: list[str] = []
+        self.token = ""
+
+    def log(self, message: str) -> None:
+        self.out(f"[bench {time.strftime('%H:%M:%S')}] {message}")
+
+    def capped(self, what: str, samples: int, planned: int) -> None:
+        message = (
+            f"{what}: stopped after {samples} of {planned} samples "
+            f"(ran past --phase-seconds {self.o.phase_seconds:g})"
+        )
+        self.report.notes.append("CAPPED " + message)
+        self.log(message)
+
+    # -- setup ---------------------------------------------------------------------------------------
+    def setup(self) -> None:
+        from django.contrib.auth.models import Group, User
+        from django.core.management import call_command
+
+        from api.auth import create_token
+        from dashboard.roles import ensure_role_groups
+        from memory.models import Entity
+        from pipeline.config import update_config
+
+        started = time.perf_counter()
+        call_command("migrate", verbosity=0, interactive=False)
+        self.log(f"migrated the temporary database in {ms_since(started) / 1000:.1f} s")
+        ensure_role_groups()
+        reviewer = User.objects.create_user(
+            "bench-reviewer", password="unused-" + os.urandom(8).hex()
+        )
+        reviewer.groups.add(Group.objects.get(name="reviewer"))
+        self.reviewer = reviewer
+        _, self.token = create_token("bench-agent", agent_id=AGENT, scopes=["ingest"])
+        now = timezone.now()
+        from memory.linker import canonical_name
+
+        # Known people and tools, so the inline linker has entities to link at remember time.
+        Entity.objects.bulk_create(
+            [
+                Entity(
+                    name=name,
+                    canonical_name=canonical_name(name),
+                    entity_type=kind,
+                    agent_id=AGENT,
+                    created_at=now,
+                    updated_at=now,
+                )
+                for kind, names in (("person", PEOPLE), ("tool", TOOLS))
+                for name in names
+            ]
+        )
+        # Controlled-write: confident ADDs are written, so the job's transaction does real work.
+        update_config({"shadowMode": False}, changed_by="bench", reason="benchmark run")
+
+    def grow_store(self, target: int) -> None:
+        """Bulk-insert memories (FTS by trigger), audits, embeddings and their vec0 rows."""
+        from memory.content import normalize
+        from memory.models import Embedding, ExtractionStatus, Memory, MemoryHistory
+        from memory.vectors import vector_to_blob
+
+        items = self.corpus.store(target)[self.size :]
+        if not items:
+            return
+        started = time.perf_counter()
+        blobs = [vector_to_blob(self.embedder.embed_one(text)) for _, text in items]
+        embed_ms = ms_since(started)
+        now = timezone.now()
+        memories, audits, embeddings = [], [], []
+        for index, ((kind, text), blob) in enumerate(zip(items, blobs, strict=True)):
+            content = normalize(text)
+            at = now - timedelta(seconds=(len(items) - index) * 7)
+            memory = Memory(
+                content=content.storage,
+                normalized_content=content.normalized,
+                content_hash=content.hash,
+                type=kind,
+                who="bench-agent",
+                why="bench",
+                agent_id=AGENT,
+                source_type="manual",
+                extraction_status=ExtractionStatus.COMPLETED,
+                embedding_model=self.model,
+                created_at=at,
+                updated_at=at,
+                updated_by="bench-agent",
+            )
+            memories.append(memory)
+            audits.append(
+                MemoryHistory(
+                    memory=memory,
+                    event="created",
+                    new_content=memory.content,
+                    changed_by="bench-agent",
+                    actor_type="agent",
+                    reason="remember",
+                    created_at=at,
+                )
+            )
+            embeddings.append(
+                Embedding(
+                    content_hash=memory.content_hash,
+                    vector=blob,
+                    dimensions=self.dims,
+                    model=self.model,
+                    source_memory=memory,
+                    created_at=at,
+                )
+            )
+        started = time.perf_counter()
+        with transaction.atomic():
+            Memory.objects.bulk_create(memories, batch_size=1000)
+            MemoryHistory.objects.bulk_create(audits, batch_size=1000)
+            Embedding.objects.bulk_create(embeddings, batch_size=1000)
+            if any(e.id is None for e in embeddings):
+                ids = dict(
+                    Embedding.objects.filter(
+                        content_hash__in=[e.content_hash for e in embeddings]
+                    ).values_list("content_hash", "id")
+                )
+                for e in embeddings:
+                    e.id = ids[e.content_hash]
+            with connection.cursor() as cursor:
+                cursor.executemany(
+                    "INSERT INTO vec_embeddings(rowid, embedding, model) VALUES (%s, %s, %s)",
+                    [(e.id, e.vector, self.model) for e in embeddings],
+                )
+        self.memory_ids.extend(m.id for m in memories)
+        if self.o.analyze:
+            with connection.cursor() as cursor:
+                cursor.execute("ANALYZE")
+        self.log(
+            f"store {self.size:,} -> {target:,} memories: embedded in {embed_ms / 1000:.1f} s, "
+            f"written in {ms_since(started) / 1000:.1f} s"
+        )
+        self.size = target
+
+    # -- search -----------------------------------------------------------------------------------
+    def measure_search(self, size: int) -> None:
+        from memory import matrix, vectors
+        from memory.search import hybrid_search
+
+        texts = self.corpus.held_out(self.o.queries)
+        queries = [self.embedder.embed_one(text) for text in texts]
+        matrix.INDEX = matrix.MatrixIndex()  # cold: the first query in a process loads the matrix
+        started = time.perf_counter()
+        vectors.nearest(queries[0], model=self.model, k=5)
+        load_ms = ms_since(started)
+        engine = vectors.search_engine()
+        timings = []
+        cap = Cap(self.o.phase_seconds, 30)
+        for text, vector in zip(texts, queries, strict=True):
+            started = time.perf_counter()
+            hybrid_search(text, agent_id=AGENT, k=5, query_vector=vector, model=self.model)
+            timings.append(ms_since(started))
+            if cap.reached(len(timings)):
+                self.capped(f"hybrid search @ {label(size)}", len(timings), len(texts))
+                break
+        legs = self._search_legs(texts[:5], queries[:5])
+        found = [[eid for eid, _ in vectors.nearest(v, model=self.model, k=5)] for v in queries]
+        recall = exact_recall(np.vstack(queries), found, self.model, k=5)
+        figures = {
+            "p50_ms": pct(timings, 50),
+            "p95_ms": pct(timings, 95),
+            "recall_at_5": round(recall, 4),
+        }
+        self.results["search"][str(size)] = figures
+        tag = label(size)
+        self.report.add(
+            f"hybrid search top-5 @ {tag}: p50",
+            f"{figures['p50_ms']:.2f} ms",
+            f"<= {BUDGETS['search_p50']:g} ms",
+            figures["p50_ms"] <= BUDGETS["search_p50"],
+        )
+        self.report.add(f"hybrid search top-5 @ {tag}: p95", f"{figures['p95_ms']:.2f} ms")
+        self.report.add(
+            f"vector leg recall@5 @ {tag} ({engine})",
+            f"{figures['recall_at_5']:.3f}",
+            f">= {BUDGETS['recall']:g}",
+            figures["recall_at_5"] >= BUDGETS["recall"],
+        )
+        for name, values in legs.items():
+            self.report.add(f"  {name} @ {tag}: p50", f"{pct(values, 50):.2f} ms")
+        memory_mb = matrix.INDEX.memory_bytes() / 2**20
+        self.report.add(
+            f"matrix load, first query @ {tag}",
+            f"{load_ms:.0f} ms",
+            f"({memory_mb:.0f} MiB/process)",
+        )
+        self.log(
+            f"search @ {tag}: p50 {figures['p50_ms']:.2f} ms, p95 {figures['p95_ms']:.2f} ms, "
+            f"recall@5 {recall:.3f}, matrix load {load_ms:.0f} ms ({memory_mb:.0f} MiB)"
+        )
+
+    def _search_legs(self, texts: list[str], queries: list[np.ndarray]) -> dict[str, list[float]]:
+        """Where a hybrid search spends its time, leg by leg (a few queries)."""
+        from memory import keyword, vectors
+
+        legs: dict[str, list[float]] = {
+            "keyword leg (FTS5 bm25)": [],
+            "vector KNN k=40 (vectors.nearest)": [],
+            "vector ids -> live memories (live_memories_for)": [],
+            "  same join driven by e.id (CROSS JOIN)": [],
+        }
+        names = list(legs)
+        for text, vector in zip(texts, queries, strict=True):
+            started = time.perf_counter()
+            keyword.search(text, agent_id=AGENT, limit=10)
+            legs[names[0]].append(ms_since(started))
+            started = time.perf_counter()
+            neighbours = vectors.nearest(vector, model=self.model, k=40)
+            legs[names[1]].append(ms_since(started))
+            ids = [eid for eid, _ in neighbours]
+            started = time.perf_counter()
+            vectors.live_memories_for(ids, agent_id=AGENT, exclude_id=None)
+            legs[names[2]].append(ms_since(started))
+            marks = ",".join(["%s"] * len(ids))
+            started = time.perf_counter()
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT e.id, m.id FROM embeddings e CROSS JOIN memories m "
+                    "ON m.content_hash = e.content_hash "
+                    f"WHERE e.id IN ({marks}) AND m.is_deleted = 0 AND m.agent_id = %s",
+                    [*ids, AGENT],
+                )
+                cursor.fetchall()
+            legs[names[3]].append(ms_since(started))
+        if not getattr(self, "join_plan_noted", False):
+            self.join_plan_noted = True
+            marks = ",".join(["%s"] * len(ids))
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "EXPLAIN QUERY PLAN SELECT e.id, m.id FROM embeddings e JOIN memories m "
+                    "ON m.content_hash = e.content_hash "
+                    f"WHERE e.id IN ({marks}) AND m.is_deleted = 0 AND m.agent_id = %s",
+                    [*ids, AGENT],
+                )
+                plan = [str(row[-1]) for row in cursor.fetchall()]
+            stats = "with ANALYZE" if self.o.analyze else "no sqlite_stat1: nothing runs ANALYZE"
+            self.report.notes.append(
+                f"Plan of vectors.live_memories_for ({stats}): " + " | ".join(plan)
+            )
+        return legs
+
+    # -- queue page -------------------------------------------------------------------------------------
+    def fill_queue(self, size: int) -> None:
+        """Top the pending proposals up to `size` (one job per 1,000 proposals)."""
+        from memory.models import Job, JobStatus, Memory
+        from pipeline.models import RISK_OF, Proposal, ProposalStatus
+
+        missing = size - Proposal.objects.filter(status=ProposalStatus.PENDING).count()
+        if missing <= 0:
+            return
+        rng = random.Random(SEED + size)
+        facts = self.corpus.held_out(min(missing, 5000))
+        now = timezone.now()
+        started = time.perf_counter()
+        with transaction.atomic():
+            targets = dict(
+                Memory.objects.filter(
+                    id__in=rng.sample(self.memory_ids, min(2000, len(self.memory_ids)))
+                ).values_list("id", "content")
+            )
+            target_ids = list(targets)
+            proposals, job = [], None
+            for index in range(missing):
+                if index % 1000 == 0:
+                    source_id = rng.choice(self.memory_ids)
+                    job = Job.objects.create(
+                        memory_id=source_id,
+                        status=JobStatus.COMPLETED,
+                        attempts=1,
+                        completed_at=now,
+                        created_at=now,
+                        updated_at=now,
+                    )
+                action = rng.choices(["add", "update", "delete"], weights=[6, 3, 1])[0]
+                target = rng.choice(target_ids) if action != "add" else None
+                at = now - timedelta(seconds=rng.randint(0, 14 * 86400))
+                proposals.append(
+                    Proposal(
+                        job=job,
+                        source_memory_id=job.memory_id,
+                        agent_id=AGENT,
+                        action=action,
+                        fact_content=facts[index % len(facts)],
+                        fact_type="fact",
+                        fact_confidence=round(rng.uniform(0.4, 1.0), 2),
+                        target_memory_id=target,
+                        target_version=1 if target else None,
+                        target_content=targets[target] if target else None,
+                        confidence=round(rng.uniform(0.5, 1.0), 2),
+                        reason="bench: the model proposed it",
+                        status=ProposalStatus.PENDING,
+                        blocked_reason="shadow_mode",
+                        model="qwen3:4b",
+                        mode="shadow",
+                        position=index % 1000,
+                        risk=RISK_OF[action],
+                        created_at=at,
+                        updated_at=at,
+                    )
+                )
+            Proposal.objects.bulk_create(proposals, batch_size=1000)
+        self.log(f"queue: {missing:,} pending proposals added in {ms_since(started) / 1000:.1f} s")
+
+    def measure_queue(self, size: int) -> None:
+        from django.test import Client
+        from django.test.utils import CaptureQueriesContext
+
+        self.fill_queue(size)
+        client = Client(HTTP_HOST="localhost")
+        client.force_login(self.reviewer)
+        for _ in range(2):  # warm caches and template loading
+            response = client.get("/review/")
+            if response.status_code != 200:
+                raise RuntimeError(f"/review/ answered {response.status_code}")
+        timings, counts = [], set()
+        for _ in range(self.o.queue_requests):
+            with CaptureQueriesContext(connection) as captured:
+                started = time.perf_counter()
+                response = client.get("/review/")
+                timings.append(ms_since(started))
+            counts.add(len(captured.captured_queries))
+        slowest = profile_queries(lambda: client.get("/review/"))
+        tag = label(size)
+        figures = {"p50_ms": pct(timings, 50), "queries": max(counts)}
+        self.results["queue_page"][str(size)] = figures
+        self.report.add(
+            f"review queue page @ {tag} pending: p50",
+            f"{figures['p50_ms']:.1f} ms",
+            f"<= {BUDGETS['queue_p50']:g} ms",
+            figures["p50_ms"] <= BUDGETS["queue_p50"],
+        )
+        first = next(iter(self.results["queue_page"].values()))["queries"]
+        self.report.add(
+            f"review queue page @ {tag}: queries",
+            str(figures["queries"]) + ("" if len(counts) == 1 else f" (varied {sorted(counts)})"),
+            f"= {first} (smallest size)",
+            figures["queries"] == first and len(counts) == 1,
+        )
+        self.log(
+            f"queue page @ {tag}: p50 {figures['p50_ms']:.1f} ms, {figures['queries']} queries"
+        )
+        self.queue_profiles = getattr(self, "queue_profiles", {})
+        self.queue_profiles[size] = slowest
+
+    # -- remember -------------------------------------------------------------------------------------
+    def _remember_client(self):
+        from django.test import Client
+
+        client = Client(HTTP_HOST="localhost")
+        auth = {"HTTP_AUTHORIZATION": f"Bearer {self.token}"}
+
+        def call(text: str) -> tuple[float, int]:
+            started = time.perf_counter()
+            response = client.post(
+                "/api/memory/remember",
+                data=json.dumps({"content": text, "who": "bench-agent"}),
+                content_type="application/json",
+                **auth,
+            )
+            return ms_since(started), response.status_code
+
+        return call
+
+    def measure_remember(self) -> None:
+        call = self._remember_client()
+        texts = self.corpus.held_out(self.o.remember_calls + 20)
+        for text in texts[:20]:
+            call(text)
+        timings, failures = [], 0
+        started = time.perf_counter()
+        cap = Cap(self.o.phase_seconds, 100)
+        for text in texts[20:]:
+            elapsed, status = call(text)
+            timings.append(elapsed)
+            failures += status != 201
+            if cap.reached(len(timings)):
+                self.capped("remember", len(timings), len(texts) - 20)
+                break
+        wall = time.perf_counter() - started
+        figures = {
+            "p50_ms": pct(timings, 50),
+            "p99_ms": pct(timings, 99),
+            "per_s": round(len(timings) / wall, 1),
+        }
+        self.results["remember"] = figures
+        tag = label(self.size)
+        self.report.add(
+            f"remember (API, in-process) @ {tag}: p50",
+            f"{figures['p50_ms']:.2f} ms",
+            f"<= {BUDGETS['remember_p50']:g} ms",
+            figures["p50_ms"] <= BUDGETS["remember_p50"],
+        )
+        self.report.add(
+            f"remember (API, in-process) @ {tag}: p99",
+            f"{figures['p99_ms']:.2f} ms",
+            f"<= {BUDGETS['remember_p99']:g} ms",
+            figures["p99_ms"] <= BUDGETS["remember_p99"],
+        )
+        self.report.add("remember throughput, one thread", f"{figures['per_s']:.0f} /s")
+        # Diagnostic, not a product figure: the same calls with persistent connections. With
+        # CONN_MAX_AGE=0 every request opens a connection (loading sqlite-vec), and django-q2's ORM
+        # broker closes it again inside async_task (close_old_connections) during the hand-off.
+        saved = connection.settings_dict.get("CONN_MAX_AGE", 0)
+        connection.close()
+        connection.settings_dict["CONN_MAX_AGE"] = None
+        try:
+            persistent = [call(text)[0] for text in self.corpus.held_out(min(200, len(timings)))]
+        finally:
+            connection.close()
+            connection.settings_dict["CONN_MAX_AGE"] = saved
+        self.report.add(
+            "  same with persistent connections (CONN_MAX_AGE=None): p50 / p99",
+            f"{pct(persistent, 50):.2f} / {pct(persistent, 99):.2f} ms",
+        )
+        if failures:
+            self.report.notes.append(f"remember: {failures} calls did not answer 201")
+        self.log(f"remember: {figures}")
+
+    # -- jobs -------------------------------------------------------------------------------------------
+    def _raw_job(self, sentences: int):
+        from memory.writes import Actor, remember
+
+        text = self.corpus.note(sentences)
+        result = remember(text, actor=Actor("bench-agent", "agent"), agent_id=AGENT)
+        return result.job
+
+    def measure_jobs(self) -> None:
+        from memory.models import JobStatus
+        from pipeline import apply, tasks
+        from pipeline.embedders import _probe_cache
+
+        fake = FakeModelProcess(delay=0.0)
+        saved = (settings.MEMORY_LLM_PROVIDER, settings.OLLAMA_URL)
+        settings.MEMORY_LLM_PROVIDER, settings.OLLAMA_URL = "ollama", fake.url
+        _probe_cache.clear()
+        try:
+            warm = self._raw_job(10)
+            tasks.run_job(warm.id)  # first model call, first matrix catch-up
+            overhead, facts = [], []
+            cap = Cap(self.o.phase_seconds, 5)
+            for _ in range(self.o.jobs):
+                if cap.reached(len(overhead)):
+                    self.capped("job overhead", len(overhead), self.o.jobs)
+                    break
+                job = self._raw_job(10)
+                started = time.perf_counter()
+                status = tasks.run_job(job.id)
+                overhead.append(ms_since(started))
+                if status != JobStatus.COMPLETED:
+                    raise RuntimeError(f"job {job.id} ended {status}")
+                job.refresh_from_db()
+                facts.append(len(job.result["facts"]))
+            holds, computes, added = [], [], 0
+            cap = Cap(self.o.phase_seconds, 5)
+            for _ in range(self.o.jobs):
+                if cap.reached(len(holds)):
+                    self.capped("lock hold", len(holds), self.o.jobs)
+                    break
+                job = self._raw_job(10)
+                claim = apply.claim_job(job.id)
+                calls: list = []
+                started = time.perf_counter()
+                outcome = tasks.compute(claim, calls)
+                computes.append(ms_since(started))
+                started = time.perf_counter()
+                result = apply.record_job(outcome)
+                holds.append(ms_since(started))
+                added += result["writeStats"]["added"]
+            # One more, counted: how many SQL statements run while the write lock is held.
+            job = self._raw_job(10)
+            claim = apply.claim_job(job.id)
+            calls = []
+            outcome = tasks.compute(claim, calls)
+            statements = count_statements(lambda: apply.record_job(outcome))
+            http_calls = len([c for c in calls if c.kind in {"extract", "decide", "embed"}])
+        finally:
+            settings.MEMORY_LLM_PROVIDER, settings.OLLAMA_URL = saved
+            _probe_cache.clear()
+            fake.stop()
+        per_job = round(float(np.median(facts)))
+        self.results["job_overhead"] = {"p50_ms": pct(overhead, 50), "facts_per_job": per_job}
+        self.results["lock_hold"] = {"p50_ms": pct(holds, 50), "p99_ms": pct(holds, 99)}
+        tag = label(self.size)
+        p50 = self.results["job_overhead"]["p50_ms"]
+        self.report.add(
+            f"job overhead ({per_job} facts, 0-latency model) @ {tag}: p50",
+            f"{p50:.1f} ms",
+            f"<= {BUDGETS['job_p50']:g} ms",
+            p50 <= BUDGETS["job_p50"],
+        )
+        self.report.add(
+            "  of which compute (model HTTP + 10 candidate searches): p50",
+            f"{pct(computes, 50):.1f} ms",
+        )
+        self.report.add("  model HTTP calls per job", str(http_calls))
+        self.report.add("job write transaction (lock hold): p50", f"{pct(holds, 50):.2f} ms")
+        self.report.add("  SQL statements inside it (10 facts)", str(statements))
+        self.report.add(
+            "job write transaction (lock hold): p99",
+            f"{pct(holds, 99):.2f} ms",
+            f"<= {BUDGETS['lock_p99']:g} ms",
+            pct(holds, 99) <= BUDGETS["lock_p99"],
+        )
+        self.log(
+            f"jobs @ {tag}: overhead p50 {p50:.1f} ms (compute p50 {pct(computes, 50):.1f} ms), "
+            f"lock hold p50 {pct(holds, 50):.2f} / p99 {pct(holds, 99):.2f} ms, "
+            f"{added} memories added by {len(holds)} jobs"
+        )
+
+    # -- remember under load ---------------------------------------------------------------------------
+    def measure_load(self) -> None:
+        from django_q.models import OrmQ
+
+        from memory.models import Job, JobStatus
+
+        # Hand-offs queued by earlier phases were already run in-process: drop them.
+        OrmQ.objects.all().delete()
+        Job.objects.filter(status=JobStatus.PENDING).update(status=JobStatus.CANCELLED)
+        fake = FakeModelProcess(delay=1.0)
+        log_path = Path(settings.DATA_DIR) / "qcluster.log"
+        env = {
+            **os.environ,
+            "MEMORY_LLM_PROVIDER": "ollama",
+            "OLLAMA_URL": fake.url,
+            "Q_WORKERS": "2",
+        }
+        with open(log_path, "w") as log_file:
+            cluster = subprocess.Popen(
+                [sys.executable, "manage.py", "qcluster"],
+                cwd=settings.BASE_DIR,
+                env=env,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        try:
+            call = self._remember_client()
+            started = time.perf_counter()
+            first_jobs = [self._raw_job(2).id for _ in range(20)]
+            # Steady state: wait until two jobs are done, so both workers have loaded their matrix.
+            deadline = time.monotonic() + 120
+            while Job.objects.filter(id__in=first_jobs, status=JobStatus.COMPLETED).count() < 2:
+                if time.monotonic() > deadline or cluster.poll() is not None:
+                    raise RuntimeError(f"the cluster did not complete jobs; see {log_path}")
+                time.sleep(0.2)
+            warm_s = ms_since(started) / 1000
+            done_before = Job.objects.filter(status=JobStatus.COMPLETED).count()
+            texts = self.corpus.held_out(self.o.load_calls)
+            timings, failures = [], 0
+            window = time.perf_counter()
+            for index, text in enumerate(texts):
+                elapsed, status = call(text)
+                timings.append(elapsed)
+                failures += status != 201
+                next_at = window + (index + 1) * self.o.load_interval_ms / 1000
+                time.sleep(max(0.0, next_at - time.perf_counter()))
+            window_s = time.perf_counter() - window
+            done = Job.objects.filter(status=JobStatus.COMPLETED).count() - done_before
+        finally:
+            stopping = time.perf_counter()
+            # Tasks the cluster already fetched would otherwise all run before it stops: with their
+            # jobs cancelled, each one's claim fails at once and only running jobs finish.
+            Job.objects.filter(status=JobStatus.PENDING).update(status=JobStatus.CANCELLED)
+            stop_cluster(cluster)
+            fake.stop()
+            self.log(f"cluster stopped in {ms_since(stopping) / 1000:.1f} s")
+        p99 = pct(timings, 99)
+        self.results["remember_under_load"] = {"p99_ms": p99}
+        self.report.add(
+            "remember under load (2 workers, 1 s model calls): p99",
+            f"{p99:.2f} ms",
+            f"<= {BUDGETS['load_p99']:g} ms",
+            p99 <= BUDGETS["load_p99"],
+        )
+        self.report.add("remember under load: p50", f"{pct(timings, 50):.2f} ms")
+        self.report.add(
+            "  jobs completed by the workers in the window", f"{done} in {window_s:.1f} s"
+        )
+        if failures:
+            self.report.notes.append(f"remember under load: {failures} calls did not answer 201")
+        self.log(
+            f"load: remember p99 {p99:.2f} ms over {len(timings)} calls, {done} jobs completed "
+            f"in {window_s:.1f} s (workers warmed in {warm_s:.1f} s)"
+        )
+
+    # -- run ------------------------------------------------------------------------------------------
+    def run(self) -> dict:
+        self.report.notes.append(
+            "Load average (1/5/15 min) at start: " + " ".join(f"{v:.2f}" for v in os.getloadavg())
+        )
+        if self.o.analyze:
+            self.report.notes.append(
+                "WHAT-IF RUN (--analyze): ANALYZE ran after each bulk load, so the planner had "
+                "sqlite_stat1; the product itself never runs ANALYZE."
+            )
+        self.setup()
+        sizes = sorted(set(self.o.sizes))
+        self.corpus.store(sizes[-1])  # the store's sentences first: options never change them
+        for size in sizes:
+            self.grow_store(size)
+            self.measure_search(size)
+            self.measure_queue(size)
+        self.measure_remember()
+        self.measure_jobs()
+        if self.o.skip_load:
+            self.results["remember_under_load"] = {"p99_ms": None}
+            self.report.notes.append("remember_under_load skipped (--skip-load)")
+        else:
+            self.measure_load()
+        self.report.notes.append(
+            "Load average (1/5/15 min) at end: " + " ".join(f"{v:.2f}" for v in os.getloadavg())
+        )
+        for size, slowest in getattr(self, "queue_profiles", {}).items():
+            self.report.notes.append(f"Slowest queries of the review page @ {label(size)}:")
+            for elapsed, sql, plan in slowest:
+                self.report.notes.append(f"  {elapsed:7.1f} ms  {sql[:160]}")
+                for line in plan:
+                    self.report.notes.append(f"             plan: {line}")
+        return {
+            "remember": self.results["remember"],
+            "search": self.results["search"],
+            "job_overhead": self.results["job_overhead"],
+            "lock_hold": self.results["lock_hold"],
+            "remember_under_load": self.results["remember_under_load"],
+            "queue_page": self.results["queue_page"],
+        }
+
+
+def stop_cluster(cluster: subprocess.Popen) -> None:
+    """SIGTERM to the cluster's main pid (not its group), then wait for it to finish."""
+    if cluster.poll() is None:
+        cluster.send_signal(signal.SIGTERM)
+    try:
+        cluster.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        cluster.kill()
+        cluster.wait()
+
+
+def exact_recall(queries: np.ndarray, found: list[list[int]], model: str, k: int) -> float:
+    """Mean share of `found` ids that belong to the exact top-k, by float64 brute force over every
+    stored vector of the model. A found id whose exact similarity ties the k-th best (within
+    1e-6) counts as correct: either order of equal scores is an exact answer."""
+    q = queries.astype(np.float64)
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    best = np.full((q.shape[0], k), -np.inf)
+    wanted = {eid for ids in found for eid in ids}
+    found_vectors: dict[int, np.ndarray] = {}
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id, vector FROM embeddings WHERE model = %s", [model])
+        while rows := cursor.fetchmany(20000):
+            ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+            chunk = np.vstack([np.frombuffer(bytes(row[1]), dtype=np.float32) for row in rows])
+            chunk = chunk.astype(np.float64)
+            norms = np.linalg.norm(chunk, axis=1, keepdims=True)
+            chunk /= np.where(norms > 0, norms, 1.0)
+            scores = q @ chunk.T
+            top = -np.sort(-scores, axis=1)[:, :k] if scores.shape[1] > k else scores
+            best = -np.sort(-np.hstack([best, top]), axis=1)[:, :k]
+            for eid, row in zip(ids, chunk, strict=True):
+                if int(eid) in wanted:
+                    found_vectors[int(eid)] = row
+    hits = 0
+    for i, ids in enumerate(found):
+        kth = best[i, -1]
+        hits += sum(1 for eid in ids if float(q[i] @ found_vectors[eid]) >= kth - 1e-6)
+    return hits / (k * len(found))
+
+
+def count_statements(work: Callable[[], object]) -> int:
+    count = 0
+
+    def counter(execute, sql, params, many, context):
+        nonlocal count
+        count += 1
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(counter):
+        work()
+    return count
+
+
+def profile_queries(request: Callable[[], object], top: int = 3) -> list[tuple[float, str, list]]:
+    """Time each SQL query of one request; the slowest `top` with their EXPLAIN QUERY PLAN."""
+    seen: list[tuple[float, str, tuple]] = []
+
+    def timer(execute, sql, params, many, context):
+        started = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            seen.append((ms_since(started), sql, tuple(params or ())))
+
+    with connection.execute_wrapper(timer):
+        request()
+    slowest = sorted(seen, key=lambda item: -item[0])[:top]
+    profiled = []
+    with connection.cursor() as cursor:
+        for elapsed, sql, params in slowest:
+            try:
+                cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
+                plan = [str(row[-1]) for row in cursor.fetchall()]
+            except Exception as exc:  # a plan is a diagnostic, never a failure
+                plan = [f"(no plan: {exc})"]
+            profiled.append((elapsed, " ".join(sql.split()), plan))
+    return profiled

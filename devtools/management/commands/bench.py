@@ -1,0 +1,194 @@
+"""bench [--sizes 10000,100000] [--json FILE]: measure the store and the pipeline at scale.
+
+The command never touches your database: it re-runs itself in a child process whose
+MEMORY_DB_PATH and MEMORY_DATA_DIR point into a temporary directory, builds its own data there
+(fixed seed), measures, writes the JSON and removes the directory. See memory/bench.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+BENCH_DIR_ENV = "MEMORY_BENCH_DIR"
+
+
+def _raise_exit(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def parse_sizes(value: str) -> list[int]:
+    try:
+        sizes = [int(part.replace("_", "")) for part in value.split(",") if part.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError("sizes must be comma-separated integers") from exc
+    if not sizes or any(size < 50 for size in sizes):
+        raise argparse.ArgumentTypeError("give one or more sizes of at least 50")
+    return sizes
+
+
+class Command(BaseCommand):
+    help = (
+        "Benchmark remember, hybrid search, jobs, the job's write lock, remember under load and "
+        "the review queue on generated data in a temporary database; print figures against "
+        "their budgets and optionally write them as JSON."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--sizes",
+            type=parse_sizes,
+            default=[10_000, 100_000],
+            help="store sizes (memories, and pending proposals for the queue page); "
+            "default 10000,100000",
+        )
+        parser.add_argument("--json", dest="json_path", help="write the figures to this file")
+        parser.add_argument(
+            "--skip-load",
+            action="store_true",
+            help="skip remember-under-load (no qcluster); its p99 is then null",
+        )
+        parser.add_argument("--remember-calls", type=int, default=500)
+        parser.add_argument("--queries", type=int, default=200, help="search queries per size")
+        parser.add_argument("--jobs", type=int, default=30, help="jobs per job measurement")
+        parser.add_argument("--load-calls", type=int, default=300)
+        parser.add_argument(
+            "--phase-seconds",
+            type=float,
+            default=90.0,
+            help="stop a measuring loop early after this long (keeping a minimum of samples); "
+            "capped loops are listed under the table",
+        )
+        parser.add_argument(
+            "--analyze",
+            action="store_true",
+            help="what-if: run ANALYZE after loading data (the product never gathers planner "
+            "statistics); compare with a default run",
+        )
+        # Internal: the child process that does the work, and the fake model server.
+        parser.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
+        parser.add_argument("--serve-fake-model", type=float, help=argparse.SUPPRESS)
+
+    def handle(self, *args, **options):
+        if options["serve_fake_model"] is not None:
+            from devtools.bench import serve_fake_model
+
+            serve_fake_model(options["serve_fake_model"])
+            return
+        if options["inner"]:
+            self._inner(options)
+            return
+        self._outer(options)
+
+    # The parent: a temporary directory, the child process, clean-up.
+    def _outer(self, options):
+        json_path = Path(options["json_path"]).resolve() if options["json_path"] else None
+        workdir = Path(tempfile.mkdtemp(prefix="memory-bench-"))
+        env = {
+            **os.environ,
+            BENCH_DIR_ENV: str(workdir),
+            "MEMORY_DB_PATH": str(workdir / "bench.sqlite3"),
+            "MEMORY_DATA_DIR": str(workdir),
+            "MEMORY_LLM_PROVIDER": "offline",
+            "DJANGO_ALLOWED_HOSTS": "localhost,127.0.0.1,testserver",
+            "DJANGO_SECRET_KEY": os.environ.get("DJANGO_SECRET_KEY") or secrets.token_urlsafe(40),
+            "DJANGO_LOG_LEVEL": os.environ.get("DJANGO_LOG_LEVEL", "WARNING"),
+        }
+        env.pop("MEMORY_TEST_DB_PATH", None)
+        command = [
+            sys.executable,
+            "manage.py",
+            "bench",
+            "--inner",
+            "--sizes",
+            ",".join(str(size) for size in options["sizes"]),
+            "--remember-calls",
+            str(options["remember_calls"]),
+            "--queries",
+            str(options["queries"]),
+            "--jobs",
+            str(options["jobs"]),
+            "--load-calls",
+            str(options["load_calls"]),
+            "--phase-seconds",
+            str(options["phase_seconds"]),
+            "--json",
+            str(workdir / "figures.json"),
+        ]
+        if options["skip_load"]:
+            command.append("--skip-load")
+        if options["analyze"]:
+            command.append("--analyze")
+        self.stdout.write(f"Benchmark database: {workdir} (removed at the end)")
+        child = None
+        previous = signal.signal(signal.SIGTERM, _raise_exit)
+        try:
+            child = subprocess.Popen(
+                command,
+                cwd=settings.BASE_DIR,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                bufsize=1,
+            )
+            for line in child.stdout:
+                self.stdout.write(line.rstrip("\n"))
+            if child.wait() != 0:
+                raise CommandError(f"the benchmark failed (exit status {child.returncode})")
+            figures = (workdir / "figures.json").read_text()
+            if json_path:
+                json_path.parent.mkdir(parents=True, exist_ok=True)
+                json_path.write_text(figures)
+                self.stdout.write(f"Wrote {json_path}")
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            if child is not None and child.poll() is None:
+                child.terminate()  # the child stops its cluster and fake model server itself
+                try:
+                    child.wait(timeout=90)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    child.wait()
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    # The child: refuses to run anywhere but the parent's temporary database.
+    def _inner(self, options):
+        from devtools.bench import Bench, Options
+
+        workdir = os.environ.get(BENCH_DIR_ENV)
+        database = str(settings.DATABASES["default"]["NAME"])
+        if not workdir or not database.startswith(workdir + os.sep):
+            raise CommandError("--inner runs only inside `manage.py bench` (temporary database)")
+        # SIGTERM unwinds like an exception, so the qcluster and fake server children are stopped.
+        signal.signal(signal.SIGTERM, _raise_exit)
+        bench = Bench(
+            Options(
+                sizes=options["sizes"],
+                remember_calls=options["remember_calls"],
+                queries=options["queries"],
+                jobs=options["jobs"],
+                load_calls=options["load_calls"],
+                skip_load=options["skip_load"],
+                phase_seconds=options["phase_seconds"],
+                analyze=options["analyze"],
+            ),
+            lambda line: self.stdout.write(line),
+        )
+        figures = bench.run()
+        self.stdout.write("")
+        self.stdout.write(bench.report.table())
+        for note in bench.report.notes:
+            self.stdout.write(note)
+        Path(options["json_path"]).write_text(json.dumps(figures, indent=2) + "\n")
