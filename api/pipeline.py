@@ -107,7 +107,7 @@ def reject(request, proposal_id: str):
 def revert(request, proposal_id: str):
     """Revert an applied proposal ({reason?}); {undo: true} undoes an earlier revert instead."""
     from api.serializers import iso
-    from dashboard.views.revert import revert_once
+    from pipeline.review import revert_once
 
     body = json_body(request, allow_empty=True)
     reason = optional(body, "reason", str, "a string")

@@ -8,25 +8,9 @@ import re
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from pipeline.safety import HIDDEN_CHARS
+
 _TOKENS = re.compile(r"\s+|[^\s]+")
-# Zero-width and bidi control characters hide text from a reader: show them as visible codes.
-HIDDEN_CHARS = {
-    "\u200b": "ZWSP",
-    "\u200c": "ZWNJ",
-    "\u200d": "ZWJ",
-    "\u2060": "WJ",
-    "\ufeff": "BOM",
-    "\u202a": "LRE",
-    "\u202b": "RLE",
-    "\u202c": "PDF",
-    "\u202d": "LRO",
-    "\u202e": "RLO",
-    "\u2066": "LRI",
-    "\u2067": "RLI",
-    "\u2068": "FSI",
-    "\u2069": "PDI",
-    "\u00ad": "SHY",
-}
 _HIDDEN = re.compile("[" + "".join(HIDDEN_CHARS) + "]")
 
 

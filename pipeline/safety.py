@@ -6,7 +6,24 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
-from dashboard.textdiff import HIDDEN_CHARS
+# Zero-width and bidi control characters hide text from a reader: show them as visible codes.
+HIDDEN_CHARS = {
+    "\u200b": "ZWSP",
+    "\u200c": "ZWNJ",
+    "\u200d": "ZWJ",
+    "\u2060": "WJ",
+    "\ufeff": "BOM",
+    "\u202a": "LRE",
+    "\u202b": "RLE",
+    "\u202c": "PDF",
+    "\u202d": "LRO",
+    "\u202e": "RLO",
+    "\u2066": "LRI",
+    "\u2067": "RLI",
+    "\u2068": "FSI",
+    "\u2069": "PDI",
+    "\u00ad": "SHY",
+}
 
 
 @dataclass(frozen=True)

@@ -5,13 +5,13 @@ import json
 
 import pytest
 
-from dashboard.views.revert import revert_once
 from memory.models import Memory, MemoryCold, MemoryHistory
 from memory.writes import Actor, Refused, modify
 from pipeline import apply
 from pipeline import review as reviewing
 from pipeline.config import update_config
 from pipeline.models import Proposal, RejectionFingerprint
+from pipeline.review import revert_once
 from tests.pipeline_support import (
     RAW_TEXT,
     UPDATE_FACT,

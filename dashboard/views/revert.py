@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 
 from django.contrib import messages
-from django.db import transaction
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import truncatechars
@@ -23,43 +22,16 @@ from django.views.decorators.http import require_POST
 
 from dashboard.access import reviewer_actor, role_required
 from memory.models import Memory
-from memory.writes import Actor, Refused
+from memory.writes import Refused
 from pipeline import apply
 from pipeline.models import Proposal, ProposalStatus
+from pipeline.review import revert_once
 
 REASON_MAX = 2000
 ROW_TEMPLATE = "dashboard/review.html#row"
 
 
 # --- intent-checked actions (shared with the JSON API) -------------------------------------------
-
-
-def revert_once(
-    proposal_id: str, reviewer: Actor, *, undo: bool = False, reason: str | None = None
-) -> Proposal:
-    """Revert (or, with undo, undo the revert of) an applied proposal, exactly as asked.
-
-    apply.revert toggles; a double-clicked Undo or a retried API call must not flip the change
-    back, so the caller says which way it means and the check runs in the same transaction.
-    """
-    with transaction.atomic():
-        proposal = (
-            Proposal.objects.filter(id=proposal_id).only("status", "reverted_at", "reverted_by")
-        ).first()
-        if proposal is None:
-            raise Refused("not_found", f"proposal {proposal_id} not found")
-        if proposal.status == ProposalStatus.APPLIED:
-            if undo and proposal.reverted_at is None:
-                raise Refused("not_reverted", "this proposal is not reverted: nothing to undo")
-            if not undo and proposal.reverted_at is not None:
-                raise Refused(
-                    "already_reverted",
-                    f"this proposal was already reverted by {proposal.reverted_by} at "
-                    f"{proposal.reverted_at:%Y-%m-%d %H:%M:%S} UTC",
-                    revertedBy=proposal.reverted_by,
-                    revertedAt=proposal.reverted_at.isoformat(),
-                )
-        return apply.revert(proposal_id, reviewer=reviewer, reason=reason)
 
 
 def undo_url(proposal: Proposal) -> str | None:
