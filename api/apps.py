@@ -1,4 +1,4 @@
-"""The web layer for programs: the JSON API (and its token commands)."""
+"""The web layer for programs: the JSON API, the MCP server (`manage.py mcp`) and API tokens."""
 
 from django.apps import AppConfig
 

@@ -18,9 +18,16 @@ def hash_token(token: str) -> str:
 
 
 def create_token(
-    name: str, *, agent_id: str = "default", scopes: list[str] | None = None
+    name: str,
+    *,
+    agent_id: str = "default",
+    scopes: list[str] | None = None,
+    multi_agent: bool = False,
 ) -> tuple[ApiToken, str]:
-    """Create a token row and return it with the plain token, which is never stored."""
+    """Create a token row and return it with the plain token, which is never stored.
+
+    The token acts for `agent_id` only, unless `multi_agent` (an admin's choice) lets it name
+    other agents too."""
     scopes = list(scopes or ["ingest"])
     unknown = sorted(set(scopes) - set(SCOPES))
     if unknown:
@@ -31,6 +38,7 @@ def create_token(
         token_hash=hash_token(plain),
         prefix=plain[: len(TOKEN_PREFIX) + 6],
         agent_id=agent_id,
+        multi_agent=multi_agent,
         scopes=scopes,
         created_at=timezone.now(),
     )
@@ -50,3 +58,8 @@ def authenticate(header: str | None) -> ApiToken | None:
 def has_scope(token: ApiToken, scope: str | None) -> bool:
     """admin implies every scope; None means any valid token may read."""
     return scope is None or scope in token.scopes or "admin" in token.scopes
+
+
+def may_act_for(token: ApiToken, agent_id: str) -> bool:
+    """A token reads and writes its own agent's memories; only a multi-agent token any other's."""
+    return token.multi_agent or agent_id == token.agent_id

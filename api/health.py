@@ -1,50 +1,57 @@
-"""Health report: database, vector backend, model provider reachability and queue counts."""
+"""Health: liveness for anyone (is the database answering); the full report (database and
+sqlite-vec versions, model servers and their URLs, queue counts, mode) only with a valid token.
+Neither ever waits on a model server."""
 
 from __future__ import annotations
+
+import threading
 
 from django.conf import settings
 from django.db import connection
 from django.db.models import Count
+from django.http import JsonResponse
 
+from api.auth import authenticate
+from api.http import api
+from memory import backend, vectors
 from memory.models import Job
-from pipeline.embedders import ollama_reachable, resolve_provider
+from pipeline.config import get_config, mode_of
+from pipeline.llm import ProviderError, get_chat_client, get_embedder
+from pipeline.llm.ollama import ollama_reachable
+
+
+@api(("GET",), None, public=True)
+def health(request):
+    report = health_report() if authenticate(request.headers.get("Authorization")) else liveness()
+    return JsonResponse(report, status=200 if report["database"]["ok"] else 503)
+
+
+def liveness() -> dict:
+    """What anyone may see: the service answers and so does its database."""
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        alive = True
+    except Exception:  # the answer must still come when the database does not
+        alive = False
+    return {
+        "ok": alive,
+        "database": {"ok": alive},
+        "detail": "send 'Authorization: Bearer <token>' for the full report",
+    }
 
 
 def health_report() -> dict:
     report: dict = {}
     try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT sqlite_version()")
-            sqlite_version = cursor.fetchone()[0]
-        report["database"] = {"ok": True, "engine": "sqlite", "version": sqlite_version}
+        report["database"] = {"ok": True, **backend.describe()}
     except Exception as exc:  # the report must still answer when the database does not
         report["database"] = {"ok": False, "error": str(exc)}
         return report
-    loaded = bool(getattr(connection, "sqlite_vec_loaded", False))
-    vector = {"backend": settings.MEMORY_VECTOR_BACKEND, "sqliteVecLoaded": loaded}
-    if loaded:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT vec_version()")
-            vector["sqliteVecVersion"] = cursor.fetchone()[0]
+    vector = vectors.describe()
     vector["dimensions"] = settings.MEMORY_EMBEDDING_DIMENSIONS
     report["vector"] = vector
-    configured = settings.MEMORY_LLM_PROVIDER
-    try:
-        active = resolve_provider()
-    except Exception as exc:
-        active = f"error: {exc}"
-    report["llm"] = {
-        "configured": configured,
-        "active": active,
-        "ollamaUrl": settings.OLLAMA_URL,
-        "ollamaReachable": ollama_reachable() if configured in {"auto", "ollama"} else None,
-        "extractionModel": settings.MEMORY_EXTRACTION_MODEL
-        if active != "offline"
-        else "offline-heuristic-v1",
-        "embeddingModel": settings.MEMORY_EMBEDDING_MODEL
-        if active != "offline"
-        else f"offline-hash-{settings.MEMORY_EMBEDDING_DIMENSIONS}",
-    }
+    report["llm"] = _models()
     counts = dict(
         Job.objects.values_list("status").annotate(n=Count("id")).values_list("status", "n")
     )
@@ -53,10 +60,76 @@ def health_report() -> dict:
         for status in ("pending", "leased", "completed", "dead", "cancelled")
     }
     try:
-        from pipeline.config import get_config, mode_of
-
         report["mode"] = mode_of(get_config())
     except Exception:
         report["mode"] = None
     report["ok"] = True
     return report
+
+
+def _models() -> dict:
+    """Which provider and model serve chat and embeddings: as configured, and as resolved now.
+
+    Never waits on a model server: Ollama's reachability comes from a probe that runs beside the
+    request (see ollama_status); 'auto' stays unresolved while that probe is still out."""
+    configured = settings.MEMORY_LLM_PROVIDER
+    embedding_configured = settings.MEMORY_EMBEDDING_PROVIDER or configured
+    uses_ollama = {configured, embedding_configured} & {"auto", "ollama"}
+    reachable = ollama_status() if uses_ollama else None
+    models = {
+        "configured": configured,
+        "embeddingConfigured": embedding_configured,
+        "ollamaUrl": settings.OLLAMA_URL,
+        "ollamaReachable": reachable,
+    }
+    active, model = _resolved(
+        configured, reachable, get_chat_client, settings.MEMORY_EXTRACTION_MODEL
+    )
+    models.update(active=active, extractionModel=model)
+    active, model = _resolved(
+        embedding_configured, reachable, get_embedder, settings.MEMORY_EMBEDDING_MODEL
+    )
+    models.update(embeddingActive=active, embeddingModel=model)
+    return models
+
+
+def _resolved(configured: str, reachable: bool | None, make, default_model: str) -> tuple[str, str]:
+    """(provider, model) of a client; 'auto' is resolved only once the probe has answered."""
+    if configured.strip().lower() == "auto" and reachable is None:
+        return "unknown: the Ollama probe has not answered yet", default_model
+    try:
+        client = make()  # 'auto' reads the probe's cached answer: no wait here
+    except ProviderError as exc:
+        return f"error: {exc}", default_model
+    return client.provider, client.model
+
+
+# --- Ollama's reachability, probed beside the request ---------------------------------------------
+
+PROBE_WAIT_SECONDS = 0.5
+_probes: dict[str, threading.Thread] = {}
+_answers: dict[str, bool] = {}
+_probes_lock = threading.Lock()
+
+
+def ollama_status(wait: float = PROBE_WAIT_SECONDS) -> bool | None:
+    """Whether Ollama answers, or None when its probe is still out after `wait` seconds.
+
+    The probe (cached by the transport for a while) runs in a daemon thread, at most one per URL:
+    a hung server costs a health request `wait` seconds at most, and the answer lands in the
+    cache for the next request."""
+    url = settings.OLLAMA_URL
+    with _probes_lock:
+        probe = _probes.get(url)
+        if probe is None or not probe.is_alive():
+            probe = threading.Thread(
+                target=_probe, args=(url,), name="health-ollama-probe", daemon=True
+            )
+            _probes[url] = probe
+            probe.start()
+    probe.join(wait)
+    return None if probe.is_alive() else _answers.get(url)
+
+
+def _probe(url: str) -> None:
+    _answers[url] = ollama_reachable(url)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, JsonResponse
+from django.views import defaults
 from django.views.decorators.csrf import csrf_exempt
 
 from api.auth import authenticate, has_scope
@@ -21,6 +23,12 @@ REFUSAL_STATUS = {
     "autonomous_force_denied": 403,
     "frozen": 409,
 }
+
+
+API_PREFIX = "/api/"
+# The largest integer a JSON number carries exactly (2^53 - 1): far below SQLite's 64-bit limit, so
+# an offset plus a limit can never overflow a query.
+MAX_INT = 2**53 - 1
 
 
 class BadRequest(Exception):
@@ -38,7 +46,7 @@ def refusal_response(refused: Refused) -> JsonResponse:
     return error(status, refused.code, refused.message, **refused.details)
 
 
-def _check_strings(value: Any, path: str = "body") -> None:
+def check_strings(value: Any, path: str = "body") -> None:
     """Reject NUL bytes and unpaired surrogates anywhere in the body: they cannot be stored."""
     if isinstance(value, str):
         if "\x00" in value:
@@ -49,11 +57,11 @@ def _check_strings(value: Any, path: str = "body") -> None:
             raise BadRequest(f"{path} contains an invalid unicode surrogate") from exc
     elif isinstance(value, dict):
         for key, item in value.items():
-            _check_strings(key, path)
-            _check_strings(item, f"{path}.{key}")
+            check_strings(key, path)
+            check_strings(item, f"{path}.{key}")
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            _check_strings(item, f"{path}[{index}]")
+            check_strings(item, f"{path}[{index}]")
 
 
 def json_body(request: HttpRequest, *, allow_empty: bool = False) -> dict[str, Any]:
@@ -71,15 +79,35 @@ def json_body(request: HttpRequest, *, allow_empty: bool = False) -> dict[str, A
     except UnicodeDecodeError as exc:
         raise BadRequest("request body is not valid UTF-8") from exc
     try:
-        body = json.loads(text)
+        body = json.loads(
+            text, parse_constant=_no_constant, parse_float=_finite_float, parse_int=_bounded_int
+        )
         if not isinstance(body, dict):
             raise BadRequest("request body must be a JSON object")
-        _check_strings(body)
+        check_strings(body)
     except RecursionError as exc:
         raise BadRequest("request body is nested too deeply") from exc
     except ValueError as exc:
         raise BadRequest(f"request body is not valid JSON: {exc}") from exc
     return body
+
+
+def _no_constant(name: str):
+    raise BadRequest(f"numbers must be finite: {name} is not allowed")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise BadRequest(f"numbers must be finite: {text[:40]} is too large")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    value = int(text)  # over 4,300 digits raises ValueError: "not valid JSON"
+    if abs(value) > MAX_INT:
+        raise BadRequest(f"integers must be between -{MAX_INT} and {MAX_INT}")
+    return value
 
 
 def optional(body: dict, key: str, kind: type | tuple[type, ...], label: str | None = None):
@@ -127,3 +155,25 @@ def api(methods: tuple[str, ...], scope: str | None = None, *, public: bool = Fa
         return wrapper
 
     return decorate
+
+
+# --- JSON errors outside the views: unknown routes, uncaught 404s and 500s ----------------------
+
+
+@csrf_exempt
+def unknown_route(request: HttpRequest, *args, **kwargs) -> JsonResponse:
+    """The last route under /api/: anything no other route matched (any method)."""
+    return error(404, "not_found", f"no API route for {request.method} {request.path}")
+
+
+def handler404(request: HttpRequest, exception: Exception) -> Any:
+    """JSON under /api/ (the README promises JSON errors there), Django's page elsewhere."""
+    if request.path.startswith(API_PREFIX):
+        return error(404, "not_found", f"{request.path} was not found")
+    return defaults.page_not_found(request, exception)
+
+
+def handler500(request: HttpRequest) -> Any:
+    if request.path.startswith(API_PREFIX):
+        return error(500, "internal_error", "the server failed on this request; it is logged")
+    return defaults.server_error(request)

@@ -5,13 +5,15 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import JsonResponse
 
-from api.http import BadRequest, api, json_body, optional
+from api.http import MAX_INT, BadRequest, api, json_body, optional
 from api.pipeline_serializers import job_json, proposal_json
+from memory.content import is_effectively_empty
 from memory.models import Job
 from memory.writes import Actor, Refused
 from pipeline import review
-from pipeline.config import ConfigError, config_json, get_config, update_config
+from pipeline.config import ConfigError, config_json, get_config
 from pipeline.models import Action, Proposal, ProposalStatus
+from pipeline.writes.config import update_config
 
 MAX_PAGE = 500
 
@@ -60,8 +62,8 @@ def proposals(request):
         offset = int(request.GET.get("offset", 0))
     except ValueError as exc:
         raise BadRequest("limit and offset must be integers") from exc
-    if not 1 <= limit <= MAX_PAGE or offset < 0:
-        raise BadRequest(f"limit must be 1..{MAX_PAGE} and offset >= 0")
+    if not 1 <= limit <= MAX_PAGE or not 0 <= offset <= MAX_INT:
+        raise BadRequest(f"limit must be 1..{MAX_PAGE} and offset 0..{MAX_INT}")
     count = query.count()
     rows = query.order_by("created_at", "position")[offset : offset + limit]
     return JsonResponse({"proposals": [proposal_json(p) for p in rows], "count": count})
@@ -77,8 +79,9 @@ def approve(request, proposal_id: str):
     content = optional(body, "content", str, "a string")
     if content is not None and len(content) > settings.MEMORY_MAX_CONTENT_CHARS:
         raise BadRequest("content is too long", 413, "too_large")
-    if content is not None and not content.strip():
-        raise BadRequest("content is empty")
+    if content is not None and is_effectively_empty(content):
+        # Refused before the model call; the store's own gate refuses it on every other path.
+        raise BadRequest("content is empty after normalisation")
     action = optional(body, "action", str, "one of add, update, delete")
     if action is not None and action not in {"add", "update", "delete"}:
         raise BadRequest("action must be one of add, update, delete")
@@ -90,6 +93,7 @@ def approve(request, proposal_id: str):
         action=action,
         note=note,
         redecide=bool(optional(body, "redecide", bool, "a boolean")),
+        force=bool(optional(body, "force", bool, "a boolean")),
     )
     return JsonResponse(proposal_json(proposal))
 

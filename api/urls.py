@@ -1,8 +1,8 @@
 """Routes of the JSON API, mounted under /api/ (contract: DESIGN section 7)."""
 
-from django.urls import path
+from django.urls import path, re_path
 
-from api import memories, pipeline
+from api import health, http, memories, pipeline
 
 urlpatterns = [
     path("memory/remember", memories.remember, name="api-remember"),
@@ -10,11 +10,13 @@ urlpatterns = [
     path("memory/<str:memory_id>", memories.memory_detail, name="api-memory"),
     path("memory/<str:memory_id>/history", memories.history, name="api-memory-history"),
     path("memory/<str:memory_id>/recover", memories.recover, name="api-memory-recover"),
-    path("health", memories.health, name="api-health"),
+    path("health", health.health, name="api-health"),
     path("jobs/<str:job_id>", pipeline.job_detail, name="api-job"),
     path("proposals", pipeline.proposals, name="api-proposals"),
     path("proposals/<str:proposal_id>/approve", pipeline.approve, name="api-proposal-approve"),
     path("proposals/<str:proposal_id>/reject", pipeline.reject, name="api-proposal-reject"),
     path("proposals/<str:proposal_id>/revert", pipeline.revert, name="api-proposal-revert"),
     path("pipeline/config", pipeline.pipeline_config, name="api-pipeline-config"),
+    # Last: any other path under /api/ answers a JSON 404, whatever the method (and in DEBUG).
+    re_path(r"", http.unknown_route, name="api-unknown"),
 ]

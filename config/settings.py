@@ -26,8 +26,25 @@ def env_int(name: str, default: int) -> int:
     return int(os.environ.get(name, default))
 
 
+def owner_only(path: Path, mode: int) -> None:
+    """chmod a file or folder we own to `mode` (0600 / 0700): it holds sessions, memories or the
+    secret key, which no other local user may read. Another owner's path is left alone."""
+    if os.name != "posix":
+        return  # Windows: file modes do not apply; the folder's ACL decides
+    try:
+        if (
+            path.exists()
+            and path.stat().st_uid == os.getuid()
+            and path.stat().st_mode & 0o777 != mode
+        ):
+            path.chmod(mode)
+    except OSError:
+        pass  # a read-only mount or a foreign file: nothing this process may change
+
+
 DATA_DIR = Path(env_str("MEMORY_DATA_DIR", str(BASE_DIR / "data")))
-DATA_DIR.mkdir(parents=True, exist_ok=True)
+DATA_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+owner_only(DATA_DIR, 0o700)
 
 
 def _secret_key() -> str:
@@ -36,8 +53,14 @@ def _secret_key() -> str:
         return key
     path = DATA_DIR / "secret_key"
     if not path.exists():
-        path.write_text(secrets.token_urlsafe(50))
-        path.chmod(0o600)
+        # Created 0600 from the start: no moment in which another local user could read it.
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        except FileExistsError:  # another process of this app is creating it right now
+            fd = None
+        if fd is not None:
+            with os.fdopen(fd, "w") as key:
+                key.write(secrets.token_urlsafe(50))
     return path.read_text().strip()
 
 
@@ -50,7 +73,7 @@ ALLOWED_HOSTS = [
 ]
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "dashboard.apps.CurationAdminConfig",  # django.contrib.admin with the role-aware site
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -69,6 +92,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # After WhiteNoise: static files keep their long cache headers, everything else gets no-store.
+    "dashboard.security.SecurityHeadersMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -105,21 +130,47 @@ TEMPLATES = [
 # web process and the django-q2 workers failed with "database is locked" on lock upgrades. It is
 # also why no model call may run inside a transaction: it would hold the lock for seconds.
 # ATOMIC_REQUESTS stays off for the same reason: views must not run inside a transaction.
-DATABASES = {
-    "default": {
-        "ENGINE": "memory.backend",
-        "NAME": env_str("MEMORY_DB_PATH", str(DATA_DIR / "memory.sqlite3")),
-        "OPTIONS": {
-            "transaction_mode": "IMMEDIATE",
-            "init_command": "PRAGMA cache_size = -20000; PRAGMA temp_store = MEMORY",
-        },
-        "TEST": {"NAME": os.environ.get("MEMORY_TEST_DB_PATH") or None},
-        # Reuse connections: each new one loads sqlite-vec and, when it is the last to close,
-        # checkpoints the WAL inside somebody's request.
+SQLITE_DATABASE = {
+    "ENGINE": "memory.backend",
+    "NAME": env_str("MEMORY_DB_PATH", str(DATA_DIR / "memory.sqlite3")),
+    "OPTIONS": {
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA cache_size = -20000; PRAGMA temp_store = MEMORY",
+    },
+    "TEST": {"NAME": os.environ.get("MEMORY_TEST_DB_PATH") or None},
+    # Reuse connections: each new one loads sqlite-vec and, when it is the last to close,
+    # checkpoints the WAL inside somebody's request.
+    "CONN_MAX_AGE": env_int("MEMORY_CONN_MAX_AGE", 300),
+    "CONN_HEALTH_CHECKS": True,
+}
+
+
+def postgres_database(url: str) -> dict:
+    """DATABASES entry for postgres://user:pass@host:port/db (query keys go to libpq as options)."""
+    from urllib.parse import parse_qsl, unquote, urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme not in {"postgres", "postgresql"}:
+        raise ValueError(f"DATABASE_URL must start with postgres://, not {parts.scheme}://")
+    options = dict(parse_qsl(parts.query))
+    return {
+        "ENGINE": "memory.backend.postgres",
+        "NAME": unquote(parts.path.lstrip("/")) or "postgres",
+        "USER": unquote(parts.username or ""),
+        "PASSWORD": unquote(parts.password or ""),
+        "HOST": options.pop("host", parts.hostname or ""),
+        "PORT": str(parts.port or ""),
+        "OPTIONS": options,
+        "TEST": {"NAME": os.environ.get("MEMORY_TEST_DB_NAME") or None},
         "CONN_MAX_AGE": env_int("MEMORY_CONN_MAX_AGE", 300),
         "CONN_HEALTH_CHECKS": True,
     }
-}
+
+
+# One setting picks the engine: DATABASE_URL=postgres://... for PostgreSQL + pgvector (several
+# web and queue nodes), unset for the embedded SQLite file.
+DATABASE_URL = env_str("DATABASE_URL", "").strip()
+DATABASES = {"default": postgres_database(DATABASE_URL) if DATABASE_URL else SQLITE_DATABASE}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -144,10 +195,48 @@ STORAGES = {
 }
 WHITENOISE_USE_FINDERS = True
 
+# --- Security ---------------------------------------------------------------------------------
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_SAMESITE = "Lax"
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+# DJANGO_SECURE=1 when users reach the site over HTTPS: session and CSRF cookies travel only over
+# TLS, and browsers are told (HSTS, one year) never to use plain HTTP for this host again.
+DJANGO_SECURE = env_bool("DJANGO_SECURE")
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = DJANGO_SECURE
+SECURE_HSTS_SECONDS = 31_536_000 if DJANGO_SECURE else 0
+# Only behind a TLS-terminating proxy that sets X-Forwarded-Proto itself (and drops the client's).
+if env_bool("DJANGO_TRUST_X_FORWARDED_PROTO"):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Sent by dashboard.security on every page: the templates carry no inline script or style.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'self'; "
+    "form-action 'self'; frame-ancestors 'none'"
+)
+PERMISSIONS_POLICY = (
+    "accelerometer=(), camera=(), geolocation=(), gyroscope=(), magnetometer=(), "
+    "microphone=(), payment=(), usb=()"
+)
+# Failed sign-ins slow down, then lock, per username and per address (dashboard.throttle).
+AUTHENTICATION_BACKENDS = ["dashboard.throttle.ThrottledModelBackend"]
+
+
+def private_sqlite_files(database: dict) -> None:
+    """The SQLite file and its -wal/-shm companions owner-only. A missing file is created 0600 (an
+    empty file is a new database), and SQLite gives -wal and -shm the database file's mode."""
+    name = str(database["NAME"])
+    if database["ENGINE"] != "memory.backend" or name.startswith(("file:", ":memory:")):
+        return
+    path = Path(name)
+    if path.parent.is_dir() and not path.exists():
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    for companion in (path, Path(f"{name}-wal"), Path(f"{name}-shm")):
+        owner_only(companion, 0o600)
+
+
+private_sqlite_files(DATABASES["default"])
 
 LOGGING = {
     "version": 1,
@@ -165,6 +254,8 @@ MEMORY_RECOVER_DAYS = 30
 
 # --- Model servers ----------------------------------------------------------------------------
 MEMORY_LLM_PROVIDER = env_str("MEMORY_LLM_PROVIDER", "auto")  # auto | ollama | openai | offline
+# Embeddings may come from another server than chat; blank means the same as MEMORY_LLM_PROVIDER.
+MEMORY_EMBEDDING_PROVIDER = env_str("MEMORY_EMBEDDING_PROVIDER", "")
 OLLAMA_URL = env_str("OLLAMA_URL", "http://127.0.0.1:11434")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL", "https://api.openai.com/v1")
 OPENAI_API_KEY = env_str("OPENAI_API_KEY", "")
@@ -173,9 +264,14 @@ MEMORY_EMBEDDING_MODEL = env_str("MEMORY_EMBEDDING_MODEL", "nomic-embed-text")
 MEMORY_EMBEDDING_DIMENSIONS = env_int("MEMORY_EMBEDDING_DIMENSIONS", 768)
 MEMORY_LLM_TIMEOUT_SECONDS = float(env_str("MEMORY_LLM_TIMEOUT_SECONDS", "90"))
 MEMORY_EMBED_TIMEOUT_SECONDS = float(env_str("MEMORY_EMBED_TIMEOUT_SECONDS", "30"))
+# Recall answers a person or an agent waiting on a web request: past this, keyword results only.
+MEMORY_RECALL_EMBED_TIMEOUT_SECONDS = float(env_str("MEMORY_RECALL_EMBED_TIMEOUT_SECONDS", "2"))
 MEMORY_PROBE_TIMEOUT_SECONDS = float(env_str("MEMORY_PROBE_TIMEOUT_SECONDS", "1.5"))
+# Decision calls of one job run side by side, at most this many at once (a local Ollama serves
+# 4 requests of one model at a time when memory allows; its queue holds the rest).
+MEMORY_LLM_PARALLEL = max(1, env_int("MEMORY_LLM_PARALLEL", 4))
 
-# --- django-q2 (ORM broker on the same database) -----------------------------------------------
+# --- django-q2 (ORM broker on the same database, or Redis) ------------------------------------
 # retry must exceed timeout, and timeout must exceed the slowest model call: otherwise a task is
 # re-delivered while it still runs. Re-delivery is harmless anyway: each job starts with a claim.
 Q_CLUSTER = {
@@ -192,3 +288,8 @@ Q_CLUSTER = {
     "save_limit": 250,
     "label": "Task queue",
 }
+# Queue workers on several machines share one Redis list instead of polling the database.
+Q_BROKER_URL = env_str("Q_BROKER_URL", "").strip()
+if Q_BROKER_URL:
+    Q_CLUSTER.pop("orm")
+    Q_CLUSTER["redis"] = Q_BROKER_URL

@@ -1,6 +1,10 @@
-"""Django admin for the store. Audit tables (history, cold tier) are read-only here."""
+"""Django admin for the store. Memories and the audit tables (history, cold tier, proposals, call
+log, config) are read-only here: memories change only through the dashboard's and the API's
+audited writes, which keep the history, the version and the content hash in step."""
 
 from django.contrib import admin
+from django.contrib.auth.admin import UserAdmin
+from django.contrib.auth.models import User
 
 from memory.models import (
     ApiToken,
@@ -29,7 +33,9 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 @admin.register(Memory)
-class MemoryAdmin(admin.ModelAdmin):
+class MemoryAdmin(ReadOnlyAdmin):
+    """View only: an edit here would write no history row and leave version and hash stale."""
+
     list_display = (
         "short_content",
         "type",
@@ -42,14 +48,6 @@ class MemoryAdmin(admin.ModelAdmin):
     )
     list_filter = ("type", "agent_id", "pinned", "is_deleted", "source_type", "extraction_status")
     search_fields = ("content", "id", "who")
-    readonly_fields = (
-        "id",
-        "content_hash",
-        "normalized_content",
-        "version",
-        "created_at",
-        "updated_at",
-    )
 
     @admin.display(description="content")
     def short_content(self, obj):
@@ -151,3 +149,27 @@ class PipelineConfigAdmin(ReadOnlyAdmin):
     """Flags change on the Settings page, which previews the effect and logs the change."""
 
     list_display = ("__str__", "enabled", "shadow_mode", "allow_update_delete", "mutations_frozen")
+
+
+admin.site.unregister(User)
+
+
+@admin.register(User)
+class RoleUserAdmin(UserAdmin):
+    """Members of the admin role manage users, but only a superuser makes or edits a superuser."""
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = tuple(super().get_readonly_fields(request, obj))
+        if not request.user.is_superuser:
+            fields += ("is_superuser", "user_permissions")
+        return fields
+
+    def has_change_permission(self, request, obj=None):
+        if obj is not None and obj.is_superuser and not request.user.is_superuser:
+            return False
+        return super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        if obj is not None and obj.is_superuser and not request.user.is_superuser:
+            return False
+        return super().has_delete_permission(request, obj)

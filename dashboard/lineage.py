@@ -19,10 +19,10 @@ from django.db.models import Count, Q
 from django.urls import reverse
 from django.utils import timezone
 
+from memory.models import DERIVED_SOURCE_TYPE as DERIVED
 from memory.models import Job, JobStatus, Memory, MemoryCold, MemoryHistory
+from pipeline.config import PIPELINE_NAME as PIPELINE
 
-PIPELINE = "pipeline-v2"
-DERIVED = "pipeline-v2"
 QUOTE_CHARS = 400
 # Audit rows already told through the proposals they belong to, or noise in a story.
 TOLD_ELSEWHERE = {"created", "none", "reviewed"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django import forms
 from django.conf import settings
 
-DERIVED_SOURCE_TYPE = "pipeline-v2"
+from dashboard.feedback import FEEDBACK_CHOICES
 
 PINNED_CHOICES = [("", "any"), ("yes", "pinned"), ("no", "not pinned")]
 DELETED_CHOICES = [("live", "live"), ("deleted", "deleted"), ("all", "all")]
@@ -22,6 +22,7 @@ class MemoryFilterForm(forms.Form):
     pinned = forms.ChoiceField(required=False, choices=PINNED_CHOICES)
     deleted = forms.ChoiceField(required=False, choices=DELETED_CHOICES)
     origin = forms.ChoiceField(required=False, choices=ORIGIN_CHOICES)
+    feedback = forms.ChoiceField(required=False, choices=FEEDBACK_CHOICES)
 
     def filters(self) -> dict[str, str]:
         """Every filter with its default; a field that did not validate counts as unset."""

@@ -84,6 +84,8 @@ class DecideForm(forms.Form):
     content = forms.CharField(required=False, widget=forms.Textarea, max_length=100_000)
     reason = forms.CharField(required=False, max_length=2000)
     confirm_secret = forms.BooleanField(required=False)
+    # The reviewer's confirmation to change or delete a pinned memory.
+    force = forms.BooleanField(required=False)
 
     def clean(self):
         data = super().clean()
@@ -109,6 +111,7 @@ class BulkForm(forms.Form):
     done = forms.IntegerField(required=False, min_value=0)
     failed = forms.IntegerField(required=False, min_value=0)
     total = forms.IntegerField(required=False, min_value=0)
+    include_personal_data = forms.BooleanField(required=False)
 
     def clean(self):
         data = super().clean()

@@ -35,10 +35,13 @@ def word_diff(old: str, new: str) -> SafeString:
         if op == "equal":
             parts.append(str(reveal("".join(a[i1:i2]))))
             continue
+        old_words, new_words = "".join(a[i1:i2]), "".join(b[j1:j2])
         if op in {"delete", "replace"}:
-            parts.append(f"<del>{reveal(''.join(a[i1:i2]))}</del>")
+            parts.append(f"<del>{reveal(old_words)}</del>")
+        if op == "replace" and not old_words[-1:].isspace() and not new_words[:1].isspace():
+            parts.append(" ")  # "<del>in</del><ins>as</ins>" would read "inas"
         if op in {"insert", "replace"}:
-            parts.append(f"<ins>{reveal(''.join(b[j1:j2]))}</ins>")
+            parts.append(f"<ins>{reveal(new_words)}</ins>")
     return mark_safe("".join(parts))
 
 
@@ -59,19 +62,6 @@ def highlight_words(
         else:
             out.append(str(reveal(token)))
     return mark_safe("".join(out))
-
-
-def highlight_phrase(text: str, phrase: str) -> SafeString:
-    """Escape text and mark the first case-insensitive occurrence of phrase, if any."""
-    if not phrase:
-        return reveal(text)
-    index = (text or "").lower().find(phrase.lower())
-    if index < 0:
-        return reveal(text)
-    end = index + len(phrase)
-    return mark_safe(
-        f"{reveal(text[:index])}<mark>{reveal(text[index:end])}</mark>{reveal(text[end:])}"
-    )
 
 
 def mark_spans(text: str, spans: list[tuple[int, int]]) -> SafeString:

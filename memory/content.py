@@ -1,13 +1,26 @@
-"""Content normalisation (DESIGN §5): storage content, normalized content and the content hash."""
+"""Content normalisation (DESIGN §5): storage content, normalized content and the content hash.
+
+Storage content is the caller's text with whitespace collapsed, hidden characters included (the
+safety lint must still see them). Normalized content and the hash are of the *visible* text: NFC,
+without zero-width, byte-order-mark, soft-hyphen, bidi-control or tag characters, so the same
+visible words dedupe to one memory however they were encoded.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from dataclasses import dataclass
 
 _WHITESPACE = re.compile(r"\s+")
 _TRAILING_PUNCTUATION = re.compile(r"[.,!?;:]+$")
+# Characters that render as nothing: soft hyphen, Mongolian vowel separator, zero-width space /
+# joiners, LRM/RLM, bidi embeddings and isolates, word joiner and invisible operators, BOM, and
+# the Unicode tag block (used to smuggle hidden ASCII).
+_INVISIBLE = re.compile(
+    "[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\U000e0000-\U000e007f]"
+)
 
 
 @dataclass(frozen=True)
@@ -17,11 +30,21 @@ class NormalizedContent:
     hash: str
 
 
+def visible_text(text: str) -> str:
+    """The text a reader sees: hidden characters removed, then composed to NFC."""
+    return unicodedata.normalize("NFC", _INVISIBLE.sub("", text))
+
+
+def _comparable(text: str) -> str:
+    return _WHITESPACE.sub(" ", visible_text(text)).strip().lower()
+
+
 def normalize(text: str) -> NormalizedContent:
-    """storage = trim + collapse whitespace; normalized = lowercase minus trailing .,!?;: run."""
+    """storage = trim + collapse whitespace; normalized = visible text, lowercase, minus a trailing
+    .,!?;: run (or the whole visible text when only punctuation is left); hash = its SHA-256."""
     storage = _WHITESPACE.sub(" ", text).strip()
-    normalized = _TRAILING_PUNCTUATION.sub("", storage.lower()).strip()
-    basis = normalized or storage.lower()
+    comparable = _comparable(storage)
+    basis = _TRAILING_PUNCTUATION.sub("", comparable).strip() or comparable
     return NormalizedContent(
         storage=storage,
         normalized=basis,
@@ -30,6 +53,5 @@ def normalize(text: str) -> NormalizedContent:
 
 
 def is_effectively_empty(text: str) -> bool:
-    """True when nothing but whitespace and trailing punctuation remains after normalisation."""
-    storage = _WHITESPACE.sub(" ", text).strip()
-    return not _TRAILING_PUNCTUATION.sub("", storage.lower()).strip()
+    """True when no visible character but trailing punctuation remains after normalisation."""
+    return not _TRAILING_PUNCTUATION.sub("", _comparable(text)).strip()

@@ -3,171 +3,28 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 
-SKIP_WORDS = frozenset(
+from memory.content import visible_text
+from memory.words import NEGATIONS, STOP_WORDS
+
+# Words that start sentences or headings often enough to look like names, beyond the shared
+# stop words and negations.
+_NOT_NAMES = frozenset(
     [
-        "a",
-        "about",
-        "above",
-        "after",
-        "again",
-        "against",
-        "all",
-        "also",
         "always",
-        "am",
-        "an",
-        "and",
-        "any",
-        "are",
-        "as",
-        "at",
-        "be",
-        "because",
-        "been",
-        "before",
-        "being",
-        "below",
-        "between",
-        "both",
-        "but",
-        "by",
-        "can",
-        "could",
-        "did",
-        "do",
-        "does",
-        "doing",
-        "done",
-        "down",
-        "during",
-        "each",
-        "either",
-        "even",
-        "ever",
-        "every",
-        "few",
-        "for",
-        "from",
-        "further",
-        "had",
-        "has",
-        "have",
-        "having",
-        "he",
-        "her",
-        "here",
-        "hers",
-        "him",
-        "his",
-        "how",
-        "however",
-        "i",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
-        "just",
-        "least",
-        "less",
-        "let",
         "like",
-        "many",
-        "may",
-        "me",
-        "might",
-        "more",
-        "most",
-        "much",
-        "must",
-        "my",
-        "neither",
-        "never",
-        "no",
-        "nor",
-        "not",
-        "now",
-        "of",
-        "off",
-        "often",
-        "on",
-        "once",
-        "only",
-        "or",
-        "other",
-        "our",
-        "ours",
-        "out",
-        "over",
-        "own",
-        "perhaps",
-        "please",
-        "rather",
-        "same",
-        "shall",
-        "she",
-        "should",
-        "since",
-        "so",
-        "some",
-        "still",
-        "such",
-        "than",
-        "that",
-        "the",
-        "their",
-        "theirs",
-        "them",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "those",
-        "though",
-        "through",
-        "thus",
-        "to",
-        "today",
-        "tomorrow",
-        "too",
-        "under",
-        "until",
-        "up",
-        "upon",
-        "us",
         "use",
         "used",
         "uses",
         "using",
-        "very",
-        "was",
-        "we",
-        "were",
-        "what",
-        "whatever",
-        "when",
-        "where",
-        "whether",
-        "which",
-        "while",
-        "who",
-        "whom",
-        "whose",
-        "why",
-        "will",
-        "with",
-        "within",
-        "without",
-        "would",
+        "please",
         "yes",
+        "ok",
+        "okay",
+        "today",
+        "tomorrow",
         "yesterday",
-        "yet",
-        "you",
-        "your",
-        "yours",
         "monday",
         "tuesday",
         "wednesday",
@@ -182,31 +39,39 @@ SKIP_WORDS = frozenset(
         "preferences",
         "events",
         "relationships",
-        "ok",
-        "okay",
     ]
 )
-_SENTENCES = re.compile(r"[.!?\n]+")
+SKIP_WORDS = STOP_WORDS | NEGATIONS | _NOT_NAMES
+# A sentence ends at . ! ? followed by a space or the end, or at a line break: the dot inside
+# "Node.js" or "v2.1" is part of a name.
+_SENTENCES = re.compile(r"[.!?]+(?=\s|$)|\n+")
 _STRIP_TRAILING = ",;:'\"()[]{}"
 _STRIP_LEADING = "'\"([]{}"
-_CAPITALISED = re.compile(r"^[A-Z][a-z]")
-_ACRONYM = re.compile(r"^[A-Z]{2,6}$")
 
 
 def canonical_name(name: str) -> str:
-    return " ".join(name.split()).lower()
+    return unicodedata.normalize("NFC", " ".join(name.split())).lower()
+
+
+def _capitalised(word: str) -> bool:
+    # Any script's capitals count ("Émile", "Łukasz"); the second letter shows it is not an acronym.
+    return len(word) >= 2 and word[0].isupper() and word[1].islower()
+
+
+def _acronym(word: str) -> bool:
+    return 2 <= len(word) <= 6 and word.isalpha() and word.isupper()
 
 
 def _qualifies(word: str) -> bool:
     if not word or word.lower() in SKIP_WORDS:
         return False
-    return bool(_CAPITALISED.match(word) or _ACRONYM.match(word))
+    return _capitalised(word) or _acronym(word)
 
 
 def candidate_names(text: str) -> list[str]:
     """Capitalised or short all-caps words, consecutive ones joined, de-duplicated, >= 3 chars."""
     names: list[str] = []
-    for sentence in _SENTENCES.split(text):
+    for sentence in _SENTENCES.split(visible_text(text)):
         run: list[str] = []
         for raw in sentence.split() + [""]:
             word = raw.rstrip(_STRIP_TRAILING).lstrip(_STRIP_LEADING)

@@ -7,6 +7,9 @@ import uuid
 from django.db import models
 from django.db.models import Q
 
+# source_type of a memory the pipeline derived from a raw one (the pipeline acts under this name).
+DERIVED_SOURCE_TYPE = "pipeline-v2"
+
 
 def new_id() -> str:
     return str(uuid.uuid4())
@@ -75,7 +78,7 @@ class Memory(models.Model):
 
     @property
     def is_derived(self) -> bool:
-        return self.source_type == "pipeline-v2"
+        return self.source_type == DERIVED_SOURCE_TYPE
 
 
 class MemoryHistory(models.Model):
@@ -269,6 +272,8 @@ class ApiToken(models.Model):
     token_hash = models.CharField(max_length=64, unique=True)
     prefix = models.CharField(max_length=12)
     agent_id = models.CharField(max_length=200, default="default")
+    # An admin's choice at creation: may act for agents other than agent_id (agentId in a body).
+    multi_agent = models.BooleanField(default=False)
     scopes = models.JSONField(default=list)
     created_at = models.DateTimeField()
     last_used_at = models.DateTimeField(null=True, blank=True)

@@ -1,4 +1,9 @@
-"""Hybrid search: BM25 leg + vector leg merged by id with alpha, dropped below min_score, top k."""
+"""Hybrid search: BM25 leg + vector leg merged by id with alpha, dropped below min_score, top k.
+
+`hybrid_search_many` answers several queries in one pass (a job's facts: one KNN pass over the
+shared matrix, one owner lookup, one candidate query for the keyword leg); `hybrid_search` is the
+same function for one query, so a fact's candidates are the same whichever way they were found.
+"""
 
 from __future__ import annotations
 
@@ -63,37 +68,79 @@ def hybrid_search(
 ) -> list[Hit]:
     """Top-k live memories of one agent for `text`; pass the query's vector to use the vector leg.
 
-    With both legs, every memory either leg found is scored on both (a memory without any keyword
-    match scores 0 on that leg), so the weighted formula ranks them all alike.
-
     The caller embeds the query (a model call) before calling, so this function never waits on
     a model server and can run anywhere.
     """
-    leg_limit = max(LEG_LIMIT, k * 2)
-    keyword_hits = keyword.search(text, agent_id=agent_id, limit=leg_limit, exclude_id=exclude_id)
-    if query_vector is None or not model:
-        return merge(keyword_hits, [], alpha=alpha, min_score=min_score, k=k)
-    vector_hits = vectors.search(
-        query_vector, model=model, agent_id=agent_id, limit=leg_limit, exclude_id=exclude_id
-    )
-    # Score every candidate on both legs: a memory just outside one leg's top list would otherwise
-    # keep its single score and outrank memories that match on both.
-    keyword_scores = dict(keyword_hits)
-    vector_scores = dict(vector_hits)
-    missing_keyword = [mid for mid in vector_scores if mid not in keyword_scores]
-    missing_vector = [mid for mid in keyword_scores if mid not in vector_scores]
-    keyword_scores.update(keyword.scores_for(text, missing_keyword))
-    vector_scores.update(
-        vectors.similarities_for(query_vector, model=model, memory_ids=missing_vector)
-    )
-    # A memory with no vector yet (its job has not run) has no similarity evidence: 0, not a pass
-    # to rank on its keyword score alone above memories that match on both legs.
-    for memory_id in missing_vector:
-        vector_scores.setdefault(memory_id, 0.0)
-    return merge(
-        list(keyword_scores.items()),
-        list(vector_scores.items()),
+    return hybrid_search_many(
+        [text],
+        agent_id=agent_id,
+        k=k,
         alpha=alpha,
         min_score=min_score,
-        k=k,
+        exclude_id=exclude_id,
+        query_vectors=[query_vector],
+        model=model,
+    )[0]
+
+
+def hybrid_search_many(
+    texts: list[str],
+    *,
+    agent_id: str = "default",
+    k: int = 5,
+    alpha: float = 0.7,
+    min_score: float = 0.1,
+    exclude_id: str | None = None,
+    query_vectors: list[np.ndarray | None] | None = None,
+    model: str | None = None,
+) -> list[list[Hit]]:
+    """`hybrid_search` of each text (with its vector, when given), all legs batched.
+
+    With both legs, every memory either leg found is scored on both: its keyword score (0 when no
+    term matches) and its similarity. A memory with no vector of this model (not embedded yet, or
+    embedded by the previous model during a switch) has only the keyword score, and keeps it.
+    """
+    leg_limit = max(LEG_LIMIT, k * 2)
+    keyword_hits = keyword.search_many(
+        texts, agent_id=agent_id, limit=leg_limit, exclude_id=exclude_id
     )
+    query_vectors = query_vectors or [None] * len(texts)
+    with_vector = [i for i, v in enumerate(query_vectors) if v is not None] if model else []
+    vector_hits: list[list[tuple[str, float]]] = [[] for _ in texts]
+    found = vectors.search_many(
+        [query_vectors[i] for i in with_vector],
+        model=model or "",
+        agent_id=agent_id,
+        limit=leg_limit,
+        exclude_id=exclude_id,
+    )
+    for i, hits in zip(with_vector, found, strict=True):
+        vector_hits[i] = hits
+    # Score every candidate on both legs: a memory just outside one leg's top list would otherwise
+    # keep its single score and outrank memories that match on both.
+    keyword_scores = [dict(hits) for hits in keyword_hits]
+    vector_scores = [dict(hits) for hits in vector_hits]
+    missing_keyword = [
+        [mid for mid in vector_scores[i] if mid not in keyword_scores[i]] for i in range(len(texts))
+    ]
+    for i, scores in enumerate(keyword.scores_for_many(texts, missing_keyword)):
+        keyword_scores[i].update(scores)
+    similarities = vectors.similarities_for_many(
+        [query_vectors[i] for i in with_vector],
+        model=model or "",
+        memory_ids=[
+            [mid for mid in keyword_scores[i] if mid not in vector_scores[i]] for i in with_vector
+        ],
+    )
+    for i, scores in zip(with_vector, similarities, strict=True):
+        vector_scores[i].update(scores)
+    return [
+        merge(
+            list(keyword_scores[i].items()),
+            list(vector_scores[i].items()),
+            alpha=alpha,
+            min_score=min_score,
+            k=k,
+        )
+        for i in range(len(texts))
+    ]

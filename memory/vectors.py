@@ -1,4 +1,7 @@
-"""All vector SQL: the sqlite-vec vec0 index `vec_embeddings` mirroring `embeddings`, and KNN."""
+"""The vector index. On SQLite all of its SQL is here: the sqlite-vec vec0 index `vec_embeddings`
+mirroring `embeddings`, and KNN through it or the per-process matrix (memory.matrix). On PostgreSQL
+memory.vectors_postgres holds the SQL (pgvector, HNSW); the functions below pick it by the
+connection's vendor, so callers never see the engine."""
 
 from __future__ import annotations
 
@@ -22,9 +25,38 @@ def vector_to_blob(vector: np.ndarray) -> bytes:
     return np.asarray(vector, dtype=np.float32).tobytes()
 
 
+def _postgres():
+    """The PostgreSQL module when the store is on PostgreSQL, else None (SQLite: this module)."""
+    if connection.vendor != "postgresql":
+        return None
+    from memory import vectors_postgres
+
+    return vectors_postgres
+
+
 def extension_loaded() -> bool:
+    """True when the engine's vector index is usable (the PostgreSQL backend refuses to start
+    without pgvector)."""
+    if _postgres():
+        return True
     connection.ensure_connection()
     return bool(getattr(connection, "sqlite_vec_loaded", False))
+
+
+def describe() -> dict:
+    """What serves KNN, for the health report (SQLite keys as before; pgvector's on PostgreSQL)."""
+    if _postgres():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+            row = cursor.fetchone()
+        return {"backend": "pgvector", "pgvectorVersion": row[0] if row else None, "index": "hnsw"}
+    loaded = extension_loaded()
+    report = {"backend": settings.MEMORY_VECTOR_BACKEND, "sqliteVecLoaded": loaded}
+    if loaded:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT vec_version()")
+            report["sqliteVecVersion"] = cursor.fetchone()[0]
+    return report
 
 
 def create_index_sql(dimensions: int) -> str:
@@ -49,6 +81,8 @@ def index_dimensions() -> int | None:
 
 def index_vector(embedding_id: int, vector: np.ndarray, model: str) -> bool:
     """Put one vector into the KNN index (replacing any previous one); False if it cannot go in."""
+    if engine := _postgres():
+        return engine.index_vector(embedding_id, vector)
     if not extension_loaded() or vector.shape[0] != settings.MEMORY_EMBEDDING_DIMENSIONS:
         return False
     if not np.any(vector):
@@ -62,8 +96,43 @@ def index_vector(embedding_id: int, vector: np.ndarray, model: str) -> bool:
     return True
 
 
+def index_vectors(
+    items: list[tuple[int, np.ndarray, str]], *, replacing: set[int] | None = None
+) -> int:
+    """`index_vector` for many (embedding id, vector, model): on SQLite one insert for all of them,
+    after deleting the previous vectors of `replacing` (the ids that had one; None: all of them).
+    Returns how many went in."""
+    if engine := _postgres():
+        return engine.index_vectors([(embedding_id, vector) for embedding_id, vector, _ in items])
+    if not extension_loaded():
+        return 0
+    dims = settings.MEMORY_EMBEDDING_DIMENSIONS
+    # A zero vector (text without words) has no direction: cosine is undefined.
+    usable = [(eid, v, m) for eid, v, m in items if v.shape[0] == dims and np.any(v)]
+    if not usable:
+        return 0
+    with connection.cursor() as cursor:
+        for eid, _, _ in usable:
+            # One rowid at a time: vec0 answers `rowid IN (...)` by scanning every vector.
+            if replacing is None or eid in replacing:
+                cursor.execute("DELETE FROM vec_embeddings WHERE rowid = %s", [eid])
+        cursor.execute(
+            "INSERT INTO vec_embeddings(rowid, embedding, model) VALUES "
+            + ", ".join(["(%s, %s, %s)"] * len(usable)),
+            [
+                value
+                for eid, vector, model in usable
+                for value in (eid, np.asarray(vector, dtype=np.float32).tobytes(), model)
+            ],
+        )
+    return len(usable)
+
+
 def search_engine() -> str:
-    """'matrix' (default: per-process numpy matrix, exact) or 'vec0' (sqlite-vec scan, exact)."""
+    """'matrix' (default: per-process numpy matrix, exact) or 'vec0' (sqlite-vec scan, exact) on
+    SQLite; 'hnsw' (pgvector's index, approximate) on PostgreSQL."""
+    if _postgres():
+        return "hnsw"
     if not extension_loaded():
         return "matrix"
     return getattr(settings, "MEMORY_VECTOR_SEARCH", "matrix")
@@ -71,15 +140,32 @@ def search_engine() -> str:
 
 def nearest(query: np.ndarray, *, model: str, k: int) -> list[tuple[int, float]]:
     """(embedding id, cosine distance) of the k nearest vectors of one model, nearest first."""
+    return nearest_many([query], model=model, k=k)[0]
+
+
+def nearest_many(queries: list[np.ndarray], *, model: str, k: int) -> list[list[tuple[int, float]]]:
+    """`nearest` for several queries: one pass over the shared matrix for all of them."""
     from memory.guard import open_write_transaction
     from memory.matrix import INDEX
 
-    if not np.any(query):
-        return []
+    results: list[list[tuple[int, float]]] = [[] for _ in queries]
+    # A zero vector (text without words) has no direction: it has no neighbours.
+    usable = [i for i, query in enumerate(queries) if np.any(query)]
+    if not usable:
+        return results
+    if engine := _postgres():
+        for i in usable:
+            results[i] = engine.nearest(queries[i], model=model, k=k)
+        return results
     # Inside a write transaction the matrix could learn rows that are later rolled back.
     if search_engine() == "matrix" and not open_write_transaction():
-        return INDEX.nearest(query, model=model, k=k)
-    return nearest_vec0(query, model=model, k=k)
+        found = INDEX.nearest_many(np.vstack([queries[i] for i in usable]), model=model, k=k)
+        for i, hits in zip(usable, found, strict=True):
+            results[i] = hits
+        return results
+    for i in usable:
+        results[i] = nearest_vec0(queries[i], model=model, k=k)
+    return results
 
 
 def nearest_vec0(query: np.ndarray, *, model: str, k: int) -> list[tuple[int, float]]:
@@ -102,6 +188,8 @@ def live_memories_for(
     """Map embedding ids to the live memory ids of one agent that carry that content."""
     if not embedding_ids:
         return {}
+    if engine := _postgres():
+        return engine.live_memories_for(embedding_ids, agent_id=agent_id, exclude_id=exclude_id)
     marks = ",".join(["%s"] * len(embedding_ids))
     sql = (
         # CROSS JOIN keeps SQLite on this order (ids first, then the content_hash index): without
@@ -129,44 +217,91 @@ def search(
     limit: int,
     exclude_id: str | None = None,
 ) -> list[tuple[str, float]]:
-    """(memory id, similarity in [0,1]) of the agent's live memories nearest to the query.
+    """(memory id, similarity in [0,1]) of the agent's live memories nearest to the query."""
+    return search_many([query], model=model, agent_id=agent_id, limit=limit, exclude_id=exclude_id)[
+        0
+    ]
+
+
+def search_many(
+    queries: list[np.ndarray],
+    *,
+    model: str,
+    agent_id: str,
+    limit: int,
+    exclude_id: str | None = None,
+) -> list[list[tuple[str, float]]]:
+    """`search` for several queries: one KNN pass and one owner lookup per round.
 
     The index holds vectors of every agent and of deleted memories, so the scan asks for more
-    neighbours than needed and widens until `limit` live rows are found or the index is exhausted.
+    neighbours than needed and widens (for the queries still short) until `limit` live rows are
+    found or the index is exhausted.
     """
+    results: list[list[tuple[str, float]]] = [[] for _ in queries]
+    waiting = list(range(len(queries)))
     k = max(limit * 4, 20)
-    while True:
-        neighbours = nearest(query, model=model, k=k)
+    while waiting:
+        neighbours = nearest_many([queries[i] for i in waiting], model=model, k=k)
         owners = live_memories_for(
-            [eid for eid, _ in neighbours], agent_id=agent_id, exclude_id=exclude_id
+            sorted({eid for hits in neighbours for eid, _ in hits}),
+            agent_id=agent_id,
+            exclude_id=exclude_id,
         )
-        results: list[tuple[str, float]] = []
-        for embedding_id, distance in neighbours:
-            for memory_id in owners.get(embedding_id, []):
-                results.append((memory_id, max(0.0, min(1.0, 1.0 - distance))))
-        if len(results) >= limit or len(neighbours) < k or k >= 4096:
-            return results[:limit]
+        still = []
+        for i, hits in zip(waiting, neighbours, strict=True):
+            found = [
+                (memory_id, max(0.0, min(1.0, 1.0 - distance)))
+                for embedding_id, distance in hits
+                for memory_id in owners.get(embedding_id, [])
+            ]
+            results[i] = found[:limit]
+            if len(found) < limit and len(hits) >= k and k < 4096:
+                still.append(i)
+        waiting = still
         k *= 4
+    return results
 
 
 def similarities_for(query: np.ndarray, *, model: str, memory_ids: list[str]) -> dict[str, float]:
     """Cosine similarity in [0,1] of specific memories to the query (memories without a vector of
     this model are left out)."""
-    norm = float(np.linalg.norm(query))
-    if not memory_ids or norm == 0:
-        return {}
-    q = np.asarray(query, dtype=np.float32) / norm
+    return similarities_for_many([query], model=model, memory_ids=[memory_ids])[0]
+
+
+def similarities_for_many(
+    queries: list[np.ndarray], *, model: str, memory_ids: list[list[str]]
+) -> list[dict[str, float]]:
+    """`similarities_for` of several queries, each with its own memories: one query in all."""
+    results: list[dict[str, float]] = [{} for _ in queries]
+    wanted = sorted({memory_id for ids in memory_ids for memory_id in ids})
+    if not wanted or not queries:
+        return results
+    dimensions = int(np.asarray(queries[0]).shape[0])
+    stored: dict[str, np.ndarray] = {}
+    for memory_id, blob in _vectors_of(wanted, model=model, dimensions=dimensions):
+        vector = np.frombuffer(blob, dtype=np.float32)
+        length = float(np.linalg.norm(vector))
+        if length > 0:
+            stored[memory_id] = vector / length
+    for i, (query, ids) in enumerate(zip(queries, memory_ids, strict=True)):
+        norm = float(np.linalg.norm(query))
+        if norm == 0:
+            continue
+        q = np.asarray(query, dtype=np.float32) / norm
+        for memory_id in ids:
+            if memory_id in stored:
+                results[i][memory_id] = max(0.0, min(1.0, float(stored[memory_id] @ q)))
+    return results
+
+
+def _vectors_of(memory_ids: list[str], *, model: str, dimensions: int) -> list[tuple[str, bytes]]:
+    if engine := _postgres():
+        return engine.vectors_of(memory_ids, model=model, dimensions=dimensions)
     marks = ",".join(["%s"] * len(memory_ids))
     sql = (
         "SELECT m.id, e.vector FROM memories m CROSS JOIN embeddings e ON e.content_hash = m.content_hash "
         f"WHERE m.id IN ({marks}) AND e.model = %s AND e.dimensions = %s"
     )
-    found: dict[str, float] = {}
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*memory_ids, model, int(q.shape[0])])
-        for memory_id, blob in cursor.fetchall():
-            vector = np.frombuffer(bytes(blob), dtype=np.float32)
-            length = float(np.linalg.norm(vector))
-            if length > 0:
-                found[memory_id] = max(0.0, min(1.0, float(vector @ q) / length))
-    return found
+        cursor.execute(sql, [*memory_ids, model, dimensions])
+        return [(memory_id, bytes(blob)) for memory_id, blob in cursor.fetchall()]

@@ -6,18 +6,22 @@ Refusals raise `Refused` with a stable code that the API maps to an HTTP status.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Case, F, Q, Value, When
 from django.forms.models import model_to_dict
 from django.utils import timezone
 
-from memory import linker, vectors
-from memory.content import normalize
+from memory import linker, queue, vectors
+from memory.backend import lock_contents
+from memory.content import NormalizedContent, is_effectively_empty, normalize
 from memory.models import (
+    DERIVED_SOURCE_TYPE,
     ActorType,
     Embedding,
     Entity,
@@ -264,14 +268,16 @@ def remember(
         raise Refused("invalid_content", "content is empty after normalisation")
     try:
         with transaction.atomic():
+            lock_contents(agent_id, [text.hash])
             existing = active_duplicate(agent_id, text.hash)
             if existing is not None:
                 return RememberResult(existing, deduped=True, job=None)
             now = timezone.now()
-            memory = Memory.objects.create(
-                content=text.storage,
-                normalized_content=text.normalized,
-                content_hash=text.hash,
+            memory = _insert(
+                text,
+                actor=actor,
+                reason=why or "remember",
+                at=now,
                 type=type,
                 who=who if who is not None else actor.name,
                 why=why,
@@ -282,17 +288,6 @@ def remember(
                 source_type=source_type,
                 source_id=source_id,
                 extraction_status=ExtractionStatus.PENDING if create_job else ExtractionStatus.NONE,
-                created_at=now,
-                updated_at=now,
-                updated_by=actor.name,
-            )
-            audit(
-                memory.id,
-                "created",
-                actor=actor,
-                reason=why or "remember",
-                new_content=memory.content,
-                at=now,
             )
             linked = link_existing_entities(memory, at=now)
             if triples:
@@ -300,7 +295,7 @@ def remember(
             job = None
             if create_job:
                 job = Job.objects.create(memory=memory, created_at=now, updated_at=now)
-                transaction.on_commit(lambda: _hand_off(job.id))
+                transaction.on_commit(lambda: queue.hand_off(job.id))
             return RememberResult(memory, deduped=False, job=job, linked_entity_ids=linked)
     except IntegrityError:
         # A concurrent remember of the same content won the partial UNIQUE index: same answer
@@ -311,17 +306,113 @@ def remember(
         return RememberResult(existing, deduped=True, job=None)
 
 
-def _hand_off(job_id: str) -> None:
-    from memory.queue import hand_off
+def _insert(
+    text: NormalizedContent,
+    *,
+    actor: Actor,
+    reason: str,
+    at,
+    metadata: dict | None = None,
+    **columns: Any,
+) -> Memory:
+    """The row of a new memory and its `created` audit: what remember and derive share."""
+    memory = Memory.objects.create(
+        content=text.storage,
+        normalized_content=text.normalized,
+        content_hash=text.hash,
+        created_at=at,
+        updated_at=at,
+        updated_by=actor.name,
+        **columns,
+    )
+    audit(
+        memory.id,
+        "created",
+        actor=actor,
+        reason=reason,
+        new_content=memory.content,
+        metadata=metadata,
+        at=at,
+    )
+    return memory
 
-    hand_off(job_id)
+
+def _require_visible_text(content: str) -> None:
+    """The empty-content gate of every write that sets a memory's text (API, dashboard, a
+    reviewer's approval, the pipeline): punctuation or hidden characters alone are no content."""
+    if is_effectively_empty(content):
+        raise Refused("invalid_content", "content is empty after normalisation")
+
+
+def derive_in_transaction(
+    content: str,
+    *,
+    type: str,
+    agent_id: str,
+    source_id: str,
+    who: str,
+    why: str,
+    importance: float,
+    extraction_model: str | None,
+    actor: Actor,
+    reason: str,
+    vector: Vector | None = None,
+    metadata: dict | None = None,
+) -> RememberResult:
+    """A memory derived from the raw memory `source_id`, inside the caller's transaction.
+
+    An active memory of the agent with the same content is returned instead (deduped), also when
+    a concurrent write wins the UNIQUE index. The vector, when given, was computed beforehand.
+    """
+    _require_visible_text(content)
+    text = normalize(content)
+    lock_contents(agent_id, [text.hash])
+    existing = active_duplicate(agent_id, text.hash)
+    if existing is not None:
+        return RememberResult(existing, deduped=True, job=None)
+    now = timezone.now()
+    try:
+        with transaction.atomic():  # savepoint: a UNIQUE race becomes a dedupe, not a failed write
+            memory = _insert(
+                text,
+                actor=actor,
+                reason=reason,
+                at=now,
+                metadata=metadata,
+                type=type,
+                who=who,
+                why=why,
+                agent_id=agent_id,
+                importance=importance,
+                source_type=DERIVED_SOURCE_TYPE,
+                source_id=source_id,
+                extraction_status=ExtractionStatus.COMPLETED,
+                extraction_model=extraction_model,
+                embedding_model=vector.model if vector else None,
+            )
+    except IntegrityError:
+        return RememberResult(active_duplicate(agent_id, text.hash), deduped=True, job=None)
+    link_existing_entities(memory, at=now)
+    if vector is not None:
+        upsert_embedding(memory, vector, at=now)
+    return RememberResult(memory, deduped=False, job=None)
+
+
+def set_extraction_status(memory_ids, status: str, *, model: str | None = None) -> int:
+    """Where the extraction of these memories stands (ids or a subquery of ids): bookkeeping of
+    the job, so no version change and no audit. `model` also records which model extracted."""
+    columns: dict[str, Any] = {"extraction_status": status}
+    if model is not None:
+        columns["extraction_model"] = model
+    return Memory.objects.filter(id__in=memory_ids).update(**columns)
 
 
 # --- modify / forget / recover --------------------------------------------------------------------
 
 
 def _locked_memory(memory_id: str) -> Memory:
-    memory = Memory.objects.filter(id=memory_id).first()
+    # Locked on PostgreSQL (SQLite already holds its write lock): checks see the latest version.
+    memory = Memory.objects.select_for_update().filter(id=memory_id).first()
     if memory is None:
         raise Refused("not_found", f"memory {memory_id} not found")
     return memory
@@ -362,9 +453,8 @@ def modify_in_transaction(
     old_content = memory.content
     content_changed = False
     if "content" in changes and changes["content"] is not None:
+        _require_visible_text(changes["content"])
         text = normalize(changes["content"])
-        if not text.storage:
-            raise Refused("invalid_content", "content is empty after normalisation")
         if text.storage != memory.content:
             duplicate = active_duplicate(memory.agent_id, text.hash, exclude_id=memory.id)
             if duplicate is not None:
@@ -558,16 +648,36 @@ def recover_in_transaction(
         raise Refused("version_conflict", "memory changed while it was being recovered")
     memory.is_deleted, memory.deleted_at, memory.version = False, None, memory.version + 1
     memory.updated_at, memory.updated_by = now, actor.name
+    job = _queue_unfinished_extraction(memory, at=now)
     audit(
         memory.id,
         "recovered",
         actor=actor,
         reason=reason,
         new_content=memory.content,
-        metadata={"ifVersion": if_version, "version": memory.version, **(metadata or {})},
+        metadata={
+            "ifVersion": if_version,
+            "version": memory.version,
+            "queuedJobId": job.id if job else None,
+            **(metadata or {}),
+        },
         at=now,
     )
     return memory
+
+
+def _queue_unfinished_extraction(memory: Memory, *, at) -> Job | None:
+    """A fresh job for a raw memory whose extraction never ran to the end: forgetting it cancelled
+    its job, and nothing else would ever pick it up again. None when a job is still live or one
+    completed (or the memory never wanted one); the hand-off waits for the commit."""
+    if memory.extraction_status != ExtractionStatus.PENDING:
+        return None
+    live_or_done = [JobStatus.PENDING, JobStatus.LEASED, JobStatus.COMPLETED]
+    if Job.objects.filter(memory=memory, status__in=live_or_done).exists():
+        return None
+    job = Job.objects.create(memory=memory, created_at=at, updated_at=at)
+    transaction.on_commit(lambda: queue.hand_off(job.id))
+    return job
 
 
 def recover(memory_id: str, *, actor: Actor, reason: str, if_version: int | None = None) -> Memory:
@@ -578,12 +688,253 @@ def recover(memory_id: str, *, actor: Actor, reason: str, if_version: int | None
         )
 
 
+def store_vector_in_transaction(memory: Memory, vector: Vector, *, at=None) -> None:
+    """The memory's vector and the model that made it, inside the caller's transaction."""
+    upsert_embedding(memory, vector, at=at)
+    Memory.objects.filter(id=memory.id).update(embedding_model=vector.model)
+
+
 def store_vector(memory_id: str, content_hash: str, vector: Vector) -> bool:
     """Attach a vector computed outside any transaction, unless the content changed meanwhile."""
     with transaction.atomic():
         memory = Memory.objects.filter(id=memory_id, content_hash=content_hash).first()
         if memory is None:
             return False
-        upsert_embedding(memory, vector)
-        Memory.objects.filter(id=memory_id).update(embedding_model=vector.model)
+        store_vector_in_transaction(memory, vector)
         return True
+
+
+# --- agent feedback -------------------------------------------------------------------------------
+
+FEEDBACK_EVENT = "feedback"
+FEEDBACK_VERDICTS = ("used", "ignored", "contradicted")
+
+
+def record_feedback(
+    memory_id: str,
+    *,
+    actor: Actor,
+    verdict: str,
+    note: str | None = None,
+    metadata: dict | None = None,
+) -> MemoryHistory:
+    """An agent's report that a recalled memory was used, ignored or contradicted by what it saw.
+
+    One audit row on the memory (event "feedback", the note as its reason); the memory itself and
+    its version do not change, so feedback never conflicts with an edit.
+    """
+    if verdict not in FEEDBACK_VERDICTS:
+        raise Refused("invalid_verdict", f"verdict must be one of {', '.join(FEEDBACK_VERDICTS)}")
+    with transaction.atomic():
+        memory = _locked_memory(memory_id)
+        return audit(
+            memory.id,
+            FEEDBACK_EVENT,
+            actor=actor,
+            reason=note,
+            metadata={"verdict": verdict, "version": memory.version, **(metadata or {})},
+        )
+
+
+# --- the pipeline job's write, batched -------------------------------------------------------------
+
+
+@dataclass
+class Derived:
+    """A derived memory made ready before the write (no database): its row, its `created` audit,
+    the names the inline linker will look up, its vector."""
+
+    memory: Memory
+    audit: MemoryHistory
+    names: dict[str, str]  # canonical name -> the name as written
+    vector: Vector | None
+
+
+def derived(
+    content: str,
+    *,
+    type: str,
+    agent_id: str,
+    source_id: str,
+    who: str,
+    why: str,
+    importance: float,
+    extraction_model: str | None,
+    actor: Actor,
+    reason: str,
+    at,
+    vector: Vector | None = None,
+    metadata: dict | None = None,
+) -> Derived:
+    """What `derive_in_transaction` would write for a fact with no active duplicate, prepared
+    outside the write so the transaction only inserts it (`BatchedWrite.add`)."""
+    _require_visible_text(content)
+    text = normalize(content)
+    memory = Memory(
+        content=text.storage,
+        normalized_content=text.normalized,
+        content_hash=text.hash,
+        type=type,
+        who=who,
+        why=why,
+        agent_id=agent_id,
+        importance=importance,
+        source_type=DERIVED_SOURCE_TYPE,
+        source_id=source_id,
+        extraction_status=ExtractionStatus.COMPLETED,
+        extraction_model=extraction_model,
+        embedding_model=vector.model if vector else None,
+        created_at=at,
+        updated_at=at,
+        updated_by=actor.name,
+    )
+    created = MemoryHistory(
+        memory_id=memory.id,
+        event="created",
+        new_content=memory.content,
+        changed_by=actor.name,
+        actor_type=actor.type,
+        reason=reason,
+        metadata=metadata or {},
+        created_at=at,
+    )
+    names = {linker.canonical_name(n): n for n in linker.candidate_names(memory.content)}
+    return Derived(memory, created, names, vector)
+
+
+class BatchedWrite:
+    """The rows of one job's write, collected and then written with one statement per table:
+    derived memories (with their `created` audits and inline entity links), vectors, and the
+    decision audits. Every row the one-by-one functions above write is written here too.
+
+    The caller dedupes before `add` (inside the same transaction); `flush_memories` before
+    anything that reads or changes memories by content (the guarded UPDATE/DELETE path).
+    """
+
+    def __init__(self, *, at) -> None:
+        self.at = at
+        self.derived: list[Derived] = []
+        self.audits: list[MemoryHistory] = []
+        self.vectors: dict[str, tuple[Memory, Vector]] = {}  # content hash -> (memory, vector)
+        self.vector_models: dict[str, str] = {}  # memory id -> model, for memories already stored
+
+    def audit(self, memory_id: str, event: str, *, actor: Actor, reason, metadata=None, **rest):
+        self.audits.append(
+            MemoryHistory(
+                memory_id=memory_id,
+                event=event,
+                old_content=rest.get("old_content"),
+                new_content=rest.get("new_content"),
+                changed_by=actor.name,
+                actor_type=actor.type,
+                reason=reason,
+                metadata=metadata or {},
+                created_at=self.at,
+            )
+        )
+
+    def add(self, prepared: Derived) -> Memory:
+        """A derived memory (see `derived`), written at the next flush."""
+        self.derived.append(prepared)
+        self.audits.append(prepared.audit)
+        if prepared.vector is not None:
+            memory = prepared.memory
+            self.vectors[memory.content_hash] = (memory, prepared.vector)
+        return prepared.memory
+
+    def store_vector(self, memory: Memory, vector: Vector) -> None:
+        """The vector of a memory that is already stored, and the model that made it."""
+        self.vectors[memory.content_hash] = (memory, vector)
+        self.vector_models[memory.id] = vector.model
+
+    def flush_memories(self) -> None:
+        """Insert the memories added so far (one statement) and link their entities."""
+        prepared, self.derived = self.derived, []
+        if prepared:
+            Memory.objects.bulk_create([p.memory for p in prepared])
+            link_entities_of([(p.memory, p.names) for p in prepared], at=self.at)
+
+    def flush(self) -> None:
+        """Everything still collected: memories, vectors (one upsert + the KNN index), audits."""
+        self.flush_memories()
+        upsert_embeddings(list(self.vectors.values()), at=self.at)
+        self.vectors = {}
+        for model in set(self.vector_models.values()):
+            ids = [mid for mid, m in self.vector_models.items() if m == model]
+            Memory.objects.filter(id__in=ids).update(embedding_model=model)
+        self.vector_models = {}
+        audits, self.audits = self.audits, []
+        MemoryHistory.objects.bulk_create(audits)
+
+
+def link_entities_of(linked: list[tuple[Memory, dict[str, str]]], *, at) -> None:
+    """`link_existing_entities` for many new memories, each with its candidate names (canonical
+    -> as written): one lookup, one insert, one counter update."""
+    wanted: dict[str, set[str]] = {}  # agent -> canonical names
+    for memory, names in linked:
+        wanted.setdefault(memory.agent_id, set()).update(names)
+    if not any(wanted.values()):
+        return
+    query = Q()
+    for agent_id, names in wanted.items():
+        if names:
+            query |= Q(agent_id=agent_id, canonical_name__in=sorted(names))
+    entities = {(e.agent_id, e.canonical_name): e.pk for e in Entity.objects.filter(query)}
+    mentions, added = [], Counter()
+    for memory, names in linked:
+        for canonical, text in names.items():
+            entity_id = entities.get((memory.agent_id, canonical))
+            if entity_id is not None:
+                mentions.append(
+                    MemoryEntityMention(
+                        memory_id=memory.id,
+                        entity_id=entity_id,
+                        mention_text=text,
+                        confidence=0.8,
+                        created_at=at,
+                    )
+                )
+                added[entity_id] += 1
+    if not mentions:
+        return
+    MemoryEntityMention.objects.bulk_create(mentions)
+    Entity.objects.filter(pk__in=list(added)).update(
+        mentions=F("mentions")
+        + Case(*[When(pk=pk, then=Value(n)) for pk, n in added.items()], default=Value(0)),
+        updated_at=at,
+    )
+
+
+def upsert_embeddings(items: list[tuple[Memory, Vector]], *, at) -> None:
+    """`upsert_embedding` for many memories: one upsert by content hash, then the KNN index."""
+    if not items:
+        return
+    rows = {memory.content_hash: (memory, vector) for memory, vector in items}
+    replaced = dict(
+        Embedding.objects.filter(content_hash__in=list(rows)).values_list("content_hash", "id")
+    )
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(rows))
+    params: list = []
+    for content_hash, (memory, vector) in rows.items():
+        params += [
+            content_hash,
+            vector_to_blob(vector.values),
+            int(vector.values.shape[0]),
+            vector.model,
+            memory.id,
+            connection.ops.adapt_datetimefield_value(at),
+        ]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO embeddings (content_hash, vector, dimensions, model, source_memory_id, "
+            f"created_at) VALUES {values} ON CONFLICT (content_hash) DO UPDATE SET "
+            "vector = excluded.vector, dimensions = excluded.dimensions, model = excluded.model, "
+            "source_memory_id = excluded.source_memory_id, created_at = excluded.created_at "
+            "RETURNING id, content_hash",
+            params,
+        )
+        ids = {content_hash: embedding_id for embedding_id, content_hash in cursor.fetchall()}
+    vectors.index_vectors(
+        [(ids[h], v.values, v.model) for h, (_, v) in rows.items()],
+        replacing=set(replaced.values()),
+    )

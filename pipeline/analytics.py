@@ -32,10 +32,8 @@ from django.db.models import (
 )
 from django.db.models.functions import TruncWeek
 from django.utils import timezone
-from django.utils.html import escape
-from django.utils.safestring import mark_safe
 
-from pipeline.apply import PIPELINE_ACTOR
+from pipeline.config import PIPELINE_ACTOR
 from pipeline.models import Action, Proposal, ProposalStatus
 
 AUTO = PIPELINE_ACTOR.name
@@ -215,21 +213,6 @@ def median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def format_duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "–"
-    seconds = max(0.0, seconds)
-    if seconds < 60:
-        return f"{seconds:.0f} s"
-    minutes = seconds / 60
-    if minutes < 60:
-        return f"{minutes:.0f} min"
-    hours = minutes / 60
-    if hours < 48:
-        return f"{hours:.1f} h"
-    return f"{hours / 24:.1f} d"
-
-
 @dataclass
 class Tally:
     """Counts of one group (a week, an action+model, a reviewer...)."""
@@ -269,14 +252,6 @@ class Tally:
     @property
     def p90_seconds(self) -> float | None:
         return percentile(self.seconds, 0.9)
-
-    @property
-    def median_label(self) -> str:
-        return format_duration(self.median_seconds)
-
-    @property
-    def p90_label(self) -> str:
-        return format_duration(self.p90_seconds)
 
     def add_decision(self, outcome: str, n: int) -> None:
         setattr(self, outcome, getattr(self, outcome) + n)
@@ -360,22 +335,15 @@ def report(filters: Filters, now=None) -> dict:
             if action in by_action
         ],
         "reviewer_rows": reviewer_rows,
-        "weekly_chart": weekly_bars(
-            weeks,
-            {week: {o: getattr(t, o) for o in OUTCOMES} for week, t in by_week.items()},
-            OUTCOME_COLOURS,
-            "Human decisions per ISO week: approved, edited, rejected",
-        ),
-        "auto_chart": weekly_bars(
-            weeks,
-            {
-                week: {"kept": t.auto - t.reverted, "reverted": t.reverted}
-                for week, t in by_week.items()
-            },
-            AUTO_COLOURS,
-            "Automatic writes per ISO week: kept and reverted",
-        ),
-        "reviewer_chart": reviewer_bars(reviewer_rows),
+        # Numbers per week for the charts, which the dashboard draws.
+        "weekly_decisions": {
+            week: {outcome: getattr(t, outcome) for outcome in OUTCOMES}
+            for week, t in by_week.items()
+        },
+        "weekly_auto": {
+            week: {"kept": t.auto - t.reverted, "reverted": t.reverted}
+            for week, t in by_week.items()
+        },
     }
 
 
@@ -410,92 +378,3 @@ def csv_safe(value) -> str:
     if text and text[0] in "=+-@\t\r":
         return "'" + text
     return text
-
-
-# --- inline SVG charts ---------------------------------------------------------------------------------
-
-
-def weekly_bars(weeks: list[date], series: dict, colours: dict[str, str], title: str) -> str:
-    """Stacked bars, one per ISO week, labelled W48 etc.; labels are fixed words and numbers."""
-    width, height, left, bottom, top = 640, 190, 34, 24, 10
-    plot_w, plot_h = width - left - 8, height - bottom - top
-    totals = [sum(series.get(week, {}).values()) for week in weeks]
-    peak = max(totals + [1])
-    bar_w = plot_w / max(len(weeks), 1)
-    every = max(1, math.ceil(len(weeks) / 13))
-    parts = [
-        f'<svg class="chart" viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}">'
-        f"<title>{escape(title)}</title>"
-    ]
-    for fraction in (0.5, 1.0):
-        y = top + plot_h * (1 - fraction)
-        value = peak * fraction
-        label = f"{value:.0f}" if value == int(value) else f"{value:.1f}"
-        parts.append(
-            f'<line x1="{left}" x2="{width - 8}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eef0f3"/>'
-            f'<text x="{left - 4}" y="{y + 3:.1f}" text-anchor="end">{label}</text>'
-        )
-    parts.append(
-        f'<line x1="{left}" x2="{width - 8}" y1="{top + plot_h}" y2="{top + plot_h}" stroke="#d0d5dd"/>'
-    )
-    for index, week in enumerate(weeks):
-        x = left + index * bar_w + 1
-        y = top + plot_h
-        counts = series.get(week, {})
-        for key, colour in colours.items():
-            n = counts.get(key, 0)
-            if not n:
-                continue
-            h = plot_h * n / peak
-            y -= h
-            parts.append(
-                f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(bar_w - 2, 1):.1f}" height="{h:.1f}" '
-                f'fill="{colour}"><title>{week_label(week)} (from {week:%d %b}): {n} {key}</title></rect>'
-            )
-        if index % every == 0 or index == len(weeks) - 1:
-            parts.append(
-                f'<text x="{x + bar_w / 2 - 1:.1f}" y="{height - 8}" text-anchor="middle">'
-                f"W{week.isocalendar()[1]:02d}</text>"
-            )
-    parts.append("</svg>")
-    return mark_safe("".join(parts))
-
-
-def reviewer_bars(rows: list[dict]) -> str:
-    """One horizontal stacked bar per reviewer (approved / edited / rejected)."""
-    rows = rows[:15]
-    bar_h, gap, left, right, top = 18, 8, 110, 40, 6
-    width = 640
-    height = top * 2 + max(len(rows), 1) * (bar_h + gap)
-    plot_w = width - left - right
-    peak = max([row["tally"].decided for row in rows] + [1])
-    parts = [
-        f'<svg class="chart" viewBox="0 0 {width} {height}" role="img" '
-        f'aria-label="Decisions per reviewer"><title>Decisions per reviewer</title>'
-    ]
-    if not rows:
-        parts.append(
-            f'<text x="{width / 2}" y="{height / 2 + 4}" text-anchor="middle">no human decisions in this period</text>'
-        )
-    for index, row in enumerate(rows):
-        tally = row["tally"]
-        y = top + index * (bar_h + gap)
-        name = row["reviewer"]
-        short = name if len(name) <= 16 else name[:15] + "…"
-        parts.append(
-            f'<text x="{left - 6}" y="{y + bar_h / 2 + 4:.1f}" text-anchor="end">{escape(short)}</text>'
-        )
-        x = float(left)
-        for outcome, colour in OUTCOME_COLOURS.items():
-            n = getattr(tally, outcome)
-            if not n:
-                continue
-            w = plot_w * n / peak
-            parts.append(
-                f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{colour}">'
-                f"<title>{escape(name)}: {n} {outcome}</title></rect>"
-            )
-            x += w
-        parts.append(f'<text x="{x + 5:.1f}" y="{y + bar_h / 2 + 4:.1f}">{tally.decided}</text>')
-    parts.append("</svg>")
-    return mark_safe("".join(parts))

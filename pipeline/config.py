@@ -1,11 +1,19 @@
-"""Pipeline configuration: the singleton row, the effective mode, and audited changes."""
+"""Pipeline configuration: who the pipeline is, the singleton row, the effective mode, the write
+policy of each mode, and validation of changes (saved by pipeline.writes.config)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.models import PipelineConfig
+from memory.models import DERIVED_SOURCE_TYPE, ActorType
+from memory.writes import Actor
+from pipeline.models import Action, PipelineConfig
+
+# The pipeline's name on its audits and decisions: the source_type of the memories it derives.
+PIPELINE_NAME = DERIVED_SOURCE_TYPE
+PIPELINE_ACTOR = Actor(PIPELINE_NAME, ActorType.PIPELINE)
+SHADOW_ACTOR = Actor("pipeline-shadow", ActorType.PIPELINE)
 
 MODES = ("disabled", "shadow", "controlled-write", "full")
 
@@ -28,6 +36,59 @@ def mode_of(config: PipelineConfig) -> str:
         mutations_frozen=config.mutations_frozen,
         allow_update_delete=config.allow_update_delete,
     )
+
+
+# --- write policy ---------------------------------------------------------------------------------
+
+FROZEN = "frozen"  # the emergency brake: its own row of the policy (and banner), not a mode
+
+
+@dataclass(frozen=True)
+class Handling:
+    """What a mode does with one proposed action.
+
+    outcome: `applied` (through the gates: duplicates, confidence, safety, contradictions and
+    pinned targets can still hold it), `review` (pending, with `blocked_reason`), `held` (pending,
+    and no reviewer can apply it either), `recorded` (kept as a decision) or `waits` (no job runs).
+    """
+
+    outcome: str
+    blocked_reason: str | None = None
+
+
+def _every_action(change: Handling) -> dict[str, Handling]:
+    return {"add": change, "update": change, "delete": change, "none": Handling("recorded")}
+
+
+_DESTRUCTIVE_WAITS = Handling("review", "destructive_mutations_disabled")
+
+# DESIGN section 5, read by the job's record write (its gates) and by the settings preview.
+WRITE_POLICY: dict[str, dict[str, Handling]] = {
+    "disabled": dict.fromkeys(Action.values, Handling("waits")),
+    "shadow": _every_action(Handling("review", "shadow_mode")),
+    FROZEN: _every_action(Handling("held", "mutations_frozen")),
+    "controlled-write": {
+        **_every_action(Handling("applied")),
+        "update": _DESTRUCTIVE_WAITS,
+        "delete": _DESTRUCTIVE_WAITS,
+    },
+    "full": _every_action(Handling("applied")),
+}
+
+
+def policy_mode(mode: str, *, mutations_frozen: bool) -> str:
+    """The WRITE_POLICY row of an effective mode: the brake is its own row, except while disabled
+    (then nothing runs at all). The banner and the settings page show the same key."""
+    return FROZEN if mutations_frozen and mode != "disabled" else mode
+
+
+def write_policy(policy: str, action: str) -> Handling:
+    return WRITE_POLICY[policy][action]
+
+
+def applied_automatically(policy: str) -> set[str]:
+    """The actions a mode applies without a reviewer (gates permitting)."""
+    return {action for action, how in WRITE_POLICY[policy].items() if how.outcome == "applied"}
 
 
 def get_config() -> PipelineConfig:
@@ -201,8 +262,8 @@ def preview(changes: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     return before, config_json(config)
 
 
-def update_config(changes: dict[str, Any], *, changed_by: str, reason: str) -> dict[str, Any]:
-    """Validate everything first, then save the row and its change-log entry (pipeline.apply)."""
+def validate_change(changes: dict[str, Any], reason: str) -> dict[str, Any]:
+    """Model field -> checked value for a change request; a ConfigError names the first problem."""
     if not reason or not str(reason).strip():
         raise ConfigError("reason is required")
     flat = flatten(changes)
@@ -212,6 +273,4 @@ def update_config(changes: dict[str, Any], *, changed_by: str, reason: str) -> d
     for key, value in flat.items():
         value = coerce(key, value)  # first: an unknown key is a ConfigError, not a KeyError
         values[FIELDS[key].attr] = value
-    from pipeline import apply
-
-    return config_json(apply.save_config(values, changed_by=changed_by, reason=str(reason).strip()))
+    return values

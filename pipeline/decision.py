@@ -6,14 +6,18 @@ with a warning that the job page shows. Reads the store; never writes.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from memory.guard import ensure_outside_transaction
 from memory.models import Memory
-from memory.search import hybrid_search
+from memory.search import hybrid_search_many
 from pipeline import contradiction, parsing
 from pipeline.llm import CallRecord, ChatClient
+from pipeline.models import Proposal
 from pipeline.parsing import Candidate, Fact
 
 CANDIDATE_LIMIT = 5
@@ -63,6 +67,7 @@ class DecisionRun:
     decided: Decided | None
     warnings: list[str] = field(default_factory=list)
     call: CallRecord | None = None
+    index: int = 0  # the fact's position in the extraction
 
 
 def find_candidates(
@@ -76,31 +81,57 @@ def find_candidates(
     model: str | None,
 ) -> list[ScoredCandidate]:
     """Top-5 live memories of the same agent, never the source memory itself."""
-    hits = hybrid_search(
-        fact.content,
+    return find_candidates_many(
+        [fact],
+        agent_id=agent_id,
+        source_id=source_id,
+        alpha=alpha,
+        min_score=min_score,
+        vectors=[vector],
+        model=model,
+    )[0]
+
+
+def find_candidates_many(
+    facts: list[Fact],
+    *,
+    agent_id: str,
+    source_id: str,
+    alpha: float,
+    min_score: float,
+    vectors: list[np.ndarray | None],
+    model: str | None,
+) -> list[list[ScoredCandidate]]:
+    """`find_candidates` of every fact of a job in one batched search (the same candidates, in the
+    same order, as one search per fact) and one read of the candidate memories."""
+    found = hybrid_search_many(
+        [fact.content for fact in facts],
         agent_id=agent_id,
         k=CANDIDATE_LIMIT,
         alpha=alpha,
         min_score=min_score,
         exclude_id=source_id,
-        query_vector=vector,
+        query_vectors=vectors,
         model=model,
     )
-    memories = Memory.objects.in_bulk([hit.memory_id for hit in hits])
-    scored = []
-    for number, hit in enumerate(hits, start=1):
-        memory = memories[hit.memory_id]
-        scored.append(
-            ScoredCandidate(
-                Candidate(number, memory.id, memory.content, memory.type),
-                memory.version,
-                hit.score,
-                hit.keyword_score,
-                hit.vector_score,
-                memory.pinned,
+    memories = Memory.objects.in_bulk({hit.memory_id for hits in found for hit in hits})
+    results = []
+    for hits in found:
+        scored = []
+        for number, hit in enumerate(hits, start=1):
+            memory = memories[hit.memory_id]
+            scored.append(
+                ScoredCandidate(
+                    Candidate(number, memory.id, memory.content, memory.type),
+                    memory.version,
+                    hit.score,
+                    hit.keyword_score,
+                    hit.vector_score,
+                    memory.pinned,
+                )
             )
-        )
-    return scored
+        results.append(scored)
+    return results
 
 
 def decide(
@@ -112,7 +143,8 @@ def decide(
 ) -> DecisionRun:
     if not candidates:
         return DecisionRun(
-            Decided(index, fact, "add", None, fact.confidence, NO_CANDIDATES_REASON, candidates)
+            Decided(index, fact, "add", None, fact.confidence, NO_CANDIDATES_REASON, candidates),
+            index=index,
         )
     similarities = {c.candidate.memory_id: c.score for c in candidates}
     call = client.decide(fact, [c.candidate for c in candidates], similarities, examples)
@@ -127,6 +159,7 @@ def decide(
             [f'Dropped decision for fact {index + 1} ("{short}"): {w}' for w in warnings]
             or [f"Dropped decision for fact {index + 1}"],
             call,
+            index,
         )
     target = next((c for c in candidates if c.candidate.memory_id == decision.target_id), None)
     flagged = None
@@ -143,13 +176,45 @@ def decide(
         flagged,
         call,
     )
-    return DecisionRun(decided, warnings, call)
+    return DecisionRun(decided, warnings, call, index)
+
+
+def decide_all(
+    client: ChatClient,
+    facts: list[Fact],
+    candidates: list[list[ScoredCandidate]],
+    examples: list[dict] | None = None,
+    *,
+    parallel: int = 1,
+) -> Iterator[DecisionRun]:
+    """`decide` for every fact, at most `parallel` model calls at a time; runs are yielded as they
+    finish. The decisions are independent (every fact's candidates come from the store as it was
+    before the job's write), so their order does not matter; each run knows its fact's index.
+
+    Call it with no transaction open (threads cannot see one the caller opened, so it is checked
+    here, once, in the caller's thread).
+    """
+    ensure_outside_transaction("decision calls")
+    jobs = list(enumerate(zip(facts, candidates, strict=True)))
+    if parallel <= 1 or sum(1 for _, (_, c) in jobs if c) <= 1:
+        for index, (fact, found) in jobs:
+            yield decide(client, index, fact, found, examples)
+        return
+    with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="decide") as pool:
+        futures = [
+            pool.submit(decide, client, index, fact, found, examples)
+            for index, (fact, found) in jobs
+        ]
+        try:
+            for future in as_completed(futures):
+                yield future.result()
+        finally:
+            for future in futures:  # a failed call fails the job: do not start the rest
+                future.cancel()
 
 
 def recent_rejections(agent_id: str, limit: int = 5) -> list[dict]:
     """The agent's latest rejected proposals, shown to the model as counter-examples."""
-    from pipeline.models import Proposal
-
     rows = (
         Proposal.objects.filter(agent_id=agent_id, status="rejected")
         .exclude(action="none")

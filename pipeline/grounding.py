@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from pipeline.contradiction import STOP_WORDS
+from memory.words import STOP_WORDS
 
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 _WORD = re.compile(r"\w+")

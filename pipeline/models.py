@@ -247,3 +247,52 @@ class TripleReview(models.Model):
 
     def __str__(self) -> str:
         return f"{self.source} -{self.relationship}-> {self.target}"
+
+
+class ReplayStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class ReplayRun(models.Model):
+    """A second opinion: recorded decisions asked again of another model, by a queued task.
+
+    The request fixes the proposals to compare and queues the run; the task appends one result
+    per proposal to `results` as each answer arrives, so the page shows progress while the model
+    takes its time. The run row is the only thing a replay writes.
+    """
+
+    id = models.CharField(primary_key=True, max_length=36, default=new_id, editable=False)
+    requested_by = models.CharField(max_length=200)
+    provider = models.CharField(max_length=20)
+    model = models.CharField(max_length=200)
+    with_extraction = models.BooleanField(default=False)
+    # The scope as it was asked for: one proposal, or a slice of the review queue (its filters).
+    proposal = models.ForeignKey(
+        Proposal, null=True, blank=True, on_delete=models.SET_NULL, related_name="replay_runs"
+    )
+    filters = models.TextField(blank=True, default="")
+    proposal_ids = models.JSONField(default=list)  # compared in this order
+    total = models.PositiveIntegerField(default=0)  # proposals in the slice before the cap
+    status = models.CharField(
+        max_length=10, choices=ReplayStatus.choices, default=ReplayStatus.QUEUED
+    )
+    results = models.JSONField(default=list, blank=True)  # one comparison per proposal, in order
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "pipeline_replay_runs"
+        ordering = ["-created_at"]
+        verbose_name = "second opinion run"
+
+    def __str__(self) -> str:
+        return f"second opinion by {self.model} ({self.status})"
+
+    @property
+    def finished(self) -> bool:
+        return self.status in {ReplayStatus.DONE, ReplayStatus.FAILED}

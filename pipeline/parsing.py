@@ -8,8 +8,6 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-PROMPT_VERSION = "v1"
-
 MAX_INPUT_CHARS = 12000
 MAX_FACTS = 20
 MIN_FACT_CHARS = 10
@@ -239,14 +237,61 @@ class EntityTriple:
         }
 
 
-def _confidence(value: object, default: float = 0.5) -> float:
-    # bool is an int subclass, but "true" is not a confidence.
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return default
-    if isinstance(value, float) and math.isnan(value):
-        return default
-    # Clamp before float() so an enormous JSON integer cannot overflow.
-    return float(max(0, min(1, value)))
+DEFAULT_CONFIDENCE = 0.5
+
+
+def _as_number(value: object) -> tuple[int | float | None, bool]:
+    """(the number a confidence value names, whether it was a percentage); None if it names none.
+    bool is an int subclass, but "true" is not a confidence."""
+    if isinstance(value, bool):
+        return None, False
+    if isinstance(value, int | float):
+        return value, False
+    if not isinstance(value, str):
+        return None, False
+    text = value.strip()
+    percent = text.endswith("%")
+    try:
+        number = float(text.rstrip("%").strip())
+    except ValueError:
+        return None, False
+    return number, percent
+
+
+def _confidence(value: object, warnings: list[str], label: str, *, required: bool) -> float:
+    """A confidence in [0, 1]. Never a silent coercion: a number given as text is read with a
+    warning, a whole number from 2 to 100 (or "95%") is read as a percentage with a warning, and
+    anything else out of range falls back to 0.5 with a warning, never clamped to 1.0."""
+    if value is None:
+        if required:
+            warnings.append(f"{label}: confidence missing, using {DEFAULT_CONFIDENCE}")
+        return DEFAULT_CONFIDENCE
+    number, percent = _as_number(value)
+    shown = _shorten(value)
+    if number is None or (isinstance(number, float) and not math.isfinite(number)):
+        warnings.append(
+            f'{label}: confidence "{shown}" is not a number, using {DEFAULT_CONFIDENCE}'
+        )
+        return DEFAULT_CONFIDENCE
+    # Compare before float(): an enormous JSON integer cannot be converted.
+    whole = isinstance(number, int) or number.is_integer()
+    if percent or (1 < number <= 100 and whole):
+        if not 0 <= number <= 100:
+            warnings.append(
+                f'{label}: confidence "{shown}" is out of range, using {DEFAULT_CONFIDENCE}'
+            )
+            return DEFAULT_CONFIDENCE
+        read = round(float(number) / 100, 4)
+        warnings.append(f'{label}: confidence "{shown}" read as a percentage ({read})')
+        return read
+    if not 0 <= number <= 1:
+        warnings.append(
+            f'{label}: confidence "{shown}" is out of range, using {DEFAULT_CONFIDENCE}'
+        )
+        return DEFAULT_CONFIDENCE
+    if isinstance(value, str):
+        warnings.append(f'{label}: confidence given as text "{shown}", read as {float(number)}')
+    return float(number)
 
 
 def _text(value: object) -> str:
@@ -282,7 +327,9 @@ def _validate_fact(item: object, warnings: list[str]) -> Fact | None:
     if fact_type not in FACT_TYPES:
         warnings.append(f'Invalid type "{_shorten(raw_type)}", defaulting to "fact"')
         fact_type = "fact"
-    return Fact(content, fact_type, _confidence(item.get("confidence")))
+    label = f'Fact "{_shorten(content, 40)}"'
+    confidence = _confidence(item.get("confidence"), warnings, label, required=True)
+    return Fact(content, fact_type, confidence)
 
 
 def _entity_type(item: dict, snake: str, camel: str) -> str:
@@ -302,13 +349,14 @@ def _validate_entity(item: object, warnings: list[str]) -> EntityTriple | None:
     if not relationship:
         warnings.append("Entity missing relationship")
         return None
+    label = f'Entity "{_shorten(f"{source} {relationship} {target}", 40)}"'
     return EntityTriple(
         source,
         _entity_type(item, "source_type", "sourceType"),
         relationship,
         target,
         _entity_type(item, "target_type", "targetType"),
-        _confidence(item.get("confidence")),
+        _confidence(item.get("confidence"), warnings, label, required=False),
     )
 
 
@@ -413,146 +461,14 @@ def parse_decision(raw: str, candidates: list[Candidate]) -> tuple[Decision | No
                 *warnings,
                 f'Decision references non-candidate ID: "{_shorten(raw_target)}"',
             ]
+    elif action == "none":
+        # The memory that already says it, when the model named a candidate (else no target).
+        raw_target = _raw_target(obj)
+        if raw_target is not _MISSING:
+            target_id = _resolve_target(raw_target, candidates)
     reason = obj.get("reason")
     if not isinstance(reason, str) or not reason.strip():
         return None, [*warnings, "Decision missing reason"]
-    return Decision(action, target_id, _confidence(obj.get("confidence")), reason.strip()), warnings
-
-
-# --- Schemas and prompts -------------------------------------------------------------------
-
-_CONFIDENCE_SCHEMA = {"type": "number", "minimum": 0, "maximum": 1}
-EXTRACTION_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "facts": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "content": {"type": "string"},
-                    "type": {"type": "string", "enum": list(FACT_TYPES)},
-                    "confidence": _CONFIDENCE_SCHEMA,
-                },
-                "required": ["content", "type", "confidence"],
-            },
-        },
-        "entities": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "source": {"type": "string"},
-                    "source_type": {"type": "string"},
-                    "relationship": {"type": "string"},
-                    "target": {"type": "string"},
-                    "target_type": {"type": "string"},
-                    "confidence": _CONFIDENCE_SCHEMA,
-                },
-                "required": ["source", "relationship", "target"],
-            },
-        },
-    },
-    "required": ["facts", "entities"],
-}
-DECISION_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "action": {"type": "string", "enum": list(ACTIONS)},
-        "targetId": {"type": ["string", "null"]},
-        "confidence": _CONFIDENCE_SCHEMA,
-        "reason": {"type": "string"},
-    },
-    "required": ["action", "targetId", "confidence", "reason"],
-}
-
-_EXTRACTION_INSTRUCTIONS = """\
-Read the text below and pull out the durable knowledge in it as separate facts, plus the
-relationships between named things.
-
-Each fact must be atomic and self-contained: one piece of information that a reader understands
-without the original conversation. Name the concrete subject (the person, project, package, file
-path, service or tool) instead of "it", "this" or "the project".
-  Poor: "It should use the new one."
-  Good: "The billing service should use PostgreSQL 16 instead of MySQL."
-
-Fact types:
-- fact: something that is true about the world or the project.
-- preference: what someone likes, dislikes or wants.
-- decision: a choice that was made, such as adopting or dropping a tool.
-- procedural: how to do something: steps, commands, a workflow.
-- semantic: a definition or meaning of a term or concept.
-
-Confidence is a number from 0 to 1: how clearly the text states the fact (lower it for hedged
-or speculative statements).
-
-Entities are triples (source, relationship, target) with a confidence; give each end a type:
-ENTITY_TYPES.
-
-Skip greetings, small talk and details that will not matter later. Return ONLY a JSON object:
-{"facts": [{"content": "...", "type": "fact", "confidence": 0.9}],
- "entities": [{"source": "...", "source_type": "person", "relationship": "...", "target": "...",
- "target_type": "tool", "confidence": 0.8}]}
-
-Text:
-"""
-
-_DECISION_INSTRUCTIONS = """\
-You maintain a long-term memory store. Decide what to do with a newly extracted fact, given the
-most similar memories already stored (the candidates).
-
-Actions:
-- add: no candidate covers this fact; store it as a new memory.
-- update: the fact supersedes or refines one candidate, whose text is replaced by the fact (so
-  the fact must stand on its own). Give that candidate as targetId.
-- delete: the fact contradicts or invalidates one candidate, which should be removed. Give that
-  candidate as targetId.
-- none: a candidate already says this; change nothing.
-"""
-
-_DECISION_ANSWER = """\
-targetId is the candidate's number (for example 2) or its ID; use null for add and none.
-Return ONLY a JSON object: {"action": "add|update|delete|none", "targetId": ...,
-"confidence": 0.0-1.0, "reason": "one sentence"}
-"""
-
-
-def format_candidates(candidates: list[Candidate]) -> str:
-    return "\n\n".join(
-        f"[{c.number}] ID: {c.memory_id}\nType: {c.type}\nContent: {c.content}" for c in candidates
-    )
-
-
-def extraction_prompt(text: str) -> str:
-    """The extraction prompt; `text` should already have been through prepare_input."""
-    return _EXTRACTION_INSTRUCTIONS.replace("ENTITY_TYPES", ", ".join(ENTITY_TYPES)) + text
-
-
-def format_counter_examples(examples: list[dict]) -> str:
-    """Recent proposals reviewers rejected, so the model does not repeat them."""
-    lines = []
-    for example in examples:
-        target = f' on "{example["target"]}"' if example.get("target") else ""
-        note = f' (reviewer: "{example["note"]}")' if example.get("note") else ""
-        lines.append(
-            f'- {example["action"].upper()} "{example["fact"]}"{target} was rejected{note}'
-        )
-    return "\n".join(lines)
-
-
-def decision_prompt(
-    fact: Fact, candidates: list[Candidate], examples: list[dict] | None = None
-) -> str:
-    rejected = ""
-    if examples:
-        rejected = (
-            "Reviewers rejected these earlier proposals; do not propose the same kind of change:\n"
-            f"{format_counter_examples(examples)}\n\n"
-        )
-    return (
-        f"{_DECISION_INSTRUCTIONS}\n"
-        f"{rejected}"
-        f'New fact (type: {fact.type}, confidence: {fact.confidence:.2f}):\n"{fact.content}"\n\n'
-        f"Candidates:\n{format_candidates(candidates)}\n\n"
-        f"{_DECISION_ANSWER}"
-    )
+    warnings = list(warnings)
+    confidence = _confidence(obj.get("confidence"), warnings, "Decision", required=True)
+    return Decision(action, target_id, confidence, reason.strip()), warnings

@@ -1,23 +1,33 @@
-"""Replay decisions with another model; reads the store and calls the model, never writes.
+"""Second opinion: replay recorded decisions with another model, as a queued task.
 
 A second opinion re-asks the decision of a recorded proposal with another client, on the very
 candidates the original decision saw (rebuilt from `Proposal.candidates`), so the two answers are
 comparable. Optionally the extraction is re-run on the raw memory to see whether the other model
-would have found the same fact at all. Nothing is logged or saved: the caller shows the result and
-a reviewer may adopt the other answer through the normal review path.
+would have found the same fact at all.
+
+A run covers one proposal or the first SLICE_LIMIT of a review queue slice. The request only
+records the run and queues `run_replay`; the task calls the model proposal by proposal with no
+transaction open and saves each result as it arrives (pipeline.writes.replay), so the page can
+show it at once. Nothing else is written: no call log, no store change. A reviewer may adopt the
+other answer through the normal review path.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+import logging
+from dataclasses import asdict, dataclass, field, replace
+
+from django_q.tasks import async_task
 
 from memory.content import normalize
 from pipeline import extraction, parsing
 from pipeline.decision import NO_CANDIDATES_REASON
-from pipeline.embedders import ProviderError
-from pipeline.llm import CallRecord, ChatClient
-from pipeline.models import LlmCall, Proposal
+from pipeline.llm import CallRecord, ChatClient, ProviderError, get_chat_client
+from pipeline.models import LlmCall, Proposal, ReplayRun, ReplayStatus
 from pipeline.parsing import Candidate, Fact
+from pipeline.writes import replay as writes
+
+log = logging.getLogger(__name__)
 
 SLICE_LIMIT = 25
 DESTRUCTIVE = ("update", "delete")
@@ -239,22 +249,112 @@ def replay_proposal(
     return ReplayResult(proposal, original, other, agrees, check)
 
 
-def replay_slice(
-    queryset, client: ChatClient, limit: int = SLICE_LIMIT, *, with_extraction: bool = False
-) -> SliceReplay:
-    """Replay up to `limit` proposals in the queryset's order; the first provider error stops it."""
-    total = queryset.count()
-    proposals = list(queryset.select_related("source_memory", "target_memory")[:limit])
-    replay = SliceReplay(results=[], total=total, limit=limit)
+# --- a run: asked for by a request, done by a queued task -----------------------------------------
+
+
+def ask_second_opinion(
+    queryset,
+    *,
+    requested_by: str,
+    provider: str,
+    model: str,
+    proposal: Proposal | None = None,
+    filters: str = "",
+    with_extraction: bool = False,
+) -> ReplayRun:
+    """Record a run over the first SLICE_LIMIT proposals of the queryset (in its order) and queue
+    its task. No model is called here."""
+    run = writes.create_run(
+        requested_by=requested_by,
+        provider=provider,
+        model=model,
+        proposal_ids=list(queryset.values_list("id", flat=True)[:SLICE_LIMIT]),
+        total=queryset.count(),
+        proposal=proposal,
+        filters=filters,
+        with_extraction=with_extraction,
+    )
+    if not run.finished:
+        _hand_off(run.id)
+    return run
+
+
+def _hand_off(run_id: str) -> None:
+    """Queue `run_replay(run_id)`; a run that cannot be queued fails with the reason."""
+    try:
+        async_task(
+            "pipeline.replay.run_replay",
+            run_id,
+            task_name=f"replay-{run_id}",
+            q_options={"group": "replay"},
+        )
+    except Exception as exc:
+        log.exception("could not queue second opinion %s", run_id)
+        writes.finish_run(run_id, f"the run could not be queued: {exc}")
+
+
+def run_replay(run_id: str) -> str | None:
+    """The queued task: compare each proposal of the run not compared yet, saving each result as it
+    arrives; the first provider error fails the run. Returns the final status (None: not claimed).
+    """
+    run = writes.claim_run(run_id)
+    if run is None:
+        return None
+    results = list(run.results)
+    compared = {saved["proposal"] for saved in results}
+    proposals = Proposal.objects.select_related("source_memory", "target_memory").in_bulk(
+        [pid for pid in run.proposal_ids if pid not in compared]
+    )
     extractions: dict[str, ExtractionCheck] = {}
-    for proposal in proposals:
-        try:
-            replay.results.append(
-                replay_proposal(
-                    proposal, client, with_extraction=with_extraction, extractions=extractions
-                )
+    try:
+        client = get_chat_client(run.provider, run.model)
+        for proposal_id in run.proposal_ids:
+            proposal = proposals.get(proposal_id)
+            if proposal is None:  # compared by an earlier attempt of this task, or gone since
+                continue
+            result = replay_proposal(
+                proposal, client, with_extraction=run.with_extraction, extractions=extractions
             )
-        except ProviderError as exc:
-            replay.error = str(exc)
-            break
-    return replay
+            results.append(_saved(result))
+            writes.save_results(run.id, results)
+    except ProviderError as exc:
+        writes.finish_run(run.id, str(exc))
+        return ReplayStatus.FAILED
+    except Exception as exc:  # whatever it was, the page must stop waiting and say so
+        log.exception("second opinion %s failed", run_id)
+        writes.finish_run(run.id, f"{type(exc).__name__}: {exc}")
+        return ReplayStatus.FAILED
+    writes.finish_run(run.id)
+    return ReplayStatus.DONE
+
+
+def results_of(run: ReplayRun) -> SliceReplay:
+    """The run's saved results as comparisons, beside the proposals as they are now."""
+    proposals = Proposal.objects.in_bulk([saved["proposal"] for saved in run.results])
+    results = [
+        _loaded(saved, proposals[saved["proposal"]])
+        for saved in run.results
+        if saved["proposal"] in proposals
+    ]
+    return SliceReplay(results=results, total=run.total, limit=SLICE_LIMIT, error=run.error or None)
+
+
+def _saved(result: ReplayResult) -> dict:
+    return {
+        "proposal": result.proposal.id,
+        "original": asdict(result.original),
+        "other": asdict(result.other),
+        "agrees": result.agrees,
+        "extraction": asdict(result.extraction) if result.extraction else None,
+    }
+
+
+def _loaded(saved: dict, proposal: Proposal) -> ReplayResult:
+    extraction = saved.get("extraction")
+    return ReplayResult(
+        proposal=proposal,
+        original=Answer(**saved["original"]),
+        other=Answer(**saved["other"]),
+        agrees=saved["agrees"],
+        extraction=ExtractionCheck(**extraction) if extraction else None,
+    )

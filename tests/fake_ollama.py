@@ -13,7 +13,7 @@ import time
 from collections import defaultdict, deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from pipeline.embedders import OfflineEmbedder
+from pipeline.llm import offline
 
 
 class Script:
@@ -35,7 +35,7 @@ class _Server(ThreadingHTTPServer):
 
 class FakeOllama:
     def __init__(self, dimensions: int = 768):
-        self.embedder = OfflineEmbedder(dimensions, model="nomic-embed-text")
+        self.embedder = offline.OfflineEmbedder(dimensions, model="nomic-embed-text")
         self.scripts: dict[str, deque[Script]] = defaultdict(deque)
         self.requests: list[tuple[str, dict]] = []
         self.chat_handler = None  # callable(payload) -> str reply, for dynamic scripting
@@ -87,8 +87,6 @@ class FakeOllama:
 
     # -- default answers ---------------------------------------------------------------------------
     def _default(self, path: str, payload: dict):
-        from pipeline import offline
-
         if path == "/api/embed":
             inputs = payload.get("input") or []
             inputs = [inputs] if isinstance(inputs, str) else inputs

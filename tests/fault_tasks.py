@@ -13,11 +13,17 @@ only this module reads, never the app:
   attempt through.
 
 The worker dies without running a single `finally`, exactly like SIGKILL.
+
+The in-process fault tests (tests/test_faults.py, tests/test_crash_safety.py) use the same seam
+through `failing_after_proposal`: the job's write calls `pipeline.writes.record.write_proposal`
+by name for every decided fact, so wrapping it puts a fault inside the open transaction.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 DIE_IN_EXTRACT = "FAULT_DIE_IN_EXTRACT"
@@ -41,21 +47,45 @@ def _patch_extraction(marker: str) -> None:
     extraction.extract = extract  # pipeline.tasks calls it as extraction.extract(...)
 
 
+def after_each_proposal(fault: Callable[[int], None]) -> Callable[[], None]:
+    """Call `fault(position)` right after the job's write wrote each proposal, inside its open
+    transaction; returns the function that puts the real write back."""
+    from pipeline.writes import record
+
+    real = record.write_proposal
+
+    def write_proposal(decided, write):
+        proposal = real(decided, write)
+        fault(proposal.position)
+        return proposal
+
+    record.write_proposal = write_proposal
+    return lambda: setattr(record, "write_proposal", real)
+
+
+@contextlib.contextmanager
+def failing_after_proposal(position: int, error: Exception) -> Iterator[None]:
+    """Within the block, a job's write raises `error` right after writing proposal `position`."""
+
+    def fail(index: int) -> None:
+        if index == position:
+            raise error
+
+    restore = after_each_proposal(fail)
+    try:
+        yield
+    finally:
+        restore()
+
+
 def _patch_write(flag: Path) -> None:
-    from pipeline import tasks
-
-    original = tasks.run_job
-
     def die_at_second_proposal_once(position: int) -> None:
         if position == 1 and not flag.exists():
             flag.write_text(str(os.getpid()))
             _die()
 
-    def run_job(job_id: str, *, fail_inside=None):
-        return original(job_id, fail_inside=fail_inside or die_at_second_proposal_once)
-
-    # django-q2 resolves "pipeline.tasks.run_job" by name in the worker, so it finds this one.
-    tasks.run_job = run_job
+    # Patched before the cluster forks its workers, so every worker's write carries the fault.
+    after_each_proposal(die_at_second_proposal_once)
 
 
 def main() -> None:

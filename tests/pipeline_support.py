@@ -17,7 +17,7 @@ from django.db import connections
 from memory import writes
 from memory.models import Job
 from memory.writes import Actor
-from pipeline.config import update_config
+from pipeline.writes.config import update_config
 
 AGENT = Actor("test-agent", "agent")
 SEEDER = Actor("seed-script", "agent")
@@ -141,8 +141,12 @@ def on_a_file_database(path):
     at once ("database table is locked") instead of waiting like the real WAL database does.
     The in-memory connection is kept aside (closing it would destroy the test database) and put
     back afterwards. Use with `transactional_db`; worker threads must close their connections.
+    On PostgreSQL the test database already is a server that threads and processes share.
     """
     conn = connections["default"]
+    if conn.vendor == "postgresql":
+        yield
+        return
     conn.ensure_connection()
     saved, name = conn.connection, conn.settings_dict["NAME"]
     conn.connection = None

@@ -46,3 +46,80 @@ def test_the_audit_trail_cannot_be_changed_or_deleted_in_the_admin(admin_client)
         == 403
     )
     assert memory.history.count() == 1
+
+
+# --- Issue 10 item 14: memories are read-only in the admin -------------------------------------
+
+
+def test_a_post_to_the_memory_change_page_changes_neither_content_nor_version(admin_client):
+    memory = remember("Priya prefers squash merges", actor=Actor("t", "agent")).memory
+    before = (memory.content, memory.version, memory.content_hash, memory.history.count())
+    page = admin_client.get(f"/admin/memory/memory/{memory.pk}/change/")
+    assert page.status_code == 200 and b'name="content"' not in page.content  # view only
+    response = admin_client.post(
+        f"/admin/memory/memory/{memory.pk}/change/",
+        {"content": "Priya prefers merge commits", "type": memory.type, "who": "admin"},
+    )
+    assert response.status_code == 403
+    memory.refresh_from_db()
+    assert (memory.content, memory.version, memory.content_hash, memory.history.count()) == before
+    assert admin_client.get("/admin/memory/memory/add/").status_code == 403
+    deleting = admin_client.post(f"/admin/memory/memory/{memory.pk}/delete/", {"post": "yes"})
+    assert deleting.status_code == 403
+    assert type(memory).objects.filter(pk=memory.pk).exists()
+
+
+# --- Issue 10 item 16: a member of the admin group manages users -------------------------------
+
+
+def test_a_member_of_the_admin_group_manages_users_in_the_admin(admin_client_role, role_users):
+    from django.contrib.auth.models import Group, User
+
+    assert not role_users["admin"].is_staff
+    assert admin_client_role.get("/admin/").status_code == 200
+    assert admin_client_role.get("/admin/auth/user/").status_code == 200
+    created = admin_client_role.post(
+        "/admin/auth/user/add/",
+        {
+            "username": "newbie",
+            "password1": "a long pass phrase",
+            "password2": "a long pass phrase",
+        },
+    )
+    assert created.status_code == 302, created.content
+    newbie = User.objects.get(username="newbie")
+    reviewer = Group.objects.get(name="reviewer")
+    changed = admin_client_role.post(
+        f"/admin/auth/user/{newbie.pk}/change/",
+        {
+            "username": "newbie",
+            "is_active": "on",
+            "is_superuser": "on",  # read-only for a non-superuser: ignored
+            "groups": [reviewer.pk],
+            "date_joined_0": "2025-01-01",
+            "date_joined_1": "00:00:00",
+        },
+    )
+    assert changed.status_code == 302, changed.content
+    newbie.refresh_from_db()
+    assert list(newbie.groups.values_list("name", flat=True)) == ["reviewer"]
+    assert newbie.is_superuser is False
+
+
+def test_the_admin_group_cannot_touch_superusers_and_other_roles_stay_out(
+    admin_client_role, reviewer_client
+):
+    from django.contrib.auth.models import User
+
+    root = User.objects.create_superuser("root", password="root-password")
+    assert (
+        admin_client_role.post(f"/admin/auth/user/{root.pk}/delete/", {"post": "yes"}).status_code
+        == 403
+    )
+    assert User.objects.filter(pk=root.pk).exists()
+    assert reviewer_client.get("/admin/auth/user/").status_code == 302  # to the admin login
+
+
+def test_a_member_of_the_admin_group_can_log_in_through_the_admin_login(role_users, client):
+    response = client.post("/admin/login/?next=/admin/", {"username": "ada", "password": "pw-ada"})
+    assert response.status_code == 302 and response.url == "/admin/"

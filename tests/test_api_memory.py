@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from django.db import connection
 
 from memory.models import ApiToken, Entity, Job, Memory, MemoryHistory
 
@@ -334,7 +335,14 @@ def test_history_lists_events_oldest_first_with_actor_and_reason(client, admin_a
 def test_recall_returns_ranked_live_results_of_the_tokens_agent(client, ingest_auth):
     target = remember(client, ingest_auth, content="The billing-api deploys through GitHub Actions")
     remember(client, ingest_auth, content="Lunch is at noon")
-    remember(client, ingest_auth, content="billing-api deploys through Jenkins", agentId="ops-bot")
+    from api.auth import create_token
+
+    _, ops = create_token("ops-writer", agent_id="ops-bot", scopes=["ingest"])
+    remember(
+        client,
+        {"HTTP_AUTHORIZATION": f"Bearer {ops}"},
+        content="billing-api deploys through Jenkins",
+    )
     from pipeline.tasks import embed_missing
 
     embed_missing()
@@ -378,11 +386,15 @@ def test_recall_with_hostile_query_text_does_not_fail(client, ingest_auth):
 
 def test_health_reports_database_vectors_provider_and_queue(client, ingest_auth):
     remember(client, ingest_auth, content="a memory with a pending job")
-    body = client.get("/api/health").json()
+    body = client.get("/api/health", **ingest_auth).json()  # the full report needs a token
     assert body["database"]["ok"] is True
-    assert body["vector"]["sqliteVecLoaded"] is True and body["vector"][
-        "sqliteVecVersion"
-    ].startswith("v0.")
+    if connection.vendor == "postgresql":
+        assert body["database"]["engine"] == "postgresql"
+        assert body["vector"]["backend"] == "pgvector" and body["vector"]["pgvectorVersion"]
+    else:
+        assert body["vector"]["sqliteVecLoaded"] is True and body["vector"][
+            "sqliteVecVersion"
+        ].startswith("v0.")
     assert body["llm"]["active"] == "offline"
     assert body["queue"]["pending"] == 1
     assert body["mode"] == "shadow"

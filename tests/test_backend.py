@@ -6,6 +6,11 @@ from django.db import IntegrityError, connection, transaction
 
 from memory.backend import base
 
+pytestmark = pytest.mark.sqlite_only(
+    reason="the sqlean/sqlite-vec backend itself (PRAGMAs, WAL, IMMEDIATE); the PostgreSQL "
+    "backend is tested in tests/test_postgres.py"
+)
+
 
 @pytest.mark.django_db
 def test_it_loads_sqlite_vec_into_the_connection():

@@ -5,11 +5,10 @@ import json
 import pytest
 
 from memory.models import Memory
-from pipeline.config import update_config
 from pipeline.models import Proposal
+from pipeline.writes.config import update_config
 
 pytestmark = pytest.mark.django_db
-HX = {"HTTP_HX_REQUEST": "true"}
 SECRET_TEXT = (
     "The staging deploy key is AKIAIOSFODNN7EXAMPLE for billing-api. Rotate it monthly please."
 )
@@ -53,12 +52,12 @@ def test_the_queue_shows_badges_and_filters_by_them(reviewer_client, pipeline_ru
     )
 
 
-def test_approving_a_secret_asks_for_confirmation_first(reviewer_client, pipeline_run):
+def test_approving_a_secret_asks_for_confirmation_first(reviewer_client, pipeline_run, hx):
     update_config({"shadowMode": True}, changed_by="t", reason="t")
     pipeline_run(SECRET_TEXT)
     proposal = Proposal.objects.get(fact_content__contains="AKIA")
     response = reviewer_client.post(
-        f"/proposals/{proposal.id}/decide/", {"from": "row", "decision": "approve"}, **HX
+        f"/proposals/{proposal.id}/decide/", {"from": "row", "decision": "approve"}, **hx
     )
     assert (
         "contains a secret" in response.content.decode()
@@ -68,16 +67,16 @@ def test_approving_a_secret_asks_for_confirmation_first(reviewer_client, pipelin
     reviewer_client.post(
         f"/proposals/{proposal.id}/decide/",
         {"from": "row", "decision": "approve", "confirm_secret": "on"},
-        **HX,
+        **hx,
     )
     assert Proposal.objects.get(id=proposal.id).status == "applied"
 
 
-def test_bulk_approval_leaves_secrets_for_one_by_one_review(reviewer_client, pipeline_run):
+def test_bulk_approval_leaves_secrets_for_one_by_one_review(reviewer_client, pipeline_run, hx):
     update_config({"shadowMode": True}, changed_by="t", reason="t")
     pipeline_run(SECRET_TEXT)
     data = {"decision": "approve", "scope": "all", "step": "apply", "filters": "", "total": 2}
-    body = reviewer_client.post("/review/bulk/", data, **HX).content.decode()
+    body = reviewer_client.post("/review/bulk/", data, **hx).content.decode()
     assert "left for a one-by-one approval" in body
     assert Proposal.objects.get(fact_content__contains="AKIA").status == "pending"
 

@@ -7,8 +7,9 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from pipeline.config import ConfigError, config_json, effective_mode, get_config, update_config
+from pipeline.config import ConfigError, config_json, effective_mode, get_config
 from pipeline.models import ConfigChange, PipelineConfig
+from pipeline.writes.config import update_config
 
 # enabled, shadowMode, mutationsFrozen, allowUpdateDelete -> mode (DESIGN §5).
 MODE_TABLE = [

@@ -205,3 +205,371 @@ def test_as_dict_uses_camel_case_keys_and_json_friendly_values():
         "reason": found.reason,
     }
     assert Contradiction(False, None, [], None, None, "x").as_dict()["antonymPair"] is None
+
+
+# --- Issue 10 item 5: stems, hyphenated and "unable" negations, constrained prepositions ---------
+
+
+@pytest.mark.parametrize(
+    ("fact", "existing", "pair"),
+    [
+        (
+            "The firewall allows SSH from the office network",
+            "The firewall denies SSH from the office network",
+            ("allows", "denies"),
+        ),
+        ("Dave and Erin live apart", "Dave and Erin live together", ("apart", "together")),
+        ("Frank is divorced from Grace", "Frank is married to Grace", ("divorced", "married")),
+        (
+            "The search index is unencrypted at rest",
+            "The search index is encrypted at rest",
+            ("unencrypted", "encrypted"),
+        ),
+    ],
+)
+def test_antonyms_match_in_any_word_form(fact, existing, pair):
+    found = detect(fact, existing)
+    assert (found.flagged, found.kind, found.antonym_pair) == (True, "antonym", pair)
+
+
+@pytest.mark.parametrize(
+    ("fact", "existing", "word"),
+    [
+        ("Bob is no-longer the on-call lead", "Bob is the on-call lead", "no"),
+        (
+            "Carol is unable to access the prod database",
+            "Carol can access the prod database",
+            "unable",
+        ),
+    ],
+)
+def test_hyphenated_and_unable_negations_are_negations(fact, existing, word):
+    found = detect(fact, existing)
+    assert (found.flagged, found.kind, found.negated_side) == (True, "negation", "fact")
+    assert f'("{word}")' in found.reason
+
+
+def test_a_negation_of_something_the_other_side_does_not_say_is_not_a_conflict():
+    assert (
+        detect("Alice does not drink coffee", "Alice drinks green tea every morning").flagged
+        is False
+    )
+    assert (
+        detect("Alice does not drink coffee", "Alice drinks coffee every morning").flagged is True
+    )
+
+
+@pytest.mark.parametrize(
+    ("fact", "existing", "flagged"),
+    [
+        ("Bob turned off alerts for the ops channel", "Bob is on call for the ops channel", False),
+        ("The backup job runs after midnight", "The backup job runs before the deploy job", False),
+        (
+            "Rate limiting is turned off for internal clients",
+            "Rate limiting is turned on for internal clients",
+            True,
+        ),
+        ("The VPN is up for the Berlin office", "The VPN is down for the Berlin office", True),
+    ],
+)
+def test_prepositional_pairs_only_conflict_in_the_same_place(fact, existing, flagged):
+    assert detect(fact, existing).flagged is flagged
+
+
+def test_one_stop_word_list_serves_search_the_linker_and_the_pipeline():
+    from memory import keyword, linker, words
+    from pipeline import grounding
+
+    assert STOP_WORDS is words.STOP_WORDS and NEGATIONS is words.NEGATIONS
+    assert grounding.STOP_WORDS is words.STOP_WORDS
+    assert keyword.STOP_WORDS == words.STOP_WORDS | words.NEGATIONS
+    assert words.STOP_WORDS | words.NEGATIONS <= linker.SKIP_WORDS
+
+
+# (new fact, existing memory, is a contradiction): the kind of memories agents store. Value changes
+# ("port 8080" -> "port 9090") are left out: no word list can see those.
+LABELLED_PAIRS = [
+    # --- contradictions: config rules ---
+    (
+        "The firewall allows SSH from the office network",
+        "The firewall denies SSH from the office network",
+        True,
+    ),
+    (
+        "The staging firewall denied inbound traffic on port 22",
+        "The staging firewall allows inbound traffic on port 22",
+        True,
+    ),
+    (
+        "Dark mode is enabled for the admin dashboard",
+        "Dark mode was disabled for the admin dashboard",
+        True,
+    ),
+    ("The main repository disables auto-merge", "The main repository enables auto-merge", True),
+    (
+        "Deploys to production are never allowed on Fridays",
+        "Deploys to production are allowed on Fridays",
+        True,
+    ),
+    (
+        "The API gateway accepts requests without a token",
+        "The API gateway rejects requests without a token",
+        True,
+    ),
+    (
+        "Two-factor authentication is required for admin accounts",
+        "Two-factor authentication is optional for admin accounts",
+        True,
+    ),
+    ("The billing service API is public", "The billing service API is private", True),
+    (
+        "The feature flag new_checkout is on in production",
+        "The feature flag new_checkout is off in production",
+        True,
+    ),
+    (
+        "Rate limiting is turned off for internal clients",
+        "Rate limiting is turned on for internal clients",
+        True,
+    ),
+    (
+        "Database backups run before the nightly deploy",
+        "Database backups run after the nightly deploy",
+        True,
+    ),
+    ("The staging cluster scales up at night", "The staging cluster scales down at night", True),
+    ("The VPN is up for the Berlin office", "The VPN is down for the Berlin office", True),
+    (
+        "The password policy allows reuse of old passwords",
+        "The password policy forbids reuse of old passwords",
+        True,
+    ),
+    ("The search index is encrypted at rest", "The search index is unencrypted at rest", True),
+    ("The cron job for invoices isn't enabled", "The cron job for invoices is enabled", True),
+    ("Signups are open for the beta program", "Signups are closed for the beta program", True),
+    ("Staging uses synchronous replication", "Staging uses asynchronous replication", True),
+    (
+        "The legacy importer is supported on Windows",
+        "The legacy importer is unsupported on Windows",
+        True,
+    ),
+    ("The v1 export endpoint is active", "The v1 export endpoint is inactive", True),
+    (
+        "The cache layer was removed from the search service",
+        "The cache layer was added to the search service",
+        True,
+    ),
+    ("The docs site does not use Google Analytics", "The docs site uses Google Analytics", True),
+    (
+        "The CI pipeline passed on the release branch",
+        "The CI pipeline failed on the release branch",
+        True,
+    ),
+    ("The payments API is online", "The payments API is offline", True),
+    ("Wei unlocked the release branch", "Wei locked the release branch", True),
+    # --- contradictions: people ---
+    ("Alice no longer works on the billing team", "Alice works on the billing team", True),
+    (
+        "Bob is no-longer the on-call lead for payments",
+        "Bob is the on-call lead for payments",
+        True,
+    ),
+    (
+        "Carol is unable to access the production database",
+        "Carol can access the production database",
+        True,
+    ),
+    ("Dave and Erin live apart", "Dave and Erin live together", True),
+    ("Frank is divorced from Grace", "Frank is married to Grace", True),
+    ("Ivan isn't a member of the security team", "Ivan is a member of the security team", True),
+    ("Lena cannot approve production deploys", "Lena can approve production deploys", True),
+    ("Mateo rejected the offer from Acme", "Mateo accepted the offer from Acme", True),
+    ("Sara and Tom are no longer married", "Sara and Tom are married", True),
+    ("Uma is unavailable for on-call next week", "Uma is available for on-call next week", True),
+    # --- contradictions: schedules ---
+    ("Kenji always reviews database migrations", "Kenji never reviews database migrations", True),
+    ("The mobile team never ships on Mondays", "The mobile team always ships on Mondays", True),
+    (
+        "Nina will not attend the Thursday planning meeting",
+        "Nina will attend the Thursday planning meeting",
+        True,
+    ),
+    ("Julia has stopped running the weekly demo", "Julia started running the weekly demo", True),
+    (
+        "The Friday retro is cancelled for the platform team",
+        "The Friday retro is scheduled for the platform team",
+        True,
+    ),
+    # --- contradictions: preferences ---
+    ("Priya avoids squash merges", "Priya prefers squash merges", True),
+    (
+        "Priya dislikes squash merges for feature branches",
+        "Priya likes squash merges for feature branches",
+        True,
+    ),
+    ("Hana doesn't drink coffee in the morning", "Hana drinks coffee in the morning", True),
+    (
+        "Omar hates tabs for indentation in Go files",
+        "Omar loves tabs for indentation in Go files",
+        True,
+    ),
+    ("Quinn wants fewer meetings on Wednesdays", "Quinn wants more meetings on Wednesdays", True),
+    # --- not contradictions: same topic, compatible ---
+    (
+        "The firewall allows SSH from the office network",
+        "The firewall allows HTTPS from the office network",
+        False,
+    ),
+    ("Alice works on the billing team", "Alice leads the billing team standup", False),
+    ("Alice does not drink coffee", "Alice drinks green tea every morning", False),
+    (
+        "The billing service does not log card numbers",
+        "The billing service logs request ids",
+        False,
+    ),
+    ("Dave doesn't attend the Monday standup", "Dave attends the Friday demo", False),
+    ("Kenji is not available on weekends", "Kenji is available on weekdays", False),
+    ("Rosa doesn't use tabs; she uses spaces", "Rosa uses spaces for indentation", False),
+    ("The backup script no longer needs root", "The backup script runs as root", False),
+    ("Sam never deploys on Fridays", "Sam deploys the billing service on Tuesdays", False),
+    (
+        "The deploy bot cannot merge without approval",
+        "The deploy bot merges after approval from two reviewers",
+        False,
+    ),
+    (
+        "The old importer is not used anymore",
+        "The old importer used to crash on large files",
+        False,
+    ),
+    (
+        "The staging cluster doesn't autoscale at night",
+        "The staging cluster doesn't autoscale on weekends",
+        False,
+    ),
+    (
+        "Julia never uses the staging database for load tests",
+        "Julia never uses production for load tests",
+        False,
+    ),
+    (
+        "Tara prefers Postgres for new services",
+        "Tara prefers PostgreSQL for all new services",
+        False,
+    ),
+    (
+        "Staging is locked during the release freeze",
+        "Production is locked during the release freeze",
+        False,
+    ),
+    (
+        "Erin enabled two-factor authentication on her laptop",
+        "Erin enabled disk encryption on her laptop",
+        False,
+    ),
+    (
+        "Priya prefers squash merges for small pull requests",
+        "Priya prefers merge commits for large pull requests",
+        False,
+    ),
+    ("Lena approved the migration plan", "Lena approved the rollback plan", False),
+    ("Reviewers must approve schema changes", "Reviewers must approve dependency upgrades", False),
+    ("Uma is married and lives in Lisbon", "Uma lives in Lisbon with her sister", False),
+    # --- not contradictions: prepositions that only look like antonyms ---
+    (
+        "Bob turned off notifications for the alerts channel",
+        "Bob is on call for the alerts channel",
+        False,
+    ),
+    (
+        "The backup job runs after midnight",
+        "The backup job runs before the deploy job on weekdays",
+        False,
+    ),
+    (
+        "Carol set up the staging database",
+        "Carol shut down the staging database for maintenance",
+        False,
+    ),
+    (
+        "The support team logs on to the VPN before standup",
+        "The support team signs off after the retro",
+        False,
+    ),
+    ("Ivan logs off at six on Fridays", "Ivan is on call on Fridays", False),
+    ("Mateo turned on dark mode in Slack", "Mateo turned off notifications in Slack", False),
+    ("Nina signed off on the release notes", "Nina is on the release team", False),
+    (
+        "The CI runs unit tests before integration tests",
+        "The CI runs linting after unit tests",
+        False,
+    ),
+    ("Alice moved the standup before lunch", "Alice moved the retro after lunch", False),
+    (
+        "Grace backs up the wiki every night",
+        "Grace writes the wiki pages on the design system",
+        False,
+    ),
+    # --- written after the rules, not tuned against ---
+    ("The nightly ETL job is disabled in staging", "The nightly ETL job runs in staging", True),
+    ("Marta does not own the billing runbook", "Marta owns the billing runbook", True),
+    (
+        "Uploads larger than the limit are rejected by the CDN",
+        "Uploads larger than the limit are accepted by the CDN",
+        True,
+    ),
+    (
+        "The mobile app no longer supports offline mode",
+        "The mobile app supports offline mode",
+        True,
+    ),
+    ("Jonas prefers spaces over tabs", "Jonas prefers tabs over spaces", True),
+    ("The staging database is not backed up", "The staging database is backed up nightly", True),
+    (
+        "Cookies are blocked on the marketing site",
+        "Cookies are allowed on the marketing site",
+        True,
+    ),
+    ("Ravi has left the data team", "Ravi is on the data team", True),
+    (
+        "Emails to customers are sent synchronously",
+        "Emails to customers are sent asynchronously",
+        True,
+    ),
+    ("Helga is not the owner of the auth service", "Helga is the owner of the auth service", True),
+    ("The linter fails on unused imports", "The linter passes on unused imports", True),
+    ("Our team stopped using Jira", "Our team started using Jira", True),
+    ("Marta owns the billing runbook", "Marta updated the billing runbook last week", False),
+    (
+        "Uploads are rejected when they exceed the size limit",
+        "Uploads are accepted in PNG and JPEG formats",
+        False,
+    ),
+    (
+        "The staging database is not shared with the analytics team",
+        "The staging database is backed up nightly",
+        False,
+    ),
+    ("Helga is not on call this week", "Helga owns the on-call rotation", False),
+    ("The linter runs before every commit", "The formatter runs after every commit", False),
+    ("Jonas reviews frontend pull requests", "Jonas does not review backend pull requests", False),
+    (
+        "Cookies are disabled in the test browser profile",
+        "Cookies are enabled on the marketing site",
+        False,
+    ),
+    ("Ravi does not like long meetings", "Ravi likes short meetings", False),
+    ("The API returns errors as JSON", "The API never returns HTML error pages", False),
+    # --- not contradictions: unrelated ---
+    ("Alice does not drink coffee", "The CI pipeline runs on GitHub Actions", False),
+    ("The deploy script is not idempotent", "Priya prefers squash merges", False),
+]
+
+
+def test_precision_and_recall_on_labelled_pairs():
+    assert len(LABELLED_PAIRS) >= 60
+    flagged = [(detect(fact, existing).flagged, truth) for fact, existing, truth in LABELLED_PAIRS]
+    true_positives = sum(1 for got, truth in flagged if got and truth)
+    precision = true_positives / sum(1 for got, _ in flagged if got)
+    recall = true_positives / sum(1 for _, truth in flagged if truth)
+    assert (precision >= 0.90, recall >= 0.85) == (True, True), (precision, recall)

@@ -4,8 +4,8 @@ import pytest
 
 from memory.writes import Actor
 from pipeline import review
-from pipeline.config import update_config
 from pipeline.models import Proposal
+from pipeline.writes.config import update_config
 
 pytestmark = pytest.mark.django_db
 

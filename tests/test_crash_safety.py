@@ -8,8 +8,10 @@ from django.db import connections
 from django.utils import timezone
 
 from memory.models import Embedding, Job, Memory, MemoryCold, MemoryHistory
-from pipeline import apply, tasks
+from pipeline import tasks
 from pipeline.models import LlmCall, Proposal
+from pipeline.writes import jobs, record
+from tests.fault_tasks import failing_after_proposal
 from tests.pipeline_support import make_due, on_a_file_database, raw, set_mode
 
 # Three sentences, three facts with no candidates: three ADDs in controlled-write.
@@ -24,9 +26,8 @@ class Crash(RuntimeError):
     pass
 
 
-def crash_on_second_proposal(index: int) -> None:
-    if index == 1:
-        raise Crash("power cut while writing proposal 2")
+def crash_on_second_proposal():
+    return failing_after_proposal(1, Crash("power cut while writing proposal 2"))
 
 
 def derived() -> list[Memory]:
@@ -39,7 +40,8 @@ def test_a_crash_inside_the_write_leaves_nothing_of_the_job_and_the_retry_writes
     result = raw(TEXT)
     source = result.memory
 
-    assert tasks.run_job(result.job.id, fail_inside=crash_on_second_proposal) == "pending"
+    with crash_on_second_proposal():
+        assert tasks.run_job(result.job.id) == "pending"
 
     job = Job.objects.get(id=result.job.id)
     assert job.status == "pending" and job.attempts == 1
@@ -94,7 +96,8 @@ def test_a_crash_while_applying_an_update_rolls_back_the_target_and_its_cold_cop
     )
     result = raw("Notes from the platform sync.")
 
-    assert tasks.run_job(result.job.id, fail_inside=crash_on_second_proposal) == "pending"
+    with crash_on_second_proposal():
+        assert tasks.run_job(result.job.id) == "pending"
     assert '"update"' in model.replies[1]  # the update was decided, applied, then lost
     target.refresh_from_db()
     assert target.content == "The billing service runs on Postgres 14" and target.version == 1
@@ -111,9 +114,9 @@ def test_a_crash_while_applying_an_update_rolls_back_the_target_and_its_cold_cop
 @pytest.mark.django_db
 def test_a_job_can_be_claimed_only_once():
     result = raw(TEXT)
-    first = apply.claim_job(result.job.id)
+    first = jobs.claim_job(result.job.id)
     assert first is not None and first.attempts == 1
-    assert apply.claim_job(result.job.id) is None
+    assert jobs.claim_job(result.job.id) is None
     assert tasks.run_job(result.job.id) is None  # leased by someone else: not run
     assert Job.objects.get(id=result.job.id).attempts == 1
 
@@ -133,16 +136,16 @@ def test_a_worker_whose_lease_was_reclaimed_cannot_write_its_outcome():
     """A slow worker outlives its lease; the job is reclaimed and done by another worker."""
     set_mode("controlled-write")
     result = raw(TEXT)
-    slow_claim = apply.claim_job(result.job.id)
+    slow_claim = jobs.claim_job(result.job.id)
     slow_outcome = tasks.compute(slow_claim, [])
 
     Job.objects.filter(id=result.job.id).update(leased_at=timezone.now() - timedelta(hours=1))
-    assert apply.reclaim_stale_leases(timedelta(minutes=10))["retried"] == 1
+    assert jobs.reclaim_stale_leases(timedelta(minutes=10))["retried"] == 1
     assert tasks.run_job(result.job.id) == "completed"
     assert len(derived()) == 3
 
-    assert apply.record_job(slow_outcome) is None  # the lease is gone: nothing is written
-    assert apply.fail_job(slow_claim, "late failure", []) is None  # nor can it fail the job
+    assert record.record_job(slow_outcome) is None  # the lease is gone: nothing is written
+    assert jobs.fail_job(slow_claim, "late failure", []) is None  # nor can it fail the job
     assert len(derived()) == 3 and Proposal.objects.count() == 3
     job = Job.objects.get(id=result.job.id)
     assert job.status == "completed" and job.attempts == 2 and job.error is None

@@ -3,14 +3,9 @@
 import numpy as np
 import pytest
 
-from pipeline import embedders
-from pipeline.embedders import (
-    OllamaEmbedder,
-    OpenAIEmbedder,
-    ProviderError,
-    get_embedder,
-    resolve_provider,
-)
+from pipeline.llm import ProviderError, get_embedder, resolve_provider, transport
+from pipeline.llm.ollama import OllamaEmbedder
+from pipeline.llm.openai import OpenAIEmbedder
 from tests.fake_ollama import Script
 
 
@@ -69,7 +64,7 @@ def test_auto_uses_ollama_when_it_answers_and_offline_otherwise(fake_ollama, set
     settings.MEMORY_LLM_PROVIDER = "auto"
     assert resolve_provider() == "ollama"
     settings.OLLAMA_URL = "http://127.0.0.1:9"
-    embedders._probe_cache.clear()
+    transport._probe_cache.clear()
     assert resolve_provider() == "offline"
     assert get_embedder().model == "offline-hash-768"
 

@@ -3,26 +3,16 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard.roles import ensure_role_groups
 from memory.models import Entity, Memory, MemoryEntityMention, Relation
 from memory.writes import Actor, Triple, remember
 
 pytestmark = pytest.mark.django_db
-HX = {"HTTP_HX_REQUEST": "true"}
 AGENT = Actor("x", "agent")
-
-
-@pytest.fixture
-def as_viewer(client):
-    ensure_role_groups()
-    client.force_login(User.objects.create_user("vera", password="pw"))
-    return client
 
 
 @pytest.fixture
@@ -60,8 +50,8 @@ def test_anonymous_goes_to_login(client, graph):
         assert response.status_code == 302 and response["Location"].startswith("/login/")
 
 
-def test_list_orders_by_mentions_and_counts_memories(as_viewer, graph):
-    response = as_viewer.get(reverse("dashboard:entities"))
+def test_list_orders_by_mentions_and_counts_memories(viewer_client, graph):
+    response = viewer_client.get(reverse("dashboard:entities"))
     assert response.status_code == 200
     html = response.content.decode()
     assert "<html" in html
@@ -71,20 +61,20 @@ def test_list_orders_by_mentions_and_counts_memories(as_viewer, graph):
     assert "project" in html and "default" in html
 
 
-def test_list_htmx_fragment_and_search(as_viewer, graph):
-    response = as_viewer.get(reverse("dashboard:entities"), {"q": "ali"}, **HX)
+def test_list_htmx_fragment_and_search(viewer_client, graph, hx):
+    response = viewer_client.get(reverse("dashboard:entities"), {"q": "ali"}, **hx)
     assert response.status_code == 200
     body = response.content.decode()
     assert "<html" not in body
     assert 'id="entity-list"' in body
     assert ">Alice<" in body and ">Harbor<" not in body
-    empty = as_viewer.get(reverse("dashboard:entities"), {"q": "zzz"}, **HX).content.decode()
+    empty = viewer_client.get(reverse("dashboard:entities"), {"q": "zzz"}, **hx).content.decode()
     assert "No entity matches" in empty
 
 
-def test_detail_shows_relations_and_memories(as_viewer, graph):
+def test_detail_shows_relations_and_memories(viewer_client, graph, hx):
     harbor = graph["harbor"]
-    html = as_viewer.get(reverse("dashboard:entity", args=[harbor.pk])).content.decode()
+    html = viewer_client.get(reverse("dashboard:entity", args=[harbor.pk])).content.decode()
     assert "<html" in html
     assert "works_on" in html
     assert f'href="/entities/{graph["alice"].pk}/"' in html  # incoming from Alice
@@ -92,29 +82,31 @@ def test_detail_shows_relations_and_memories(as_viewer, graph):
         assert f'href="/memories/{memory.id}/"' in html
     assert "90%" in html
 
-    alice = as_viewer.get(reverse("dashboard:entity", args=[graph["alice"].pk])).content.decode()
+    alice = viewer_client.get(
+        reverse("dashboard:entity", args=[graph["alice"].pk])
+    ).content.decode()
     assert f'href="/entities/{harbor.pk}/"' in alice  # outgoing to Harbor
 
-    fragment = as_viewer.get(reverse("dashboard:entity", args=[harbor.pk]), **HX)
+    fragment = viewer_client.get(reverse("dashboard:entity", args=[harbor.pk]), **hx)
     body = fragment.content.decode()
     assert fragment.status_code == 200 and "<html" not in body
     assert 'id="entity-memories"' in body
 
 
-def test_detail_of_unknown_entity_is_404(as_viewer):
-    assert as_viewer.get(reverse("dashboard:entity", args=[999])).status_code == 404
+def test_detail_of_unknown_entity_is_404(viewer_client):
+    assert viewer_client.get(reverse("dashboard:entity", args=[999])).status_code == 404
 
 
-def test_entity_names_and_memory_content_are_escaped(as_viewer):
+def test_entity_names_and_memory_content_are_escaped(viewer_client):
     memory = remember(
         "<script>alert(1)</script> mentions Evil",
         actor=AGENT,
         triples=[Triple("<b>Evil</b>", "is", "<i>bad</i>")],
     ).memory
     evil = Entity.objects.get(canonical_name="<b>evil</b>")
-    listing = as_viewer.get(reverse("dashboard:entities")).content.decode()
+    listing = viewer_client.get(reverse("dashboard:entities")).content.decode()
     assert "<b>Evil</b>" not in listing and "&lt;b&gt;Evil&lt;/b&gt;" in listing
-    detail = as_viewer.get(reverse("dashboard:entity", args=[evil.pk])).content.decode()
+    detail = viewer_client.get(reverse("dashboard:entity", args=[evil.pk])).content.decode()
     assert "<script>alert(1)</script>" not in detail
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in detail
     assert "<i>bad</i>" not in detail
@@ -145,7 +137,7 @@ def _grow(n: int, hub: Entity, start: int) -> None:
             )
 
 
-def test_query_counts_are_constant(as_viewer):
+def test_query_counts_are_constant(viewer_client, hx):
     now = timezone.now()
     hub = Entity.objects.create(
         name="Hub", canonical_name="hub", mentions=0, created_at=now, updated_at=now
@@ -154,17 +146,17 @@ def test_query_counts_are_constant(as_viewer):
     detail_url = reverse("dashboard:entity", args=[hub.pk])
     _grow(3, hub, 0)
     few = [
-        _queries(as_viewer, list_url),
-        _queries(as_viewer, list_url, **HX),
-        _queries(as_viewer, detail_url),
-        _queries(as_viewer, detail_url, **HX),
+        _queries(viewer_client, list_url),
+        _queries(viewer_client, list_url, **hx),
+        _queries(viewer_client, detail_url),
+        _queries(viewer_client, detail_url, **hx),
     ]
     _grow(27, hub, 3)
     assert Memory.objects.count() == 30
     many = [
-        _queries(as_viewer, list_url),
-        _queries(as_viewer, list_url, **HX),
-        _queries(as_viewer, detail_url),
-        _queries(as_viewer, detail_url, **HX),
+        _queries(viewer_client, list_url),
+        _queries(viewer_client, list_url, **hx),
+        _queries(viewer_client, detail_url),
+        _queries(viewer_client, detail_url, **hx),
     ]
     assert many == few

@@ -26,6 +26,7 @@ from pipeline import tasks
 from pipeline.config import config_json, get_config
 from pipeline.models import ConfigChange, LlmCall, Proposal
 from tests.fake_ollama import Script
+from tests.fault_tasks import failing_after_proposal
 from tests.pipeline_support import (
     ScriptedModel,
     configure,
@@ -93,7 +94,13 @@ def database_rows() -> dict[str, list[str]]:
     """Every row of every real table (virtual tables are covered by their shadow tables)."""
     rows = {}
     with connection.cursor() as cursor:
-        cursor.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "SELECT tablename, '' FROM pg_tables WHERE schemaname = current_schema() "
+                "ORDER BY tablename"
+            )
+        else:
+            cursor.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY name")
         tables = [
             name
             for name, sql in cursor.fetchall()
@@ -124,11 +131,7 @@ def changed_tables(before: dict, after: dict) -> dict[str, str]:
 
 
 def fail_at(position: int):
-    def fail_inside(index: int) -> None:
-        if index == position:
-            raise Injected(f"injected after proposal {position}")
-
-    return fail_inside
+    return failing_after_proposal(position, Injected(f"injected after proposal {position}"))
 
 
 @pytest.fixture
@@ -163,7 +166,8 @@ def test_an_exception_at_every_step_of_the_write_leaves_nothing_and_the_retry_wr
 
     for position in range(len(WRITE_FACTS)):
         before = database_rows()
-        assert tasks.run_job(job_id, fail_inside=fail_at(position)) == "pending", position
+        with fail_at(position):
+            assert tasks.run_job(job_id) == "pending", position
         assert changed_tables(before, database_rows()) == {}, f"partial write at {position}"
         job = Job.objects.get(id=job_id)
         assert job.status == "pending" and job.attempts == position + 1
@@ -341,14 +345,18 @@ def test_two_reviewers_and_the_worker_racing_apply_each_proposal_at_most_once(fi
     # Targets that several raw memories propose to UPDATE (at most one may apply, the rest go
     # stale) and a filler fact many of them propose to ADD (one applies, the rest dedupe).
     targets = [seed(base) for base in UPDATE_TARGETS]
-    tasks.embed_missing()
     for base in UPDATE_TARGETS:
         for detail in DETAILS:
             raw(f"{base} {detail}. The shared filler fact for every reviewer.")
+    tasks.embed_missing()
     # Decide these before the filler arrives, so the targets are their top candidates.
     tasks.process_pending()
     for index in range(55):
         raw(" ".join(sentence(rng, f"r{index}.{part}") for part in range(4)))
+    # Vectors first (here and above): a memory without one competes on its keyword score alone
+    # (issue 10 item 6), and these look-alike texts would cover each other before any vector
+    # says otherwise.
+    tasks.embed_missing()
     tasks.process_pending()
     ids = list(
         Proposal.objects.filter(status="pending", action__in=["add", "update", "delete"])

@@ -11,12 +11,12 @@ from dashboard import lineage
 from memory import writes
 from memory.models import Memory
 from memory.writes import Actor
-from pipeline import apply, review
+from pipeline import review
 from pipeline.models import Proposal
+from pipeline.writes import review as review_writes
 from tests.pipeline_support import ScriptedModel, decision, fact, raw, seed, set_mode
 
 pytestmark = pytest.mark.django_db
-HX = {"HTTP_HX_REQUEST": "true"}
 RITA, ADA = Actor("rita", "operator"), Actor("ada", "operator")
 MODEL = "offline-heuristic-v1"
 TEXT = "Priya maintains the billing-api service. It runs on Postgres 14. Ok then."
@@ -113,8 +113,8 @@ def test_an_automatic_write_then_a_revert_and_its_undo(pipeline_run):
     (source,) = pipeline_run("Kenji uses Grafana for dashboards. Ok then.")
     proposal = Proposal.objects.get(source_memory=source)
     assert proposal.decided_by == "pipeline-v2"
-    apply.revert(proposal.id, reviewer=RITA, reason="Grafana was retired")
-    apply.revert(proposal.id, reviewer=ADA, reason="it is back")
+    review_writes.revert(proposal.id, reviewer=RITA, reason="Grafana was retired")
+    review_writes.revert(proposal.id, reviewer=ADA, reason="it is back")
     steps = lineage.build(Memory.objects.get(id=proposal.created_memory_id))
     assert kinds(steps)[:7] == [
         "raw",
@@ -206,7 +206,7 @@ def test_proposals_that_target_a_memory_are_in_its_story(fake_ollama):
     assert f"/memories/{later.id}/" in {link.href for link in targeted.links}
 
 
-def test_the_page_shows_the_lineage_escaped_and_linkable(viewer_client, pipeline_run):
+def test_the_page_shows_the_lineage_escaped_and_linkable(viewer_client, pipeline_run, hx):
     (source,) = pipeline_run("Kenji likes <script>alert(1)</script> dashboards a lot. Ok then.")
     proposal = Proposal.objects.get(source_memory=source)
     review.approve(proposal.id, RITA, note="<img src=x onerror=alert(2)>")
@@ -219,7 +219,7 @@ def test_the_page_shows_the_lineage_escaped_and_linkable(viewer_client, pipeline
         assert f'href="/proposals/{proposal.id}/"' in body
     body = viewer_client.get(f"/memories/{memory.id}/").content.decode()
     assert f'id="lin-review-{proposal.id[:8]}"' in body and 'href="#lin-review-' in body
-    fragment = viewer_client.get(f"/memories/{memory.id}/", **HX).content.decode()
+    fragment = viewer_client.get(f"/memories/{memory.id}/", **hx).content.decode()
     assert 'id="lineage"' in fragment
 
 

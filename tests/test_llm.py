@@ -7,8 +7,9 @@ import socket
 import pytest
 
 from pipeline import parsing
-from pipeline.embedders import ProviderError
-from pipeline.llm import OllamaChat, OpenAIChat, get_chat_client
+from pipeline.llm import ProviderError, get_chat_client, prompts
+from pipeline.llm.ollama import OllamaChat
+from pipeline.llm.openai import OpenAIChat
 from pipeline.parsing import Candidate, Fact
 from tests.fake_ollama import Script
 
@@ -26,7 +27,7 @@ def test_the_ollama_extraction_request_uses_the_schema_no_streaming_and_temperat
     record = client.extract(TEXT)
     (body,) = fake_ollama.calls("/api/chat")
     assert body["stream"] is False
-    assert body["format"] == parsing.EXTRACTION_SCHEMA
+    assert body["format"] == prompts.EXTRACTION_SCHEMA
     assert {"facts", "entities"} <= set(body["format"]["properties"])
     assert body["options"]["temperature"] == 0
     assert body["model"] == settings.MEMORY_EXTRACTION_MODEL == record.model
@@ -43,7 +44,7 @@ def test_the_ollama_decision_request_uses_the_decision_schema(fake_ollama):
     fake_ollama.chat_reply(reply)
     record = get_chat_client().decide(FACT, CANDIDATES, {"mem-1": 0.6})
     (body,) = fake_ollama.calls("/api/chat")
-    assert body["format"] == parsing.DECISION_SCHEMA
+    assert body["format"] == prompts.DECISION_SCHEMA
     assert set(body["format"]["properties"]) == {"action", "targetId", "confidence", "reason"}
     assert body["stream"] is False and body["options"]["temperature"] == 0
     assert "[1] ID: mem-1" in body["messages"][-1]["content"]
@@ -67,7 +68,7 @@ def test_the_openai_provider_posts_chat_completions_with_a_json_schema(openai, s
     assert openai.calls("/api/chat") == []
     (body,) = openai.calls("/v1/chat/completions")
     assert body["response_format"]["type"] == "json_schema"
-    assert body["response_format"]["json_schema"]["schema"] == parsing.EXTRACTION_SCHEMA
+    assert body["response_format"]["json_schema"]["schema"] == prompts.EXTRACTION_SCHEMA
     assert body["temperature"] == 0
     assert body["model"] == settings.MEMORY_EXTRACTION_MODEL
     assert record.provider == "openai" and record.kind == "extract"
@@ -77,7 +78,7 @@ def test_the_openai_provider_posts_chat_completions_with_a_json_schema(openai, s
 
     client.decide(FACT, CANDIDATES, {})
     body = openai.calls("/v1/chat/completions")[-1]
-    assert body["response_format"]["json_schema"]["schema"] == parsing.DECISION_SCHEMA
+    assert body["response_format"]["json_schema"]["schema"] == prompts.DECISION_SCHEMA
 
 
 def _closed_port() -> int:

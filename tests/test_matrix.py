@@ -9,7 +9,13 @@ from memory import matrix, vectors
 from memory.models import Embedding
 from memory.vectors import vector_to_blob
 
-pytestmark = pytest.mark.django_db
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.sqlite_only(
+        reason="the per-process matrix and its embedding_changes log exist only on SQLite; "
+        "PostgreSQL answers KNN from its HNSW index (tests/test_postgres.py)"
+    ),
+]
 DIMS = 768
 
 

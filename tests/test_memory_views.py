@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import Group, User
 from django.db import connection, transaction
-from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from dashboard.roles import ensure_role_groups
 from memory import writes
 from memory.models import Memory, MemoryCold, MemoryHistory
 from memory.writes import Actor, Triple
@@ -18,7 +15,6 @@ from pipeline.models import Proposal
 pytestmark = pytest.mark.django_db
 
 AGENT = Actor("x", "agent")
-HX = {"HTTP_HX_REQUEST": "true"}
 XSS = "<script>alert(1)</script><img src=x onerror=alert(2)>"
 
 
@@ -46,28 +42,6 @@ def action_url(memory):
     return f"/memories/{memory.id}/action/"
 
 
-def make_user(name, role=None):
-    ensure_role_groups()
-    user = User.objects.create_user(name, password="pw-" + name)
-    if role:
-        user.groups.add(Group.objects.get(name=role))
-    return user
-
-
-@pytest.fixture
-def viewer_client():
-    client = Client()
-    client.force_login(make_user("vera"))
-    return client
-
-
-@pytest.fixture
-def reviewer_client():
-    client = Client()
-    client.force_login(make_user("rita", "reviewer"))
-    return client
-
-
 # --- access ---------------------------------------------------------------------------------------
 
 
@@ -83,7 +57,7 @@ def test_anonymous_users_are_sent_to_login(client):
     assert state(memory.id)[0] == 1
 
 
-def test_a_viewer_can_read_but_every_action_is_forbidden_and_changes_nothing(viewer_client):
+def test_a_viewer_can_read_but_every_action_is_forbidden_and_changes_nothing(viewer_client, hx):
     memory = remember("Billing runs on Postgres 16")
     assert viewer_client.get("/memories/").status_code == 200
     page = viewer_client.get(detail_url(memory))
@@ -98,7 +72,7 @@ def test_a_viewer_can_read_but_every_action_is_forbidden_and_changes_nothing(vie
         {"action": "recover", "reason": "x"},
     ):
         assert viewer_client.post(action_url(memory), data).status_code == 403
-        assert viewer_client.post(action_url(memory), data, **HX).status_code == 403
+        assert viewer_client.post(action_url(memory), data, **hx).status_code == 403
     assert state(memory.id) == before
 
 
@@ -112,7 +86,7 @@ def test_actions_are_post_only_and_unknown_ones_are_rejected(reviewer_client):
 # --- list -----------------------------------------------------------------------------------------
 
 
-def test_the_list_renders_as_a_page_and_as_a_results_fragment(viewer_client):
+def test_the_list_renders_as_a_page_and_as_a_results_fragment(viewer_client, hx):
     memory = remember("Billing runs on Postgres 16", who="cursor", agent_id="harbor")
     page = viewer_client.get("/memories/")
     body = page.content.decode()
@@ -121,7 +95,7 @@ def test_the_list_renders_as_a_page_and_as_a_results_fragment(viewer_client):
     assert f'id="memory-{memory.id}" data-row data-open="1"' in body
     assert 'data-action="open"' in body and detail_url(memory) in body
     assert "cursor" in body and "harbor" in body and "v1" in body
-    fragment = viewer_client.get("/memories/", **HX)
+    fragment = viewer_client.get("/memories/", **hx)
     text = fragment.content.decode()
     assert fragment.status_code == 200 and "<html" not in text
     assert text.lstrip().startswith('<section id="results">')
@@ -129,9 +103,9 @@ def test_the_list_renders_as_a_page_and_as_a_results_fragment(viewer_client):
     assert fragment["Vary"] and "HX-Request" in fragment["Vary"]
 
 
-def test_a_history_restore_request_gets_the_whole_page(viewer_client):
+def test_a_history_restore_request_gets_the_whole_page(viewer_client, hx):
     remember("Billing runs on Postgres 16")
-    response = viewer_client.get("/memories/", HTTP_HX_HISTORY_RESTORE_REQUEST="true", **HX)
+    response = viewer_client.get("/memories/", HTTP_HX_HISTORY_RESTORE_REQUEST="true", **hx)
     assert "<html" in response.content.decode()
 
 
@@ -143,7 +117,7 @@ def test_newest_first_and_long_content_is_truncated(viewer_client):
     assert "word " * 100 not in body and "…" in body
 
 
-def test_search_finds_by_keyword_and_shows_scores(viewer_client):
+def test_search_finds_by_keyword_and_shows_scores(viewer_client, hx):
     hit = remember("Billing runs on Postgres 16 since March")
     miss = remember("The team eats lunch at noon")
     other_agent = remember("Postgres backups run nightly", agent_id="ops")
@@ -155,7 +129,7 @@ def test_search_finds_by_keyword_and_shows_scores(viewer_client):
     assert "Score" in body and '<mark class="q">Postgres</mark>' in body
     scoped = viewer_client.get("/memories/", {"q": "postgres", "agent": "ops"}).content.decode()
     assert f"memory-{other_agent.id}" in scoped and f"memory-{hit.id}" not in scoped
-    fragment = viewer_client.get("/memories/", {"q": "postgres"}, **HX).content.decode()
+    fragment = viewer_client.get("/memories/", {"q": "postgres"}, **hx).content.decode()
     assert "<html" not in fragment and f"memory-{hit.id}" in fragment
 
 
@@ -191,19 +165,19 @@ def test_filters_deleted_derived_pinned_and_agent(viewer_client):
     assert ids(pinned="maybe", deleted="bogus") == {raw.id, derived.id, pinned.id, ops.id}
 
 
-def test_pagination_keeps_the_filters(viewer_client):
+def test_pagination_keeps_the_filters(viewer_client, hx):
     for i in range(55):
         remember(f"Note number {i} about the release train", agent_id="ops")
     body = viewer_client.get("/memories/", {"agent": "ops"}).content.decode()
     assert "Page 1 of 2" in body and "?agent=ops&amp;page=2" in body
-    second = viewer_client.get("/memories/", {"agent": "ops", "page": 2}, **HX).content.decode()
+    second = viewer_client.get("/memories/", {"agent": "ops", "page": 2}, **hx).content.decode()
     assert "Page 2 of 2" in second and second.count("data-row") == 5
 
 
 # --- untrusted content ----------------------------------------------------------------------------
 
 
-def test_hostile_content_is_escaped_on_list_and_detail(viewer_client):
+def test_hostile_content_is_escaped_on_list_and_detail(viewer_client, hx):
     memory = remember(XSS)
     for i in range(8):
         remember(f"Unrelated note number {i} about lunch")
@@ -211,7 +185,7 @@ def test_hostile_content_is_escaped_on_list_and_detail(viewer_client):
         viewer_client.get("/memories/"),
         viewer_client.get("/memories/", {"q": "script alert"}),
         viewer_client.get(detail_url(memory)),
-        viewer_client.get(detail_url(memory), **HX),
+        viewer_client.get(detail_url(memory), **hx),
     ):
         body = response.content.decode()
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body
@@ -261,7 +235,7 @@ def _raw_with_pipeline_trail():
     return raw, fact, proposal
 
 
-def test_the_detail_shows_metadata_timeline_provenance_entities_and_proposals(viewer_client):
+def test_the_detail_shows_metadata_timeline_provenance_entities_and_proposals(viewer_client, hx):
     raw, fact, proposal = _raw_with_pipeline_trail()
     writes.modify(
         raw.id,
@@ -283,7 +257,7 @@ def test_the_detail_shows_metadata_timeline_provenance_entities_and_proposals(vi
     fact_page = viewer_client.get(detail_url(fact)).content.decode()
     assert "Raw source" in fact_page and f'href="/memories/{raw.id}/"' in fact_page
     assert "created this" in fact_page
-    fragment = viewer_client.get(detail_url(raw), **HX).content.decode()
+    fragment = viewer_client.get(detail_url(raw), **hx).content.decode()
     assert "<html" not in fragment and fragment.lstrip().startswith('<div id="memory-main"')
 
 
@@ -297,7 +271,7 @@ def test_reviewers_see_the_action_forms_with_the_current_version(reviewer_client
 # --- actions --------------------------------------------------------------------------------------
 
 
-def test_a_reviewer_pins_and_unpins_with_history(reviewer_client):
+def test_a_reviewer_pins_and_unpins_with_history(reviewer_client, hx):
     memory = remember("Billing runs on Postgres 16")
     response = reviewer_client.post(action_url(memory), {"action": "pin"}, follow=True)
     assert response.redirect_chain[-1][0] == detail_url(memory)
@@ -307,7 +281,7 @@ def test_a_reviewer_pins_and_unpins_with_history(reviewer_client):
     assert (row.changed_by, row.actor_type) == ("rita", "operator")
     assert row.reason == "pinned from the memory browser"
     fragment = reviewer_client.post(
-        action_url(memory), {"action": "unpin", "reason": "not essential"}, **HX
+        action_url(memory), {"action": "unpin", "reason": "not essential"}, **hx
     )
     text = fragment.content.decode()
     assert fragment.status_code == 200 and "<html" not in text
@@ -343,27 +317,27 @@ def test_a_reviewer_edits_content_with_a_reason(reviewer_client):
     )
     assert MemoryCold.objects.get(memory_id=memory.id).content == "Billing runs on Postgres 16"
     page = reviewer_client.get(detail_url(memory)).content.decode()
-    assert "<del>16</del><ins>17</ins>" in page
+    assert "<del>16</del> <ins>17</ins>" in page  # a space: never "1617"
 
 
-def test_an_edit_by_htmx_updates_the_fragment_in_place(reviewer_client):
+def test_an_edit_by_htmx_updates_the_fragment_in_place(reviewer_client, hx):
     memory = remember("Billing runs on Postgres 16")
     response = reviewer_client.post(
         action_url(memory),
         {"action": "edit", "content": "Billing runs on MySQL", "reason": "moved", "if_version": 1},
-        **HX,
+        **hx,
     )
     text = response.content.decode()
     assert response.status_code == 200 and "<html" not in text
     assert "Saved as version 2" in text and 'name="if_version" value="2"' in text
-    assert "<del>Postgres 16</del><ins>MySQL</ins>" in text
+    assert "<del>Postgres 16</del> <ins>MySQL</ins>" in text
 
 
-def test_an_edit_without_a_reason_shows_the_error_and_writes_nothing(reviewer_client):
+def test_an_edit_without_a_reason_shows_the_error_and_writes_nothing(reviewer_client, hx):
     memory = remember("Billing runs on Postgres 16")
     before = state(memory.id)
     data = {"action": "edit", "content": "Billing runs on MySQL", "if_version": 1}
-    for extra in ({}, HX):
+    for extra in ({}, hx):
         response = reviewer_client.post(action_url(memory), data, **extra)
         body = response.content.decode()
         assert "Give a reason: it is kept in the audit trail." in body
@@ -372,15 +346,15 @@ def test_an_edit_without_a_reason_shows_the_error_and_writes_nothing(reviewer_cl
     assert state(memory.id) == before
 
 
-def test_an_edit_that_changes_nothing_is_reported_on_the_content(reviewer_client):
+def test_an_edit_that_changes_nothing_is_reported_on_the_content(reviewer_client, hx):
     memory = remember("Billing runs on Postgres 16")
     before = state(memory.id)
     data = {"action": "edit", "content": " Billing  runs on Postgres 16 ", "reason": "x"}
-    body = reviewer_client.post(action_url(memory), data, **HX).content.decode()
+    body = reviewer_client.post(action_url(memory), data, **hx).content.decode()
     assert "Nothing changed" in body and state(memory.id) == before
 
 
-def test_a_stale_version_shows_the_conflict_and_writes_nothing(reviewer_client):
+def test_a_stale_version_shows_the_conflict_and_writes_nothing(reviewer_client, hx):
     memory = remember("Billing runs on Postgres 16")
     writes.modify(memory.id, {"pinned": True}, actor=AGENT, reason="someone else")
     before = state(memory.id)
@@ -390,7 +364,7 @@ def test_a_stale_version_shows_the_conflict_and_writes_nothing(reviewer_client):
     assert response.status_code == 400
     assert "This memory changed since you opened it (now version 2)" in body
     assert "Billing on MySQL" in body and 'name="if_version" value="2"' in body
-    fragment = reviewer_client.post(action_url(memory), data, **HX).content.decode()
+    fragment = reviewer_client.post(action_url(memory), data, **hx).content.decode()
     assert "This memory changed since you opened it (now version 2)" in fragment
     assert state(memory.id) == before
     forget = {"action": "forget", "reason": "old", "force": "on", "if_version": 1}
@@ -398,7 +372,7 @@ def test_a_stale_version_shows_the_conflict_and_writes_nothing(reviewer_client):
     assert state(memory.id) == before
 
 
-def test_forgetting_a_pinned_memory_needs_force_then_recover_brings_it_back(reviewer_client):
+def test_forgetting_a_pinned_memory_needs_force_then_recover_brings_it_back(reviewer_client, hx):
     memory = remember("Billing runs on Postgres 16", pinned=True)
     before = state(memory.id)
     data = {"action": "forget", "reason": "obsolete", "if_version": 1}
@@ -408,7 +382,7 @@ def test_forgetting_a_pinned_memory_needs_force_then_recover_brings_it_back(revi
     no_reason = reviewer_client.post(action_url(memory), {"action": "forget", "force": "on"})
     assert "Give a reason" in no_reason.content.decode() and state(memory.id) == before
 
-    response = reviewer_client.post(action_url(memory), {**data, "force": "on"}, **HX)
+    response = reviewer_client.post(action_url(memory), {**data, "force": "on"}, **hx)
     text = response.content.decode()
     assert "Forgotten" in text and 'value="recover"' in text and "<html" not in text
     memory.refresh_from_db()
@@ -448,22 +422,22 @@ def _count_queries(client, url, **params):
     return len(queries)
 
 
-def test_the_list_uses_a_fixed_number_of_queries(viewer_client):
+def test_the_list_uses_a_fixed_number_of_queries(viewer_client, hx):
     for i in range(3):
         remember(f"Memory number {i} about the release train", pinned=i == 0)
     small = _count_queries(viewer_client, "/memories/")
-    small_hx = _count_queries(viewer_client, "/memories/", **HX)
+    small_hx = _count_queries(viewer_client, "/memories/", **hx)
     for i in range(3, 30):
         remember(f"Memory number {i} about the release train", agent_id=f"agent-{i % 2}")
     assert Memory.objects.count() == 30
     assert _count_queries(viewer_client, "/memories/") == small
-    assert _count_queries(viewer_client, "/memories/", **HX) == small_hx
+    assert _count_queries(viewer_client, "/memories/", **hx) == small_hx
 
 
-def test_the_detail_uses_a_fixed_number_of_queries(reviewer_client):
+def test_the_detail_uses_a_fixed_number_of_queries(reviewer_client, hx):
     raw, fact, _ = _raw_with_pipeline_trail()
     small = _count_queries(reviewer_client, detail_url(raw))
-    small_hx = _count_queries(reviewer_client, detail_url(raw), **HX)
+    small_hx = _count_queries(reviewer_client, detail_url(raw), **hx)
     for i in range(30):
         writes.modify(
             raw.id,
@@ -474,4 +448,4 @@ def test_the_detail_uses_a_fixed_number_of_queries(reviewer_client):
         remember(f"Derived fact {i} about Priya", source_type="pipeline-v2", source_id=raw.id)
     assert MemoryHistory.objects.filter(memory_id=raw.id).count() > 30
     assert _count_queries(reviewer_client, detail_url(raw)) == small
-    assert _count_queries(reviewer_client, detail_url(raw), **HX) == small_hx
+    assert _count_queries(reviewer_client, detail_url(raw), **hx) == small_hx

@@ -1,4 +1,4 @@
-"""pipeline.offline: heuristic replies in the model's JSON format, read back by the real parser."""
+"""pipeline.llm.offline: heuristic replies in the model's JSON format, read back by the real parser."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pipeline import offline
+from pipeline.llm import offline
 from pipeline.parsing import (
     Candidate,
     Decision,
@@ -47,11 +47,50 @@ def extract(text: str) -> list[tuple[str, str, float]]:
         ("Carol probably prefers tabs.", "preference", 0.6),
         ("I think the staging database is shared.", "fact", 0.6),
         ("Not sure the nightly backup still runs.", "fact", 0.5),
-        ("Does the API paginate results?", "fact", 0.3),
     ],
 )
 def test_each_sentence_gets_its_type_and_confidence_by_rule(sentence, fact_type, confidence):
     assert extract(sentence) == [(sentence, fact_type, confidence)]
+
+
+def test_a_question_is_never_a_fact():
+    assert extract("Does the API paginate results?") == []
+    text = "Who owns the Grafana alert rules? Kenji maintains the Grafana alert rules."
+    assert [content for content, _, _ in extract(text)] == [
+        "Kenji maintains the Grafana alert rules."
+    ]
+
+
+@pytest.mark.parametrize(
+    ("raw", "fact"),
+    [
+        (
+            "From the planning meeting: Dana runs the release train.",
+            "Dana runs the release train.",
+        ),
+        ("FYI: the staging cluster moved to eu-west-1.", "The staging cluster moved to eu-west-1."),
+        ("Per the team wiki: Kenji owns ingest-worker.", "Kenji owns ingest-worker."),
+        ("Heads up: billing-api deploys need a migration review.", None),
+        ("Standup notes: Kenji is on leave next week.", "Kenji is on leave next week."),
+        ("Bug report: the avatar field rendered raw HTML.", "The avatar field rendered raw HTML."),
+        ("Release retro notes: Dana runs the release train.", "Dana runs the release train."),
+        (
+            "Security policy: deny SSH from the office VPN.",
+            "Security policy: deny SSH from the office VPN.",
+        ),
+    ],
+)
+def test_discourse_prefixes_are_not_part_of_the_fact(raw, fact):
+    expected = fact or "Billing-api deploys need a migration review."
+    assert [content for content, _, _ in extract(raw)] == [expected]
+
+
+def test_a_contradiction_about_another_subject_is_not_an_update():
+    # Shared words and conflicting antonyms, but one is about alerts, the other about logging.
+    candidates = [Candidate(1, ID1, "Debug logging is enabled for the payments service.")]
+    fact = "Alerts for the payments service are disabled during the freeze"
+    decision = decide(fact, candidates, {ID1: 0.6})
+    assert (decision.action, decision.target_id) == ("add", None)
 
 
 def test_text_is_split_into_sentences_and_short_ones_are_skipped():
@@ -149,7 +188,8 @@ def test_same_text_after_normalisation_means_none():
         Candidate(2, ID2, "the cache lives in redis!"),
     ]
     decision = decide("The cache lives in Redis.", candidates, {ID1: 0.9, ID2: 0.2})
-    assert (decision.action, decision.target_id, decision.confidence) == ("none", None, 1.0)
+    # NONE names the memory that already says it.
+    assert (decision.action, decision.target_id, decision.confidence) == ("none", ID2, 1.0)
     assert decision.reason == "Identical to existing memory [2]"
 
 
@@ -174,7 +214,7 @@ def test_contradiction_with_a_dissimilar_candidate_is_ignored():
             "Alice likes a dark theme in VS Code",
             0.85,
             "none",
-            None,
+            ID1,
         ),
         (
             "Alice prefers dark mode in VS Code and Vim",
@@ -199,6 +239,29 @@ def test_similarity_thresholds_pick_none_update_or_add(
 ):
     decision = decide(fact_text, [Candidate(1, ID1, candidate_text)], {ID1: similarity})
     assert (decision.action, decision.target_id) == (action, target)
+
+
+def test_a_rewording_adds_no_detail_to_update_with():
+    candidates = [
+        Candidate(
+            1, ID1, "Marco owns auth-service. Ping him before touching the session token format."
+        )
+    ]
+    fact = "Marco is the owner of auth-service, so check with him before changing the session token format."
+    assert decide(fact, candidates, {ID1: 0.6}).action == "add"
+
+
+def test_a_memory_said_again_with_more_in_it_is_updated_even_when_very_similar():
+    candidates = [
+        Candidate(1, ID1, "Priya maintains billing-api and reviews every schema migration.")
+    ]
+    fact = (
+        "Priya maintains billing-api and reviews every schema migration, plus the Stripe webhook "
+        "handlers and the nightly reconciliation job."
+    )
+    decision = decide(fact, candidates, {ID1: 0.85})
+    assert (decision.action, decision.target_id) == ("update", ID1)
+    assert decision.reason == "Adds detail to memory [1]"
 
 
 def test_decision_targets_the_most_similar_candidate_by_number():
@@ -231,3 +294,11 @@ def test_replies_are_deterministic():
     assert forward == offline.decide_reply(fact, candidates, {ID2: 0.6, ID1: 0.6})
     assert forward == offline.decide_reply(fact, list(reversed(candidates)), {ID1: 0.6, ID2: 0.6})
     assert json.loads(forward)["targetId"] == 1
+
+
+def test_a_close_score_does_not_cover_a_fact_that_names_something_the_memory_does_not():
+    candidates = [Candidate(1, ID1, "Priya maintains the ledger service for finance.")]
+    decision = decide("Priya maintains the billing-api service.", candidates, {ID1: 0.85})
+    assert (decision.action, decision.target_id) == ("add", None)
+    same_names = decide("Priya maintains the ledger service.", candidates, {ID1: 0.85})
+    assert (same_names.action, same_names.target_id) == ("none", ID1)

@@ -12,8 +12,6 @@ import pytest
 from pipeline import parsing
 from pipeline.parsing import (
     ACTIONS,
-    DECISION_SCHEMA,
-    EXTRACTION_SCHEMA,
     FACT_TYPES,
     MAX_FACT_CHARS,
     MAX_INPUT_CHARS,
@@ -144,15 +142,26 @@ EXTRACTION_CASES = [
         [
             ("Fact with a word for confidence", "fact", 0.5),
             ("Fact with a boolean confidence", "fact", 0.5),
-            ("Fact with confidence above one", "fact", 1.0),
-            ("Fact with confidence below zero", "fact", 0.0),
+            ("Fact with confidence above one", "fact", 0.5),
+            ("Fact with confidence below zero", "fact", 0.5),
             ("Fact with NaN as confidence", "fact", 0.5),
-            ("Fact with an overflowing confidence", "fact", 1.0),
+            ("Fact with an overflowing confidence", "fact", 0.5),
             ("Fact without any confidence", "fact", 0.5),
         ],
-        [EntityTriple("Kafka", "unknown", "retains", "events for 7 days", "unknown", 1.0)],
-        [],
-        id="confidence-defaults-and-clamps",
+        [EntityTriple("Kafka", "unknown", "retains", "events for 7 days", "unknown", 0.03)],
+        [
+            'Fact "Fact with a word for confidence": confidence "high" is not a number, using 0.5',
+            'Fact "Fact with a boolean confidence": confidence "True" is not a number, using 0.5',
+            'Fact "Fact with confidence above one": confidence "1.7" is out of range, using 0.5',
+            'Fact "Fact with confidence below zero": confidence "-0.2" is out of range, using 0.5',
+            'Fact "Fact with NaN as confidence": confidence "nan" is not a number, using 0.5',
+            'Fact "Fact with an overflowing confidence": confidence "inf" is not a number, using 0.5',
+            'Fact "Fact without any confidence": confidence missing, using 0.5',
+            'Entity "Kafka retains events for 7 days": confidence "3" read as a percentage (0.03)',
+        ],
+        # Out-of-range confidences are never clamped to 1.0 (issue 10 item 7): each falls back
+        # to 0.5, below the write gate, with a warning.
+        id="confidence-defaults-with-a-warning-each",
     ),
     pytest.param(
         "bad_items.txt",
@@ -239,8 +248,8 @@ DECISION_CASES = [
     ),
     pytest.param(
         "decision_think_fenced.txt",
-        Decision("update", ID1, 1.0, "Alice switched from light mode to dark mode"),
-        [],
+        Decision("update", ID1, 0.5, "Alice switched from light mode to dark mode"),
+        ['Decision: confidence "1.4" is out of range, using 0.5'],
         id="think-then-fence-bracketed-number",
     ),
     pytest.param(
@@ -251,9 +260,9 @@ DECISION_CASES = [
     ),
     pytest.param(
         "decision_add_with_target.txt",
-        Decision("add", None, 0.5, "Nothing stored covers the cache size"),
-        [],
-        id="add-ignores-target-string-confidence-defaults",
+        Decision("add", None, 0.9, "Nothing stored covers the cache size"),
+        ['Decision: confidence given as text "0.9", read as 0.9'],
+        id="add-ignores-target-string-confidence-read-as-number",
     ),
     pytest.param(
         "decision_prose_trailing_comma.txt",
@@ -403,25 +412,6 @@ def test_limits_and_types_match_the_design():
     assert FACT_TYPES == ("fact", "preference", "decision", "procedural", "semantic")
 
 
-def test_schemas_constrain_types_actions_and_required_keys():
-    fact_item = EXTRACTION_SCHEMA["properties"]["facts"]["items"]
-    assert fact_item["properties"]["type"]["enum"] == list(FACT_TYPES)
-    assert EXTRACTION_SCHEMA["required"] == ["facts", "entities"]
-    entity_keys = set(EXTRACTION_SCHEMA["properties"]["entities"]["items"]["properties"])
-    assert entity_keys == {
-        "source",
-        "source_type",
-        "relationship",
-        "target",
-        "target_type",
-        "confidence",
-    }
-    assert DECISION_SCHEMA["properties"]["action"]["enum"] == list(ACTIONS)
-    assert DECISION_SCHEMA["properties"]["targetId"]["type"] == ["string", "null"]
-    assert DECISION_SCHEMA["required"] == ["action", "targetId", "confidence", "reason"]
-    json.dumps([EXTRACTION_SCHEMA, DECISION_SCHEMA])  # Sent over the wire as-is.
-
-
 def test_as_dict_shapes_are_what_the_job_result_stores():
     assert Fact("Some fact text", "fact", 0.8).as_dict() == {
         "content": "Some fact text",
@@ -436,32 +426,6 @@ def test_as_dict_shapes_are_what_the_job_result_stores():
         "targetType": "tool",
         "confidence": 0.5,
     }
-
-
-def test_format_candidates_numbers_each_entry_with_its_id_type_and_content():
-    assert parsing.format_candidates(CANDIDATES[:2]) == (
-        f"[1] ID: {ID1}\nType: preference\nContent: Alice prefers light mode in VS Code\n\n"
-        f"[2] ID: {ID2}\nType: fact\nContent: The billing service uses MySQL 8"
-    )
-
-
-def test_extraction_prompt_names_every_type_and_ends_with_the_text():
-    prompt = parsing.extraction_prompt("Alice uses Vim.")
-    assert prompt.endswith("Text:\nAlice uses Vim.")
-    for fact_type in FACT_TYPES:
-        assert f"- {fact_type}:" in prompt
-    assert "Return ONLY a JSON object" in prompt
-    assert "person, project, system, tool, concept, skill, task, unknown" in prompt
-
-
-def test_decision_prompt_shows_the_fact_and_numbered_candidates():
-    prompt = parsing.decision_prompt(Fact("Alice prefers dark mode", "preference", 0.9), CANDIDATES)
-    assert '(type: preference, confidence: 0.90):\n"Alice prefers dark mode"' in prompt
-    assert parsing.format_candidates(CANDIDATES) in prompt
-    for action in ACTIONS:
-        assert f"- {action}:" in prompt
-    assert prompt.index("Candidates:") < prompt.index("Return ONLY a JSON object")
-    assert '"targetId"' in prompt and '"reason"' in prompt
 
 
 def test_validate_extraction_without_an_object():
@@ -671,3 +635,34 @@ def test_two_thousand_malformed_replies_never_raise_and_stay_well_typed():
     for raw in malformed_replies():
         assert_well_typed_extraction(*parse_extraction(raw))
         assert_well_typed_decision(*parse_decision(raw, CANDIDATES))
+
+
+# --- Issue 10 item 7: confidences are read, never silently coerced ---------------------------
+
+
+@pytest.mark.parametrize(
+    ("given", "confidence", "warning"),
+    [
+        ('"0.95"', 0.95, 'confidence given as text "0.95", read as 0.95'),
+        ("40", 0.4, 'confidence "40" read as a percentage (0.4)'),
+        ("95", 0.95, 'confidence "95" read as a percentage (0.95)'),
+        ('"85%"', 0.85, 'confidence "85%" read as a percentage (0.85)'),
+        ("250", 0.5, 'confidence "250" is out of range, using 0.5'),
+        ("0.8", 0.8, None),
+    ],
+)
+def test_fact_confidence_is_read_as_a_number_or_percentage_with_a_warning(
+    given, confidence, warning
+):
+    reply = f'{{"facts": [{{"content": "Priya prefers squash merges", "type": "preference", "confidence": {given}}}], "entities": []}}'
+    facts, _, warnings = parse_extraction(reply)
+    assert [fact.confidence for fact in facts] == [confidence]
+    expected = [f'Fact "Priya prefers squash merges": {warning}'] if warning else []
+    assert warnings == expected
+
+
+def test_a_percentage_confidence_does_not_pass_the_write_gate_as_certainty():
+    reply = '{"action": "add", "targetId": null, "confidence": 40, "reason": "new"}'
+    decision, warnings = parse_decision(reply, CANDIDATES)
+    assert decision.confidence == 0.4
+    assert warnings == ['Decision: confidence "40" read as a percentage (0.4)']

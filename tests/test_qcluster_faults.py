@@ -26,20 +26,17 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.contrib.auth.models import Group, User
-from django.test import Client
 from django_q.models import OrmQ
 
-from api.auth import create_token
-from dashboard.roles import ensure_role_groups
 from memory.models import Job, Memory, MemoryHistory
 from pipeline import tasks
 from pipeline.models import PipelineConfig, Proposal
+from tests.conftest import database_env
 from tests.fake_ollama import FakeOllama
 from tests.fault_tasks import DIE_IN_EXTRACT, DIE_IN_WRITE_ONCE
-from tests.pipeline_support import decision, is_extraction, on_a_file_database, raw, set_mode
+from tests.pipeline_support import decision, is_extraction, raw, set_mode
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 BASE_DIR = Path(settings.BASE_DIR)
 LEASE_SECONDS = 3
@@ -118,13 +115,12 @@ class Cluster:
 
 
 @pytest.fixture
-def file_db(transactional_db, tmp_path):
-    path = tmp_path / "cluster.sqlite3"
-    with on_a_file_database(path):
-        set_mode("controlled-write")
-        # Below the form's 30 s minimum on purpose (see the module docstring).
-        PipelineConfig.objects.filter(pk=1).update(lease_timeout_seconds=LEASE_SECONDS)
-        yield path
+def file_db(file_db):
+    """The shared file database in controlled-write mode, with a lease of a few seconds."""
+    set_mode("controlled-write")
+    # Below the form's 30 s minimum on purpose (see the module docstring).
+    PipelineConfig.objects.filter(pk=1).update(lease_timeout_seconds=LEASE_SECONDS)
+    return file_db
 
 
 def cluster_env(db_path: Path, **extra: str) -> dict[str, str]:
@@ -132,7 +128,7 @@ def cluster_env(db_path: Path, **extra: str) -> dict[str, str]:
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "DJANGO_SECRET_KEY": settings.SECRET_KEY,  # signs the queued tasks on both sides
-        "MEMORY_DB_PATH": str(db_path),
+        **database_env(),  # the SQLite file at db_path, or the PostgreSQL test database
         "MEMORY_LLM_PROVIDER": "offline",
         "Q_WORKERS": "2",
         "Q_TIMEOUT": "5",
@@ -299,7 +295,7 @@ POISON = "[poison]"
 
 
 def test_a_job_that_kills_its_worker_every_time_ends_dead_and_shows_in_the_dashboard(
-    file_db, start_cluster
+    file_db, start_cluster, viewer_client, client, ingest_auth
 ):
     max_attempts = PipelineConfig.objects.get(pk=1).max_attempts
     cluster = start_cluster(
@@ -326,20 +322,15 @@ def test_a_job_that_kills_its_worker_every_time_ends_dead_and_shows_in_the_dashb
     assert not Proposal.objects.filter(job=job).exists()
 
     # Visible to people: the dashboard's dead filter and the job page, and to agents: the API.
-    ensure_role_groups()
-    viewer = User.objects.create_user("vera")  # no password: hashing is slow
-    viewer.groups.add(Group.objects.get(name="viewer"))
-    browser = Client()
-    browser.force_login(viewer)
-    listing = browser.get("/jobs/", {"status": "dead"})
+    listing = viewer_client.get("/jobs/", {"status": "dead"})
     assert listing.status_code == 200
     html = listing.content.decode()
     assert job.id in html and healthy.job.id not in html
-    page = browser.get(f"/jobs/{job.id}/")
+    page = viewer_client.get(f"/jobs/{job.id}/")
     assert page.status_code == 200 and "lease expired" in page.content.decode()
-    assert browser.get("/").status_code == 200 and browser.get("/review/").status_code == 200
-    _, token = create_token("ops-bot", scopes=["ingest"])
-    api = Client().get(f"/api/jobs/{job.id}", HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert viewer_client.get("/").status_code == 200
+    assert viewer_client.get("/review/").status_code == 200
+    api = client.get(f"/api/jobs/{job.id}", **ingest_auth)
     assert api.status_code == 200
     body = api.json()
     assert body["status"] == "dead" and body["attempts"] == max_attempts

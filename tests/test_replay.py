@@ -1,21 +1,27 @@
-"""Second opinion: replay recorded decisions with another model, compare, adopt; never write."""
+"""Second opinion: replay recorded decisions with another model, compare, adopt; never write.
+
+The request only records a run and queues it; `drain_queue` then does what a worker does.
+"""
 
 import json
 import re
+import threading
+import time
 from urllib.parse import quote
 
 import pytest
+from django.db import connections
 from django.utils.html import escape
+from django_q.models import OrmQ
 
 from memory.models import Job, Memory, MemoryHistory
-from pipeline import offline, replay
-from pipeline.config import update_config
-from pipeline.llm import get_chat_client
-from pipeline.models import LlmCall, Proposal
+from pipeline import replay
+from pipeline.llm import get_chat_client, offline
+from pipeline.models import LlmCall, Proposal, ReplayRun
+from pipeline.writes.config import update_config
 from tests.fake_ollama import Script
 
 pytestmark = pytest.mark.django_db
-HX = {"HTTP_HX_REQUEST": "true"}
 
 BASE = [
     "The team uses Kafka for billing events. Standup notes from Monday.",
@@ -71,9 +77,27 @@ def counts():
     }
 
 
-def run(client, htmx=True, **data):
-    payload = {"provider": "ollama", "model": "qwen3:4b", **data}
-    return client.post("/replay/", payload, **(HX if htmx else {}))
+def run_url(asked) -> str:
+    """The run's page, from the answer to the POST (htmx pushes it, a plain POST redirects)."""
+    return asked.get("HX-Push-Url") or asked["Location"]
+
+
+@pytest.fixture
+def run(hx, drain_queue):
+    """Ask for a second opinion as the page does, let a worker run the queued task, then return
+    the finished run as the page shows it: htmx's last poll (286: stop) or the whole page.
+    A request that started no run (refused, invalid) is returned as it is."""
+
+    def ask(client, htmx=True, **data):
+        payload = {"provider": "ollama", "model": "qwen3:4b", **data}
+        headers = hx if htmx else {}
+        asked = client.post("/replay/", payload, **headers)
+        if not (asked.has_header("HX-Push-Url") or asked.status_code == 302):
+            return asked
+        drain_queue()
+        return client.get(run_url(asked), **headers)
+
+    return ask
 
 
 def proposal_about(word):
@@ -81,7 +105,7 @@ def proposal_about(word):
 
 
 def test_a_slice_replay_shows_the_agreement_rate_and_the_disagreement_without_writing(
-    reviewer_client, queue, fake_ollama
+    reviewer_client, queue, fake_ollama, run
 ):
     kafka, staging = proposal_about("Kafka"), proposal_about("staging deploys")
     assert (kafka.action, staging.action) == ("update", "update")
@@ -90,7 +114,7 @@ def test_a_slice_replay_shows_the_agreement_rate_and_the_disagreement_without_wr
 
     response = run(reviewer_client, filters=SLICE)
 
-    assert response.status_code == 200
+    assert response.status_code == 286  # htmx's last poll: the run is finished, stop polling
     body = response.content.decode()
     assert "<html" not in body  # the htmx fragment
     assert 'data-testid="agreement-rate">50%<' in body
@@ -104,10 +128,10 @@ def test_a_slice_replay_shows_the_agreement_rate_and_the_disagreement_without_wr
 
 
 def test_the_other_model_sees_the_same_candidates_as_the_original_decision(
-    reviewer_client, queue, fake_ollama
+    reviewer_client, queue, fake_ollama, run
 ):
     answers(fake_ollama, Kafka=reply("update", 1), staging=reply("update", 1))
-    assert run(reviewer_client, filters=SLICE).status_code == 200
+    assert run(reviewer_client, filters=SLICE).status_code == 286
     sent = [payload["messages"][-1]["content"] for payload in fake_ollama.calls("/api/chat")]
     assert len(sent) == 2
     for proposal in queue.filter(action="update", review_needed=True):
@@ -119,7 +143,7 @@ def test_the_other_model_sees_the_same_candidates_as_the_original_decision(
         assert len(CANDIDATE_LINE.findall(other)) == len(proposal.candidates) > 1
 
 
-def test_a_full_page_post_works_without_htmx(reviewer_client, queue, fake_ollama):
+def test_a_full_page_post_works_without_htmx(reviewer_client, queue, fake_ollama, run):
     answers(fake_ollama, Kafka=reply("update", 1), staging=reply("update", 1))
     response = run(reviewer_client, htmx=False, filters=SLICE)
     body = response.content.decode()
@@ -128,7 +152,7 @@ def test_a_full_page_post_works_without_htmx(reviewer_client, queue, fake_ollama
 
 
 def test_adopting_an_update_answer_applies_it_through_the_review_path(
-    reviewer_client, queue, fake_ollama
+    reviewer_client, queue, fake_ollama, run, hx
 ):
     proposal = proposal_about("Kafka")
     # The original model had said DELETE of the same target; the other one says UPDATE.
@@ -140,7 +164,7 @@ def test_adopting_an_update_answer_applies_it_through_the_review_path(
     response = reviewer_client.post(
         f"/replay/adopt/{proposal.id}/",
         {"action": "update", "target": proposal.target_memory_id, "model": "qwen3:4b"},
-        **HX,
+        **hx,
     )
 
     assert response.status_code == 200
@@ -158,7 +182,7 @@ def test_adopting_an_update_answer_applies_it_through_the_review_path(
     ).exists()
 
 
-def test_adopting_a_none_answer_rejects_the_proposal(reviewer_client, queue, fake_ollama):
+def test_adopting_a_none_answer_rejects_the_proposal(reviewer_client, queue, fake_ollama, run):
     proposal = proposal_about("Standup notes from Friday")
     assert proposal.action == "add" and proposal.candidates
     answers(fake_ollama, Standup=reply("none", 1, reason="already stored"))
@@ -180,7 +204,7 @@ def test_adopting_a_none_answer_rejects_the_proposal(reviewer_client, queue, fak
 
 
 def test_adopting_an_answer_about_another_target_is_refused_with_an_explanation(
-    reviewer_client, queue, fake_ollama
+    reviewer_client, queue, fake_ollama, run, hx
 ):
     proposal = proposal_about("Kafka")
     other = next(c for c in proposal.candidates if c["memoryId"] != proposal.target_memory_id)
@@ -192,7 +216,7 @@ def test_adopting_an_answer_about_another_target_is_refused_with_an_explanation(
     response = reviewer_client.post(
         f"/replay/adopt/{proposal.id}/",
         {"action": "delete", "target": other["memoryId"], "model": "qwen3:4b"},
-        **HX,
+        **hx,
     )
 
     assert response.status_code == 200
@@ -200,12 +224,12 @@ def test_adopting_an_answer_about_another_target_is_refused_with_an_explanation(
     assert counts() == before
 
 
-def test_a_provider_error_is_a_message_not_a_500(reviewer_client, queue, fake_ollama):
+def test_a_provider_error_is_a_message_not_a_500(reviewer_client, queue, fake_ollama, run):
     fake_ollama.script("/api/chat", Script({"error": "model crashed"}, 500))
     before = counts()
     for htmx in (True, False):
         response = run(reviewer_client, htmx=htmx, filters=SLICE)
-        assert response.status_code == 200
+        assert response.status_code == (286 if htmx else 200)
         body = response.content.decode()
         assert 'data-testid="replay-error"' in body
         assert "failed" in body and "answered 500" in body
@@ -214,14 +238,14 @@ def test_a_provider_error_is_a_message_not_a_500(reviewer_client, queue, fake_ol
     assert counts() == before
 
 
-def test_an_unreachable_server_is_a_message_too(reviewer_client, queue, settings):
+def test_an_unreachable_server_is_a_message_too(reviewer_client, queue, settings, run):
     settings.OLLAMA_URL = "http://127.0.0.1:9"  # nothing listens on the discard port
     response = run(reviewer_client, proposal=proposal_about("Kafka").id)
-    assert response.status_code == 200 and "unreachable" in response.content.decode()
+    assert response.status_code == 286 and "unreachable" in response.content.decode()
 
 
 def test_an_unusable_reply_counts_as_a_disagreement_and_cannot_be_adopted(
-    reviewer_client, queue, fake_ollama
+    reviewer_client, queue, fake_ollama, run
 ):
     answers(fake_ollama, Kafka="I am not sure.", staging=reply("update", 1))
     response = run(reviewer_client, filters=SLICE)
@@ -231,7 +255,7 @@ def test_an_unusable_reply_counts_as_a_disagreement_and_cannot_be_adopted(
     assert 'data-testid="adopt"' not in body
 
 
-def test_viewers_may_look_but_not_run_or_adopt(viewer_client, queue, fake_ollama):
+def test_viewers_may_look_but_not_run_or_adopt(viewer_client, queue, fake_ollama, run):
     page = viewer_client.get("/replay/?filters=action%3Dupdate")
     assert page.status_code == 200
     body = page.content.decode()
@@ -242,7 +266,7 @@ def test_viewers_may_look_but_not_run_or_adopt(viewer_client, queue, fake_ollama
         f"/replay/adopt/{proposal.id}/", {"action": "none", "model": "qwen3:4b"}
     )
     assert response.status_code == 403
-    assert fake_ollama.calls("/api/chat") == []
+    assert fake_ollama.calls("/api/chat") == [] and not ReplayRun.objects.exists()
     assert Proposal.objects.get(id=proposal.id).status == "pending"
 
 
@@ -250,7 +274,9 @@ def test_the_page_describes_the_slice_and_the_links_lead_to_it(reviewer_client, 
     review = reviewer_client.get("/review/?action=update").content.decode()
     assert f'href="/replay/?filters={quote("action=update", safe="")}"' in review
     page = reviewer_client.get("/replay/?filters=action%3Dupdate").content.decode()
-    assert "Review queue slice:" in page and "<strong>3</strong> proposals" in page
+    updates = Proposal.objects.filter(status="pending", action="update").count()
+    assert updates >= 2  # the Kafka and the staging contradictions
+    assert "Review queue slice:" in page and f"<strong>{updates}</strong> proposals" in page
     assert 'data-testid="prompt-version">v1<' in page
     assert 'value="qwen3:4b"' in page  # the configured model is the default
     proposal = proposal_about("Kafka")
@@ -260,7 +286,9 @@ def test_the_page_describes_the_slice_and_the_links_lead_to_it(reviewer_client, 
     assert "One proposal:" in page and escape(proposal.fact_content) in page
 
 
-def test_with_extraction_checks_the_fact_once_per_raw_memory(reviewer_client, queue, fake_ollama):
+def test_with_extraction_checks_the_fact_once_per_raw_memory(
+    reviewer_client, queue, fake_ollama, run
+):
     kafka = proposal_about("Kafka")
     answers(fake_ollama, Kafka=reply("update", 1), Standup=reply("add"))
     response = run(
@@ -275,10 +303,8 @@ def test_with_extraction_checks_the_fact_once_per_raw_memory(reviewer_client, qu
     assert len(extractions) == 1
 
 
-def test_the_offline_model_agrees_with_itself(reviewer_client, queue):
-    response = reviewer_client.post(
-        "/replay/", {"provider": "offline", "model": "", "filters": ""}, **HX
-    )
+def test_the_offline_model_agrees_with_itself(reviewer_client, queue, run):
+    response = run(reviewer_client, provider="offline", model="", filters="")
     body = response.content.decode()
     assert 'data-testid="agreement-rate">100%<' in body
     assert "<strong>offline-heuristic-v1</strong> (offline)" in body
@@ -294,3 +320,145 @@ def test_replay_proposal_rebuilds_the_candidates_and_compares(queue, fake_ollama
     candidates, similarities = replay.candidates_of(proposal)
     assert [c.memory_id for c in candidates] == [c["memoryId"] for c in proposal.candidates]
     assert set(similarities) == {c.memory_id for c in candidates}
+
+
+# --- the run: queued by the request, done by a task, shown as it goes --------------------------
+
+
+def queued_replays() -> list[tuple]:
+    return [
+        (q.task["func"], q.task["args"])
+        for q in OrmQ.objects.order_by("id")
+        if q.task["func"] == "pipeline.replay.run_replay"
+    ]
+
+
+def test_asking_calls_no_model_and_queues_the_run(
+    reviewer_client, queue, fake_ollama, hx, drain_queue
+):
+    flagged = list(queue.filter(action="update", review_needed=True).values_list("id", flat=True))
+    asked = reviewer_client.post(
+        "/replay/", {"provider": "ollama", "model": "qwen3:4b", "filters": SLICE}, **hx
+    )
+
+    assert asked.status_code == 200 and fake_ollama.calls("/api/chat") == []
+    run = ReplayRun.objects.get()
+    assert (run.status, run.requested_by, run.provider, run.model) == (
+        "queued",
+        "rita",
+        "ollama",
+        "qwen3:4b",
+    )
+    assert sorted(run.proposal_ids) == sorted(flagged) and run.total == 2 and run.results == []
+    assert queued_replays() == [("pipeline.replay.run_replay", (run.id,))]
+    assert asked["HX-Push-Url"] == f"/replay/runs/{run.id}/"
+    body = asked.content.decode()
+    assert 'hx-trigger="every 2s"' in body and "Waiting for a worker" in body
+    assert 'data-testid="replay-card"' not in body and 'data-testid="agreement-rate"' not in body
+
+    waiting = reviewer_client.get(f"/replay/runs/{run.id}/", **hx)
+    assert waiting.status_code == 200 and 'hx-trigger="every 2s"' in waiting.content.decode()
+    drain_queue()
+    assert len(fake_ollama.calls("/api/chat")) == 2
+    finished = reviewer_client.get(f"/replay/runs/{run.id}/", **hx)
+    assert finished.status_code == 286 and 'hx-trigger="every 2s"' not in finished.content.decode()
+    page = reviewer_client.get(f"/replay/runs/{run.id}/").content.decode()
+    assert "<html" in page and "Review queue slice:" in page
+    assert page.count('data-testid="replay-card"') == 2
+
+
+def test_an_empty_slice_is_finished_at_once_without_a_task(reviewer_client, queue, run):
+    body = run(reviewer_client, filters="action=delete").content.decode()
+    assert "the slice is empty" in body and not queued_replays()
+    assert ReplayRun.objects.get().status == "done"
+
+
+def test_a_model_failing_midway_fails_the_run_keeps_the_answers_so_far_and_says_why(
+    reviewer_client, queue, fake_ollama, run
+):
+    fake_ollama.chat_reply(json.dumps(reply("update", 1)))
+    fake_ollama.script("/api/chat", Script({"error": "model crashed"}, 500))
+    body = run(reviewer_client, filters=SLICE).content.decode()
+
+    saved = ReplayRun.objects.get()
+    assert saved.status == "failed" and "answered 500" in saved.error and saved.finished_at
+    assert len(saved.results) == 1
+    assert body.count('data-testid="replay-card"') == 1
+    assert 'data-testid="replay-error"' in body
+    assert escape(f"The ollama model qwen3:4b failed after 1 comparison: {saved.error}") in body
+    assert 'hx-trigger="every 2s"' not in body
+
+
+def test_a_redelivered_task_goes_on_after_the_saved_answers_and_a_finished_run_stays_put(
+    reviewer_client, queue, fake_ollama, run
+):
+    answers(fake_ollama, Kafka=reply("update", 1), staging=reply("update", 1))
+    run(reviewer_client, filters=SLICE)
+    saved = ReplayRun.objects.get()
+    assert saved.status == "done" and len(fake_ollama.calls("/api/chat")) == 2
+
+    assert replay.run_replay(saved.id) is None  # finished: a stray re-delivery does nothing
+    # The worker died after the first answer was saved: django-q2 delivers the task again.
+    ReplayRun.objects.filter(id=saved.id).update(status="running", results=saved.results[:1])
+    assert replay.run_replay(saved.id) == "done"
+
+    assert len(fake_ollama.calls("/api/chat")) == 3  # only the missing answer was asked again
+    resumed = ReplayRun.objects.get()
+    assert resumed.results == saved.results and resumed.started_at == saved.started_at
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_each_answer_shows_while_the_model_is_still_slow_and_no_write_waits_for_it(
+    file_db, queue, fake_ollama, settings, reviewer_client, hx
+):
+    """A real worker thread on a file database: the second model call hangs until released; in
+    the meantime the page shows the first answer, and a reviewer adopts it (a write)."""
+    settings.MEMORY_LLM_TIMEOUT_SECONDS = 30
+    release, calls = threading.Event(), []
+
+    def slow_second(payload):
+        calls.append(payload)
+        if len(calls) == 2:
+            assert release.wait(20), "the test never released the model"
+        return json.dumps(reply("none", 1, reason="nothing new"))
+
+    fake_ollama.chat_handler = slow_second
+    asked = reviewer_client.post(
+        "/replay/", {"provider": "ollama", "model": "qwen3:4b", "filters": SLICE}, **hx
+    )
+    run = ReplayRun.objects.get()
+
+    def worker():
+        try:
+            replay.run_replay(run.id)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while len(ReplayRun.objects.get(id=run.id).results) < 1 or len(calls) < 2:
+            assert time.monotonic() < deadline, "the first answer never arrived"
+            time.sleep(0.05)
+        during = reviewer_client.get(run_url(asked), **hx)
+        body = during.content.decode()
+        assert during.status_code == 200 and 'hx-trigger="every 2s"' in body
+        assert body.count('data-testid="replay-card"') == 1 and "1 of 2 compared" in body
+        assert 'data-testid="agreement-rate"' not in body
+
+        first = ReplayRun.objects.get(id=run.id).results[0]["proposal"]
+        adopted = reviewer_client.post(
+            f"/replay/adopt/{first}/", {"action": "none", "model": "qwen3:4b"}, **hx
+        )
+        assert adopted.status_code == 200 and "Rejected by rita" in adopted.content.decode()
+        assert Proposal.objects.get(id=first).status == "rejected"
+    finally:
+        release.set()
+        thread.join(30)
+
+    finished = reviewer_client.get(run_url(asked), **hx)
+    body = finished.content.decode()
+    assert finished.status_code == 286 and body.count('data-testid="replay-card"') == 2
+    assert 'data-testid="agreement-rate">0%<' in body

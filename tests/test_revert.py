@@ -7,11 +7,11 @@ import pytest
 
 from memory.models import Memory, MemoryCold, MemoryHistory
 from memory.writes import Actor, Refused, modify
-from pipeline import apply
 from pipeline import review as reviewing
-from pipeline.config import update_config
 from pipeline.models import Proposal, RejectionFingerprint
 from pipeline.review import revert_once
+from pipeline.writes import review as review_writes
+from pipeline.writes.config import update_config
 from tests.pipeline_support import (
     RAW_TEXT,
     UPDATE_FACT,
@@ -22,7 +22,6 @@ from tests.pipeline_support import (
 )
 
 pytestmark = pytest.mark.django_db
-HX = {"HTTP_HX_REQUEST": "true"}
 RITA = Actor("rita", "operator")
 RAW_ADD = "Priya prefers squash merges for feature branches. Said in the review channel."
 ORIGINAL_POSTGRES = "The billing service runs on Postgres 14"
@@ -88,7 +87,7 @@ def last_event(memory_id) -> MemoryHistory:
 
 def test_reverting_an_add_soft_deletes_the_memory_and_undo_brings_it_back(added):
     memory_id = added.created_memory_id
-    reverted = apply.revert(added.id, reviewer=RITA, reason="not a durable fact")
+    reverted = review_writes.revert(added.id, reviewer=RITA, reason="not a durable fact")
     memory = Memory.objects.get(id=memory_id)
     assert memory.is_deleted and memory.deleted_at is not None and memory.version == 2
     assert (reverted.reverted_by, reverted.status) == ("rita", "applied")
@@ -103,7 +102,7 @@ def test_reverting_an_add_soft_deletes_the_memory_and_undo_brings_it_back(added)
     ).get()
     assert audit.metadata["memoryId"] == memory_id and audit.changed_by == "rita"
 
-    undone = apply.revert(added.id, reviewer=RITA, reason="it was right after all")
+    undone = review_writes.revert(added.id, reviewer=RITA, reason="it was right after all")
     memory.refresh_from_db()
     assert not memory.is_deleted and memory.version == 3
     assert undone.reverted_at is None and undone.reverted_by is None
@@ -118,7 +117,9 @@ def test_reverting_an_update_restores_the_previous_content_exactly(full_job, sto
     assert (postgres.content, postgres.version) == (UPDATE_FACT, 2)
     type_before = MemoryCold.objects.get(memory=postgres).type
 
-    apply.revert(proposals["update"].id, reviewer=RITA, reason="the upgrade was rolled back")
+    review_writes.revert(
+        proposals["update"].id, reviewer=RITA, reason="the upgrade was rolled back"
+    )
     postgres.refresh_from_db()
     assert postgres.content == ORIGINAL_POSTGRES and postgres.type == type_before
     assert postgres.normalized_content == "the billing service runs on postgres 14"
@@ -140,7 +141,7 @@ def test_reverting_an_update_restores_the_previous_content_exactly(full_job, sto
     # The history is only ever appended to: the pipeline's update is still there.
     assert MemoryHistory.objects.filter(memory=postgres, event="updated").count() == 2
 
-    apply.revert(proposals["update"].id, reviewer=RITA)
+    review_writes.revert(proposals["update"].id, reviewer=RITA)
     postgres.refresh_from_db()
     assert (postgres.content, postgres.version) == (UPDATE_FACT, 4)
     assert last_event(postgres.id).reason == "revert undone"
@@ -152,13 +153,13 @@ def test_reverting_a_delete_recovers_the_target_and_undo_deletes_it_again(full_j
     staging = Memory.objects.get(id=store.staging.id)
     assert staging.is_deleted and staging.version == 2
 
-    apply.revert(proposals["delete"].id, reviewer=RITA, reason="the cluster is back")
+    review_writes.revert(proposals["delete"].id, reviewer=RITA, reason="the cluster is back")
     staging.refresh_from_db()
     assert not staging.is_deleted and staging.version == 3
     assert staging.content == "The staging cluster lives in the eu-west-1 region"
     assert last_event(staging.id).event == "recovered"
 
-    apply.revert(proposals["delete"].id, reviewer=RITA)
+    review_writes.revert(proposals["delete"].id, reviewer=RITA)
     staging.refresh_from_db()
     assert staging.is_deleted and staging.version == 4
     assert last_event(staging.id).event == "deleted"
@@ -198,7 +199,7 @@ def test_a_revert_is_refused_when_the_memory_changed_since_and_writes_nothing(fu
     )
     before = snapshot(store.postgres.id)
     with pytest.raises(Refused) as refused:
-        apply.revert(proposals["update"].id, reviewer=RITA)
+        review_writes.revert(proposals["update"].id, reviewer=RITA)
     assert refused.value.code == "changed_since"
     assert refused.value.details == {"memoryId": store.postgres.id, "currentVersion": 3}
     assert snapshot(store.postgres.id) == before
@@ -223,7 +224,7 @@ def test_only_applied_proposals_can_be_reverted(pipeline_run):
     with pytest.raises(Refused) as refused:
         revert_once(pending.id, RITA)
     assert refused.value.code == "not_applied"
-    apply.reject(pending.id, reviewer=RITA, reason="no")
+    review_writes.reject(pending.id, reviewer=RITA, reason="no")
     with pytest.raises(Refused) as refused:
         revert_once(pending.id, RITA)
     assert refused.value.code == "not_applied"
@@ -451,57 +452,102 @@ def trigger(response) -> dict:
     return json.loads(response["HX-Trigger"])
 
 
-def test_the_undo_toast_after_an_approval_reverts_it(reviewer_client, shadow_queue):
+def test_the_undo_toast_after_an_approval_puts_it_back_to_pending(
+    reviewer_client, shadow_queue, hx
+):
     proposal = shadow_queue.first()
     response = reviewer_client.post(
-        f"/proposals/{proposal.id}/decide/", {"from": "row", "decision": "approve"}, **HX
+        f"/proposals/{proposal.id}/decide/", {"from": "row", "decision": "approve"}, **hx
     )
     toast = trigger(response)["toast"]
-    assert toast["undo"] == f"/proposals/{proposal.id}/revert/"
+    assert toast["undo"] == f"/proposals/{proposal.id}/undo/"
     assert toast["row"] == f"p-{proposal.id}"
     created = Proposal.objects.get(id=proposal.id).created_memory_id
 
-    # The toast's Undo button targets the row: the row comes back re-rendered.
-    response = reviewer_client.post(toast["undo"], HTTP_HX_TARGET=f"p-{proposal.id}", **HX)
+    # The toast's Undo button targets the row: it comes back open, like after undoing a reject.
+    response = reviewer_client.post(toast["undo"], HTTP_HX_TARGET=f"p-{proposal.id}", **hx)
     assert response.status_code == 200
     body = response.content.decode()
-    assert body.strip().startswith(f'<tr id="p-{proposal.id}"') and "Reverted by rita" in body
+    assert body.strip().startswith(f'<tr id="p-{proposal.id}"')
+    assert 'data-open="1"' in body and 'data-action="approve"' in body
     events = trigger(response)
-    assert events["review-changed"] is True
-    assert events["toast"]["message"].startswith("Reverted by rita")
+    assert "review-changed" in events
+    assert events["toast"]["message"].startswith("Decision undone by rita")
     assert Memory.objects.get(id=created).is_deleted
+    proposal.refresh_from_db()
+    assert (proposal.status, proposal.decided_by, proposal.created_memory_id) == (
+        "pending",
+        None,
+        None,
+    )
+    # The mistaken "a" becomes a reject.
+    reviewer_client.post(
+        f"/proposals/{proposal.id}/decide/",
+        {"from": "row", "decision": "reject", "reason": "not durable"},
+        **hx,
+    )
+    assert Proposal.objects.get(id=proposal.id).status == "rejected"
 
-    # Without a row to swap (the row left the page), a 204 with the toast.
-    response = reviewer_client.post(f"/proposals/{proposal.id}/revert/undo/", **HX)
+    # Without a row to swap (the row left the page), a 204 with the toast; nothing left to undo.
+    reviewer_client.post(f"/proposals/{proposal.id}/reopen/", **hx)
+    response = reviewer_client.post(f"/proposals/{proposal.id}/undo/", **hx)
     assert response.status_code == 204 and response.content == b""
-    assert trigger(response)["toast"]["message"].startswith("Revert undone")
-    assert not Memory.objects.get(id=created).is_deleted
+    assert trigger(response)["toast"]["message"].startswith("Not undone: this proposal is pending")
 
 
-def test_a_refused_undo_is_a_toast_not_an_error(reviewer_client, added):
+def test_undo_after_approving_an_update_restores_the_target_and_can_be_approved_again(
+    full_job, hx, reviewer_client
+):
+    _, proposals = full_job
+    update = proposals["update"]
+    review_writes.revert(update.id, reviewer=RITA)  # back to the text the decision saw
+    target = Memory.objects.get(id=update.target_memory_id)
+    Proposal.objects.filter(id=update.id).update(
+        status="pending", decided_by=None, reverted_at=None, target_version=target.version
+    )
+    reviewer_client.post(f"/proposals/{update.id}/decide/", {"decision": "approve"})
+    approved_text = Memory.objects.get(id=target.id).content
+    assert approved_text != target.content
+
+    response = reviewer_client.post(f"/proposals/{update.id}/undo/", follow=True)
+    assert "Decision undone by rita: UPDATE is pending again." in response.content.decode()
+    assert Memory.objects.get(id=target.id).content == target.content
+    pending = Proposal.objects.get(id=update.id)
+    assert (pending.status, pending.action, pending.updated_memory_id) == (
+        "pending",
+        "update",
+        None,
+    )
+    # Re-based on the restored version: approving again applies, it is not stale.
+    reviewer_client.post(f"/proposals/{update.id}/decide/", {"decision": "approve"})
+    assert Proposal.objects.get(id=update.id).status == "applied"
+    assert Memory.objects.get(id=target.id).content == approved_text
+
+
+def test_a_refused_undo_is_a_toast_not_an_error(reviewer_client, added, hx):
     modify(added.created_memory_id, {"content": "Priya prefers rebases."}, actor=RITA, reason="x")
-    response = reviewer_client.post(f"/proposals/{added.id}/revert/", **HX)
+    response = reviewer_client.post(f"/proposals/{added.id}/revert/", **hx)
     assert response.status_code == 204
     assert trigger(response)["toast"]["message"].startswith("Not reverted: the memory changed")
     response = reviewer_client.post(
-        f"/proposals/{added.id}/revert/", HTTP_HX_TARGET=f"p-{added.id}", **HX
+        f"/proposals/{added.id}/revert/", HTTP_HX_TARGET=f"p-{added.id}", **hx
     )
     body = response.content.decode()
     assert 'class="row-note bad"' in body and "Not reverted" in body
 
 
-def test_the_undo_toast_after_a_rejection_reopens_it(reviewer_client, shadow_queue):
+def test_the_undo_toast_after_a_rejection_reopens_it(reviewer_client, shadow_queue, hx):
     proposal = shadow_queue.first()
     response = reviewer_client.post(
         f"/proposals/{proposal.id}/decide/",
         {"from": "row", "decision": "reject", "reason": "not durable"},
-        **HX,
+        **hx,
     )
     toast = trigger(response)["toast"]
     assert toast["undo"] == f"/proposals/{proposal.id}/reopen/"
     assert RejectionFingerprint.objects.get(proposal=proposal).active
 
-    response = reviewer_client.post(toast["undo"], HTTP_HX_TARGET=f"p-{proposal.id}", **HX)
+    response = reviewer_client.post(toast["undo"], HTTP_HX_TARGET=f"p-{proposal.id}", **hx)
     body = response.content.decode()
     assert trigger(response)["toast"]["message"] == "Rejection undone by rita."
     assert 'data-open="1"' in body and 'data-action="approve"' in body  # open for a new decision
@@ -509,26 +555,26 @@ def test_the_undo_toast_after_a_rejection_reopens_it(reviewer_client, shadow_que
     assert (proposal.status, proposal.decided_by, proposal.review_note) == ("pending", None, None)
     assert not RejectionFingerprint.objects.get(proposal=proposal).active
     # Undoing again is refused politely.
-    response = reviewer_client.post(toast["undo"], **HX)
+    response = reviewer_client.post(toast["undo"], **hx)
     assert trigger(response)["toast"]["message"].startswith("Rejection not undone")
 
 
 def test_no_undo_is_offered_for_a_refused_or_deduplicated_decision(
-    reviewer_client, admin_client_role, shadow_queue
+    reviewer_client, admin_client_role, shadow_queue, hx
 ):
     proposal = shadow_queue.first()
     admin_client_role.post(
-        f"/proposals/{proposal.id}/decide/", {"from": "row", "decision": "approve"}, **HX
+        f"/proposals/{proposal.id}/decide/", {"from": "row", "decision": "approve"}, **hx
     )
     response = reviewer_client.post(
-        f"/proposals/{proposal.id}/decide/", {"from": "row", "decision": "approve"}, **HX
+        f"/proposals/{proposal.id}/decide/", {"from": "row", "decision": "approve"}, **hx
     )
     assert "undo" not in trigger(response)["toast"]  # ada decided, not rita
 
 
 def test_reopen_from_the_proposal_page(reviewer_client, shadow_queue):
     proposal = shadow_queue.first()
-    apply.reject(proposal.id, reviewer=RITA, reason="no")
+    review_writes.reject(proposal.id, reviewer=RITA, reason="no")
     page = reviewer_client.get(f"/proposals/{proposal.id}/").content.decode()
     assert f'action="/proposals/{proposal.id}/reopen/"' in page
     response = reviewer_client.post(f"/proposals/{proposal.id}/reopen/", follow=True)

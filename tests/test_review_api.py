@@ -24,7 +24,6 @@ from tests.pipeline_support import (
     decision,
     fact,
     four_decisions,
-    on_a_file_database,
     raw,
     seed_store,
     set_mode,
@@ -338,12 +337,6 @@ def test_the_proposal_list_filters_and_counts(client, fake_ollama, pending, stor
 
 
 # --- two reviewers at once ----------------------------------------------------------------------
-
-
-@pytest.fixture
-def file_db(transactional_db, tmp_path):
-    with on_a_file_database(tmp_path / "review.sqlite3"):
-        yield
 
 
 @pytest.mark.django_db(transaction=True)

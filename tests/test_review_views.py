@@ -7,11 +7,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from memory.models import Memory, MemoryHistory
-from pipeline.config import update_config
 from pipeline.models import Proposal
+from pipeline.writes.config import update_config
 
 pytestmark = pytest.mark.django_db
-HX = {"HTTP_HX_REQUEST": "true"}
 
 # Two sentences per raw memory, so each extracted fact differs from its raw source text.
 BASE = [
@@ -36,9 +35,13 @@ def queue(pipeline_run):
     return Proposal.objects.filter(status="pending")
 
 
-def decide(client, proposal, htmx=True, **data):
-    headers = HX if htmx else {}
-    return client.post(f"/proposals/{proposal.id}/decide/", {"from": "row", **data}, **headers)
+@pytest.fixture
+def decide(hx):
+    def post(client, proposal, htmx=True, **data):
+        headers = hx if htmx else {}
+        return client.post(f"/proposals/{proposal.id}/decide/", {"from": "row", **data}, **headers)
+
+    return post
 
 
 @pytest.mark.parametrize("url", ["/", "/review/", "/contradictions/", "/banner/"])
@@ -93,13 +96,13 @@ def test_the_queue_filters_and_rejects_bad_filter_values_next_to_the_field(viewe
     assert "Enter a number." in response.content.decode()
 
 
-def test_the_queue_fragment_is_served_to_htmx(viewer_client, queue):
-    response = viewer_client.get("/review/?action=add", HTTP_HX_TARGET="queue", **HX)
+def test_the_queue_fragment_is_served_to_htmx(viewer_client, queue, hx):
+    response = viewer_client.get("/review/?action=add", HTTP_HX_TARGET="queue", **hx)
     body = response.content.decode()
-    assert "<html" not in body and body.strip().startswith('<section id="queue">')
+    assert "<html" not in body and body.strip().startswith('<section id="queue"')
 
 
-def test_a_viewer_cannot_decide_anything(viewer_client, queue):
+def test_a_viewer_cannot_decide_anything(viewer_client, queue, decide):
     proposal = queue.first()
     response = decide(viewer_client, proposal, decision="approve")
     assert response.status_code == 403
@@ -112,7 +115,7 @@ def test_a_viewer_cannot_decide_anything(viewer_client, queue):
     )
 
 
-def test_approving_a_row_swaps_it_and_updates_the_counts(reviewer_client, queue):
+def test_approving_a_row_swaps_it_and_updates_the_counts(reviewer_client, queue, decide):
     proposal = queue.filter(action="add").first()
     response = decide(reviewer_client, proposal, decision="approve")
     assert response.status_code == 200
@@ -125,7 +128,7 @@ def test_approving_a_row_swaps_it_and_updates_the_counts(reviewer_client, queue)
     assert (reviewed.changed_by, reviewed.actor_type) == ("rita", "operator")
 
 
-def test_rejecting_needs_a_reason_shown_in_the_row(reviewer_client, queue):
+def test_rejecting_needs_a_reason_shown_in_the_row(reviewer_client, queue, decide):
     proposal = queue.first()
     response = decide(reviewer_client, proposal, decision="reject", reason="")
     assert "Say why you reject it" in response.content.decode()
@@ -135,14 +138,14 @@ def test_rejecting_needs_a_reason_shown_in_the_row(reviewer_client, queue):
     assert proposal.status == "rejected" and proposal.review_note == "not durable"
 
 
-def test_edit_then_approve_stores_the_edited_text(reviewer_client, queue):
+def test_edit_then_approve_stores_the_edited_text(reviewer_client, queue, decide):
     proposal = queue.filter(action="add").first()
     decide(reviewer_client, proposal, decision="approve", content="Kenji maintains ingest-worker.")
     proposal.refresh_from_db()
     assert proposal.created_memory.content == "Kenji maintains ingest-worker."
 
 
-def test_a_second_reviewer_is_told_who_decided(reviewer_client, admin_client_role, queue):
+def test_a_second_reviewer_is_told_who_decided(reviewer_client, admin_client_role, queue, decide):
     proposal = queue.filter(action="add").first()
     decide(admin_client_role, proposal, decision="approve")
     response = decide(reviewer_client, proposal, decision="approve")
@@ -157,7 +160,7 @@ def test_a_second_reviewer_is_told_who_decided(reviewer_client, admin_client_rol
     )
 
 
-def test_plain_posts_redirect_to_the_detail_with_a_message(reviewer_client, queue):
+def test_plain_posts_redirect_to_the_detail_with_a_message(reviewer_client, queue, decide):
     proposal = queue.filter(action="add").first()
     response = decide(reviewer_client, proposal, htmx=False, decision="approve")
     assert response.status_code == 302 and response["Location"] == f"/proposals/{proposal.id}/"
@@ -166,7 +169,7 @@ def test_plain_posts_redirect_to_the_detail_with_a_message(reviewer_client, queu
 
 
 def test_bulk_preview_shows_counts_per_action_and_apply_runs_in_chunks(
-    reviewer_client, queue, settings
+    reviewer_client, queue, settings, hx
 ):
     from dashboard.views import review as views
 
@@ -176,7 +179,7 @@ def test_bulk_preview_shows_counts_per_action_and_apply_runs_in_chunks(
         response = reviewer_client.post(
             "/review/bulk/",
             {"decision": "approve", "scope": "all", "step": "preview", "filters": "action=add"},
-            **HX,
+            **hx,
         )
         body = response.content.decode()
         adds = queue.filter(action="add").count()
@@ -191,14 +194,14 @@ def test_bulk_preview_shows_counts_per_action_and_apply_runs_in_chunks(
             "filters": "action=add",
             "total": adds,
         }
-        response = reviewer_client.post("/review/bulk/", data, **HX)
+        response = reviewer_client.post("/review/bulk/", data, **hx)
         assert 'hx-trigger="load delay:30ms"' in response.content.decode() or adds <= 2
         while 'hx-trigger="load' in response.content.decode():
             body = response.content.decode()
             after = re.search(r'name="after" value="([^"]*)"', body).group(1)
             done = re.search(r'name="done" value="([^"]*)"', body).group(1)
             response = reviewer_client.post(
-                "/review/bulk/", {**data, "after": after, "done": done, "failed": 0}, **HX
+                "/review/bulk/", {**data, "after": after, "done": done, "failed": 0}, **hx
             )
         assert "Done" in response.content.decode()
     finally:
@@ -207,13 +210,13 @@ def test_bulk_preview_shows_counts_per_action_and_apply_runs_in_chunks(
     assert Proposal.objects.filter(status="pending").exclude(action="add").count() == total - adds
 
 
-def test_bulk_reject_needs_a_reason_and_selected_scope_needs_rows(reviewer_client, queue):
+def test_bulk_reject_needs_a_reason_and_selected_scope_needs_rows(reviewer_client, queue, hx):
     response = reviewer_client.post(
-        "/review/bulk/", {"decision": "reject", "scope": "all", "step": "preview"}, **HX
+        "/review/bulk/", {"decision": "reject", "scope": "all", "step": "preview"}, **hx
     )
     assert "A bulk rejection needs a reason." in response.content.decode()
     response = reviewer_client.post(
-        "/review/bulk/", {"decision": "approve", "scope": "selected", "step": "preview"}, **HX
+        "/review/bulk/", {"decision": "approve", "scope": "selected", "step": "preview"}, **hx
     )
     assert "Select at least one row" in response.content.decode()
 
@@ -230,13 +233,13 @@ def test_the_proposal_detail_shows_source_candidates_diff_and_what_the_model_saw
     assert 'data-testid="source"' in body
 
 
-def test_the_contradiction_workbench_resolves_with_keep_both(reviewer_client, queue):
+def test_the_contradiction_workbench_resolves_with_keep_both(reviewer_client, queue, hx):
     flagged = queue.filter(review_needed=True).first()
     assert flagged is not None
     body = reviewer_client.get("/contradictions/").content.decode()
     assert '<mark class="overlap">' in body and flagged.target_memory.content.split()[0] in body
     response = reviewer_client.post(
-        f"/proposals/{flagged.id}/decide/", {"from": "card", "decision": "keep_both"}, **HX
+        f"/proposals/{flagged.id}/decide/", {"from": "card", "decision": "keep_both"}, **hx
     )
     assert f'id="c-{flagged.id}"' in response.content.decode()
     flagged.refresh_from_db()
@@ -248,32 +251,32 @@ def test_the_contradiction_workbench_resolves_with_keep_both(reviewer_client, qu
     assert not Memory.objects.get(id=flagged.target_memory_id).is_deleted
 
 
-def test_delete_the_old_one_soft_deletes_the_target(reviewer_client, queue):
+def test_delete_the_old_one_soft_deletes_the_target(reviewer_client, queue, hx):
     flagged = queue.filter(review_needed=True).first()
     reviewer_client.post(
-        f"/proposals/{flagged.id}/decide/", {"from": "card", "decision": "delete_old"}, **HX
+        f"/proposals/{flagged.id}/decide/", {"from": "card", "decision": "delete_old"}, **hx
     )
     assert Memory.objects.get(id=flagged.target_memory_id).is_deleted
 
 
-def test_merge_needs_text_and_updates_the_target(reviewer_client, queue):
+def test_merge_needs_text_and_updates_the_target(reviewer_client, queue, hx):
     flagged = queue.filter(review_needed=True).first()
     response = reviewer_client.post(
         f"/proposals/{flagged.id}/decide/",
         {"from": "card", "decision": "merge", "content": ""},
-        **HX,
+        **hx,
     )
     assert "Write the merged text." in response.content.decode()
     reviewer_client.post(
         f"/proposals/{flagged.id}/decide/",
         {"from": "card", "decision": "merge", "content": "Billing events moved off Kafka in 2026."},
-        **HX,
+        **hx,
     )
     target = Memory.objects.get(id=flagged.target_memory_id)
     assert target.content == "Billing events moved off Kafka in 2026." and target.version == 2
 
 
-def test_a_stale_proposal_is_shown_and_can_be_re_decided(reviewer_client, queue):
+def test_a_stale_proposal_is_shown_and_can_be_re_decided(reviewer_client, queue, decide):
     from memory.writes import Actor, modify
 
     proposal = queue.filter(action="update").first()
@@ -322,3 +325,197 @@ def test_list_and_detail_query_counts_do_not_grow_with_rows(viewer_client, pipel
     many = {url: _queries(viewer_client, url) for url in few}
     assert many == few
     assert _queries(viewer_client, f"/proposals/{Proposal.objects.last().id}/") == detail_few
+
+
+# --- issue 11: the review flow at full speed ------------------------------------------------------
+
+NAMES = ["Amara", "Bruno", "Chen", "Dana", "Eli", "Farah", "Goran", "Hana", "Ivo", "Jun", "Kofi"]
+
+
+def many_raw(n: int) -> list[str]:
+    """Two sentences each: two pending ADDs per raw memory (the offline model), none alike."""
+    return [
+        f"{NAMES[i % len(NAMES)]} owns the release checklist for project {i}. From the planning notes."
+        for i in range(n)
+    ]
+
+
+def _next_link(body: str) -> str | None:
+    found = re.search(r'<a class="btn" data-next-page href="([^"]+)"', body)
+    return "/review/" + found.group(1).replace("&amp;", "&") if found else None
+
+
+def test_deciding_rows_never_skips_a_pending_proposal_on_the_next_page(
+    reviewer_client, pipeline_run, decide
+):
+    update_config({"shadowMode": True}, changed_by="t", reason="t")
+    pipeline_run(*many_raw(30))
+    pending_at_start = set(Proposal.objects.filter(status="pending").values_list("id", flat=True))
+    assert len(pending_at_start) > 2 * 25  # three pages
+    seen: list[str] = []
+    url, decided = "/review/?sort=age", set()
+    while url:
+        response = reviewer_client.get(url)
+        rows = [p.id for p in response.context["page"]]
+        seen += rows
+        for proposal in Proposal.objects.filter(id__in=rows[:3]):  # decide the first three rows
+            decide(reviewer_client, proposal, decision="reject", reason="not durable")
+            decided.add(proposal.id)
+        url = _next_link(response.content.decode())
+    assert len(seen) == len(set(seen)) == len(pending_at_start)  # each pending id exactly once
+    assert set(seen) == pending_at_start
+    # The previous link of the last page goes back to the rows just before its first row.
+    last = reviewer_client.get(f"/review/?sort=age&after={seen[-30]}")
+    before = re.search(r'href="(\?[^"]*before=[^"]+)"', last.content.decode()).group(1)
+    back = reviewer_client.get("/review/" + before.replace("&amp;", "&"))
+    assert [p.id for p in back.context["page"]][-1] == seen[-30]
+
+
+def test_the_queue_pages_count_from_where_the_page_starts(reviewer_client, pipeline_run):
+    update_config({"shadowMode": True}, changed_by="t", reason="t")
+    pipeline_run(*many_raw(15))
+    total = Proposal.objects.filter(status="pending").count()
+    body = reviewer_client.get("/review/?sort=age").content.decode()
+    assert f"1–25 of {total}" in body and "before=" not in body
+
+
+def test_replace_works_when_the_new_fact_is_the_whole_raw_memory(reviewer_client, pipeline_run, hx):
+    """The new text already lives in the raw memory: Replace retires the old memory and links it."""
+    update_config({"shadowMode": False}, changed_by="t", reason="t")
+    pipeline_run("The team uses Kafka for billing events. Standup notes from Monday.")
+    update_config({"shadowMode": True}, changed_by="t", reason="t")
+    (raw,) = pipeline_run("The team doesn't use Kafka for billing events anymore.")
+    flagged = Proposal.objects.get(source_memory=raw, action="update", review_needed=True)
+    assert flagged.fact_content == raw.content
+    response = reviewer_client.post(
+        f"/proposals/{flagged.id}/decide/", {"from": "card", "decision": "approve"}, **hx
+    )
+    body = response.content.decode()
+    assert (
+        "Approved by rita: replaced. The old memory is retired" in body and "its raw memory" in body
+    )
+    flagged.refresh_from_db()
+    assert (flagged.status, flagged.action, flagged.deduped_existing_id) == (
+        "applied",
+        "delete",
+        raw.id,
+    )
+    old = Memory.objects.get(id=flagged.target_memory_id)
+    assert old.is_deleted and flagged.deleted_memory_id == old.id
+    retired = old.history.order_by("-created_at", "-id").first()
+    assert retired.event == "deleted" and retired.metadata["replacedBy"] == raw.id
+    # Undo puts it back as the UPDATE the model proposed, with the old memory live again.
+    reviewer_client.post(f"/proposals/{flagged.id}/undo/", **hx)
+    flagged.refresh_from_db()
+    assert (flagged.status, flagged.action) == ("pending", "update")
+    assert not Memory.objects.get(id=old.id).is_deleted
+
+
+def test_refusals_read_as_sentences_with_a_next_step(reviewer_client, queue, decide):
+    from memory.writes import Actor, forget
+
+    proposal = queue.filter(action="add").first()
+    forget(proposal.source_memory_id, actor=Actor("x"), reason="gone")
+    body = decide(reviewer_client, proposal, decision="approve").content.decode()
+    assert "The raw memory this fact came from was forgotten. Reject it, or recover" in body
+
+
+def test_keep_both_says_what_happened_and_leaves_a_trace_on_the_old_memory(
+    reviewer_client, pipeline_run, hx
+):
+    update_config({"shadowMode": False}, changed_by="t", reason="t")
+    pipeline_run("The team uses Kafka for billing events. Standup notes from Monday.")
+    update_config({"shadowMode": True}, changed_by="t", reason="t")
+    (raw,) = pipeline_run("The team doesn't use Kafka for billing events anymore.")
+    flagged = Proposal.objects.get(source_memory=raw, action="update")
+    response = reviewer_client.post(
+        f"/proposals/{flagged.id}/decide/", {"from": "card", "decision": "keep_both"}, **hx
+    )
+    body = response.content.decode()
+    assert "deduplicated" not in body
+    assert (
+        "kept both. The old memory stays, and the new text is already stored as its raw memory"
+        in body
+    )
+    trail = Memory.objects.get(id=flagged.target_memory_id).history.order_by("-created_at").first()
+    assert trail.event == "reviewed" and trail.metadata["decision"] == "keep_both"
+    assert trail.changed_by == "rita" and trail.metadata["keptWith"] == raw.id
+
+
+def test_bulk_confirmation_lists_safety_findings_and_personal_data_needs_an_opt_in(
+    reviewer_client, pipeline_run, hx
+):
+    update_config({"shadowMode": True}, changed_by="t", reason="t")
+    pipeline_run(
+        "The staging deploy key is AKIAIOSFODNN7EXAMPLE for billing-api. Rotate it monthly.",
+        "Kenji maintains ingest-worker. Mail him at kenji@lumen.dev if it breaks.",
+        "Priya prefers squash merges for feature branches. Said in the review channel.",
+    )
+    pending = Proposal.objects.filter(status="pending", action="add")
+    secret = pending.get(safety_kinds__contains="secret")
+    personal = pending.get(safety_kinds__contains="pii")
+    data = {"decision": "approve", "scope": "all", "filters": "action=add"}
+    body = reviewer_client.post("/review/bulk/", {**data, "step": "preview"}, **hx).content.decode()
+    findings = re.search(r'data-testid="bulk-findings">(.*?)</div>', body, re.S).group(1)
+    assert ">1 secret<" in findings and ">1 personal data<" in findings
+    assert "1 with a secret will be left for a one-by-one approval" in findings
+    assert 'name="include_personal_data"' in body
+    total = pending.count()
+    # Without the opt-in, neither the secret nor the personal data is approved.
+    body = reviewer_client.post(
+        "/review/bulk/", {**data, "step": "apply", "total": total}, **hx
+    ).content.decode()
+    assert "left for a one-by-one approval" in body and "personal data was left out" in body
+    assert Proposal.objects.get(id=personal.id).status == "pending"
+    assert Proposal.objects.get(id=secret.id).status == "pending"
+    # With it, personal data goes through; a secret never does in bulk.
+    reviewer_client.post(
+        "/review/bulk/",
+        {**data, "step": "apply", "total": 2, "include_personal_data": "on"},
+        **hx,
+    )
+    assert Proposal.objects.get(id=personal.id).status == "applied"
+    assert Proposal.objects.get(id=secret.id).status == "pending"
+
+
+def test_after_edit_then_approve_the_row_shows_the_edited_text(reviewer_client, queue, decide):
+    proposal = queue.filter(action="add").first()
+    body = decide(
+        reviewer_client, proposal, decision="approve", content="Kenji maintains ingest-worker."
+    ).content.decode()
+    fact = re.search(r"<div class=\"prewrap\" data-fact>(.*?)</div>", body, re.S).group(1)
+    assert fact == "Kenji maintains ingest-worker." and 'data-testid="edited"' in body
+
+
+def test_the_banner_refresh_also_refreshes_the_nav_counts(viewer_client, queue, hx):
+    body = viewer_client.get("/banner/", **hx).content.decode()
+    pending = queue.count()
+    assert f'<span id="nav-review-count" class="pill" hx-swap-oob="true">{pending}</span>' in body
+    assert 'id="nav-contradiction-count"' in body
+    page = viewer_client.get("/review/").content.decode()
+    assert f'<span id="nav-review-count" class="pill">{pending}</span>' in page  # not oob
+
+
+def test_waiting_words_say_what_holds_a_proposal_now(viewer_client, queue):
+    body = viewer_client.get("/review/").content.decode()
+    assert "held for review: shadow mode writes nothing by itself" in body
+    assert "waiting: shadow_mode" not in body
+    update_config({"mutationsFrozen": True}, changed_by="t", reason="brake")
+    body = viewer_client.get("/review/").content.decode()
+    assert "held: the emergency brake is on" in body and "shadow mode writes nothing" not in body
+
+
+def test_the_contradiction_card_says_why_once(viewer_client, queue):
+    flagged = queue.filter(review_needed=True).first()
+    body = viewer_client.get("/contradictions/").content.decode()
+    card = body[body.index(f'id="c-{flagged.id}"') :]
+    why = re.search(r'data-testid="contradiction-why">(.*?)</span>', card).group(1)
+    assert why.startswith("The ") and "Negation on the" not in card[:600]
+    assert card[:2000].count(flagged.contradiction["reason"].split(" (")[0]) == 1
+
+
+def test_a_pending_update_reads_as_proposed_in_the_audit_not_none(viewer_client, queue):
+    update = queue.filter(action="update").first()
+    body = viewer_client.get(f"/memories/{update.source_memory_id}/").content.decode()
+    assert 'data-testid="event">update proposed<' in body
+    assert 'data-testid="event">none<' not in body

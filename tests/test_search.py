@@ -6,7 +6,7 @@ import pytest
 from memory import keyword, writes
 from memory.search import hybrid_search, merge
 from memory.writes import Actor, Vector
-from pipeline.embedders import OfflineEmbedder
+from pipeline.llm.offline import OfflineEmbedder
 
 AGENT = Actor("claude-code", "agent")
 EMBEDDER = OfflineEmbedder(768)
@@ -146,3 +146,17 @@ def test_the_offline_embedder_is_deterministic_and_normalised():
     near = EMBEDDER.embed_one("Priya prefers squash merging")
     far = EMBEDDER.embed_one("The cafeteria serves soup on Mondays")
     assert float(a @ near) > float(a @ far)
+
+
+@pytest.mark.django_db
+def test_more_and_rarer_matched_terms_score_higher_below_one_on_either_engine():
+    both = remember("Kafka carries billing events", embed=False)
+    rare = remember("Kafka retention is seven days", embed=False)
+    common = remember("billing totals for the week", embed=False)
+    for i in range(3):
+        remember(f"billing report number {i}", embed=False)
+    for i in range(5):
+        remember(f"unrelated note number {i} about lunch", embed=False)
+    hits = dict(keyword.search("kafka billing", agent_id="default", limit=10))
+    assert hits[both.id] > hits[rare.id] > hits[common.id] > 0
+    assert all(0 <= score < 1 for score in hits.values())

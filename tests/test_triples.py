@@ -7,7 +7,6 @@ from pipeline.models import Proposal, TripleReview
 from tests.pipeline_support import ScriptedModel, fact, raw
 
 pytestmark = pytest.mark.django_db
-HX = {"HTTP_HX_REQUEST": "true"}
 TEXT = "Priya maintains the billing-api service. Kenji uses Grafana for dashboards."
 
 
@@ -24,12 +23,17 @@ def triples(pipeline_run):
     return found
 
 
-def decide(client, triple, htmx=False, follow=False, **data):
-    return client.post(f"/triples/{triple.id}/decide/", data, follow=follow, **(HX if htmx else {}))
+@pytest.fixture
+def decide(hx):
+    def post(client, triple, htmx=False, follow=False, **data):
+        headers = hx if htmx else {}
+        return client.post(f"/triples/{triple.id}/decide/", data, follow=follow, **headers)
+
+    return post
 
 
 def test_approving_creates_entities_relation_and_mentions_of_the_raw_memory(
-    reviewer_client, triples
+    reviewer_client, triples, decide
 ):
     priya = triples[0]
     assert not Entity.objects.exists()
@@ -56,7 +60,7 @@ def test_approving_creates_entities_relation_and_mentions_of_the_raw_memory(
     assert "Approved by rita" in page
 
 
-def test_rejecting_writes_no_entity(reviewer_client, triples):
+def test_rejecting_writes_no_entity(reviewer_client, triples, decide):
     response = decide(reviewer_client, triples[1], decision="reject", note="Grafana is retired")
     assert response.status_code == 302
     triple = TripleReview.objects.get(id=triples[1].id)
@@ -70,7 +74,7 @@ def test_rejecting_writes_no_entity(reviewer_client, triples):
 
 
 def test_a_second_decision_is_refused_and_says_who_decided(
-    reviewer_client, admin_client_role, triples
+    reviewer_client, admin_client_role, triples, decide
 ):
     decide(reviewer_client, triples[0], decision="approve")
     response = decide(admin_client_role, triples[0], decision="reject", htmx=True)
@@ -84,14 +88,14 @@ def test_a_second_decision_is_refused_and_says_who_decided(
     assert Relation.objects.get().mentions == 1  # not counted twice
 
 
-def test_a_viewer_cannot_decide(viewer_client, triples):
+def test_a_viewer_cannot_decide(viewer_client, triples, decide):
     assert decide(viewer_client, triples[0], decision="approve").status_code == 403
     assert decide(viewer_client, triples[0], decision="approve", htmx=True).status_code == 403
     assert TripleReview.objects.get(id=triples[0].id).status == "pending"
     assert not Entity.objects.exists()
 
 
-def test_htmx_gets_the_updated_row_fragment(reviewer_client, triples):
+def test_htmx_gets_the_updated_row_fragment(reviewer_client, triples, decide):
     response = decide(reviewer_client, triples[0], htmx=True, decision="approve", next="/x/")
     assert response.status_code == 200
     body = response.content.decode().strip()
@@ -101,7 +105,7 @@ def test_htmx_gets_the_updated_row_fragment(reviewer_client, triples):
     assert "toast" in response["HX-Trigger"]
 
 
-def test_an_unknown_decision_or_triple_is_refused(reviewer_client, triples):
+def test_an_unknown_decision_or_triple_is_refused(reviewer_client, triples, decide):
     response = decide(reviewer_client, triples[0], htmx=True, decision="maybe")
     assert "Choose approve or reject" in response.content.decode()
     assert TripleReview.objects.get(id=triples[0].id).status == "pending"
@@ -111,7 +115,7 @@ def test_an_unknown_decision_or_triple_is_refused(reviewer_client, triples):
     assert reviewer_client.get(f"/triples/{triples[0].id}/decide/").status_code == 405
 
 
-def test_an_offsite_next_falls_back_to_the_job_page(reviewer_client, triples):
+def test_an_offsite_next_falls_back_to_the_job_page(reviewer_client, triples, decide):
     response = decide(reviewer_client, triples[0], decision="reject", next="https://evil.example/")
     assert response["Location"] == f"/jobs/{triples[0].job_id}/#triple-{triples[0].id}"
 
@@ -132,7 +136,7 @@ def test_triples_are_listed_on_the_job_and_proposal_pages(reviewer_client, viewe
     assert page.count('data-triple="') == 2 and "/triples/" not in page
 
 
-def test_the_proposal_page_decides_a_triple_and_returns_there(reviewer_client, triples):
+def test_the_proposal_page_decides_a_triple_and_returns_there(reviewer_client, triples, decide):
     proposal = Proposal.objects.filter(job_id=triples[0].job_id).first()
     here = f"/proposals/{proposal.id}/"
     response = decide(reviewer_client, triples[1], decision="approve", next=here, follow=True)
@@ -141,7 +145,7 @@ def test_the_proposal_page_decides_a_triple_and_returns_there(reviewer_client, t
     assert "Approved by rita" in body and 'data-status="approved"' in body
 
 
-def test_triple_text_is_escaped(fake_ollama, reviewer_client):
+def test_triple_text_is_escaped(fake_ollama, reviewer_client, decide):
     from pipeline.tasks import process_pending
 
     ScriptedModel(

@@ -18,7 +18,7 @@ from memory.models import (
     MemoryHistory,
 )
 from memory.writes import Actor, Refused, Triple, Vector
-from pipeline.embedders import OfflineEmbedder
+from pipeline.llm.offline import OfflineEmbedder
 
 pytestmark = pytest.mark.django_db
 AGENT = Actor("claude-code", "agent")
@@ -31,6 +31,14 @@ def remember(text, **kw):
 
 
 def fts_ids(query):
+    """Ids the engine's full-text index holds for one quoted word (read straight from the index)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT id FROM memories WHERE search_vector @@ plainto_tsquery('english', %s)",
+                [query.strip('"')],
+            )
+            return {row[0] for row in cursor.fetchall()}
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT m.id FROM memories_fts JOIN memories m ON m.rowid = memories_fts.rowid WHERE memories_fts MATCH %s",
@@ -229,3 +237,57 @@ def test_a_structured_entities_payload_creates_entities_relations_and_mentions()
     assert MemoryEntityMention.objects.filter(memory=first.memory).count() == 2
     assert MemoryEntityMention.objects.filter(memory=second.memory).count() == 2
     assert Entity.objects.get(canonical_name="priya").entity_type == "person"
+
+
+def derive(text, source, vector=None):
+    return writes.derive_in_transaction(
+        text,
+        type="preference",
+        agent_id=source.agent_id,
+        source_id=source.id,
+        who="pipeline-v2",
+        why="extracted-fact",
+        importance=0.9,
+        extraction_model="qwen3:4b",
+        actor=OPERATOR,
+        reason="approved",
+        vector=vector,
+        metadata={"proposalId": "p-1"},
+    )
+
+
+def test_a_derived_memory_is_created_from_plain_values_audited_linked_and_embedded():
+    now = timezone.now()
+    priya = Entity.objects.create(
+        name="Priya", canonical_name="priya", agent_id="default", created_at=now, updated_at=now
+    )
+    source = remember("Standup: Priya said she prefers squash merges.").memory
+    vector = Vector(OfflineEmbedder(8).embed(["Priya prefers squash merges"])[0], "offline-8")
+    result = derive("  Priya prefers squash merges ", source, vector)
+    memory = result.memory
+    assert not result.deduped and memory.is_derived
+    assert (memory.content, memory.type, memory.importance) == (
+        "Priya prefers squash merges",
+        "preference",
+        0.9,
+    )
+    assert (memory.who, memory.why, memory.source_id) == (
+        "pipeline-v2",
+        "extracted-fact",
+        source.id,
+    )
+    assert (memory.extraction_status, memory.extraction_model) == ("completed", "qwen3:4b")
+    assert (memory.embedding_model, memory.updated_by) == ("offline-8", "dana")
+    created = MemoryHistory.objects.get(memory=memory)
+    assert (created.event, created.changed_by, created.actor_type) == (
+        "created",
+        "dana",
+        "operator",
+    )
+    assert created.reason == "approved" and created.metadata == {"proposalId": "p-1"}
+    assert MemoryEntityMention.objects.get(memory=memory).entity == priya
+    assert Embedding.objects.get(content_hash=memory.content_hash).model == "offline-8"
+
+    again = derive("Priya prefers squash merges.", source)  # same normalised content
+    assert again.deduped and again.memory == memory
+    assert Memory.objects.filter(source_id=source.id).count() == 1

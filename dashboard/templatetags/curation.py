@@ -1,13 +1,19 @@
-"""Template helpers for the dashboard: diffs, highlights, hidden characters, small formatting."""
+"""Template helpers for the dashboard: diffs, marks, hidden characters, charts, and the one way a
+length of time, a percentage and a safety severity are shown. Output is escaped HTML."""
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 from django import template
 from django.utils import timezone
 
-from dashboard import textdiff
+from dashboard import charts, textdiff, wording
+from pipeline import safety
+from pipeline.contradiction import NEGATIONS
 
 register = template.Library()
+NO_VALUE = "–"
 
 
 @register.simple_tag
@@ -22,11 +28,6 @@ def reveal(text):
 
 
 @register.simple_tag
-def highlight(text, phrase):
-    return textdiff.highlight_phrase(text or "", phrase or "")
-
-
-@register.simple_tag
 def highlight_words(text, words, css="overlap"):
     return textdiff.highlight_words(text or "", set(words or []), css)
 
@@ -34,8 +35,6 @@ def highlight_words(text, words, css="overlap"):
 @register.simple_tag
 def contradiction_marks(text, contradiction):
     """Shared words marked blue; the negation or antonym that conflicts marked red."""
-    from pipeline.contradiction import NEGATIONS
-
     contradiction = contradiction or {}
     conflict = {word.replace("'", "") for word in NEGATIONS}
     conflict |= set(contradiction.get("antonymPair") or [])
@@ -52,29 +51,121 @@ def grounded(text, spans):
     )
 
 
+# --- numbers and time -----------------------------------------------------------------------------
+
+
 @register.filter
 def pct(value):
     try:
         return f"{float(value) * 100:.0f}%"
     except (TypeError, ValueError):
-        return "–"
+        return NO_VALUE
+
+
+@register.filter
+def duration(value, unit="s"):
+    """A length of time for people: 320 ms, 1.2 s, 25 s, 25 min, 3.0 h, 2.1 d.
+
+    `value` is seconds (a number or a timedelta), or milliseconds with `|duration:"ms"`.
+    """
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    else:
+        try:
+            seconds = float(value) / (1000 if unit == "ms" else 1)
+        except (TypeError, ValueError):
+            return NO_VALUE
+    seconds = max(0.0, seconds)
+    if seconds == 0:
+        return "0 s"
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 10:
+        return f"{seconds:.1f}".removesuffix(".0") + " s"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
 
 
 @register.filter
 def age(value):
-    """Compact age like 5m, 3h, 2d."""
+    """How long ago a moment was, in whole seconds and the words of `duration`."""
     if not value:
-        return "–"
-    seconds = max(0, int((timezone.now() - value).total_seconds()))
-    for size, unit in ((86400, "d"), (3600, "h"), (60, "m")):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
+        return NO_VALUE
+    return duration(int(max(0.0, (timezone.now() - value).total_seconds())))
+
+
+# --- safety ---------------------------------------------------------------------------------------
+
+
+@register.filter
+def severity(finding):
+    """The severity pipeline.safety gives a finding (a dict or its kind): "high" or "medium"."""
+    kind = finding.get("kind", "") if isinstance(finding, dict) else str(finding or "")
+    return safety.severity(kind)
+
+
+FINDING_KINDS = {
+    "secret": "secret",
+    "pii": "personal data",
+    "hidden": "hidden characters",
+    "injection": "prompt injection",
+}
+
+
+@register.filter
+def finding_kind(kind):
+    """A safety finding kind in words: "pii" -> "personal data"."""
+    return FINDING_KINDS.get(kind, kind)
+
+
+# --- decisions ------------------------------------------------------------------------------------
+
+
+@register.simple_tag
+def waiting(proposal, banner_key=None):
+    """Why a proposal waits, in words, as it is now (see dashboard.wording.waiting)."""
+    return wording.waiting(proposal, banner_key)
 
 
 @register.inclusion_tag("dashboard/safety_badges.html")
 def safety_badges(text, detailed=False):
     """Safety lint of any text (no model call): one badge per finding, with the matched span."""
-    from pipeline.safety import scan
+    return {
+        "findings": [finding.as_dict() for finding in safety.scan(text or "")],
+        "detailed": detailed,
+    }
 
-    return {"findings": [finding.as_dict() for finding in scan(text or "")], "detailed": detailed}
+
+# --- charts: every SVG is drawn by dashboard.charts ------------------------------------------
+
+
+@register.simple_tag
+def meter(value, css="bar", total=1):
+    """A small bar filled to value/total (a confidence by default)."""
+    return charts.meter(value, css, total)
+
+
+@register.simple_tag
+def legend(colours):
+    return charts.legend(colours or {})
+
+
+@register.simple_tag
+def weekly_chart(weeks, series, colours, title):
+    return charts.weekly_bars(weeks, series, colours, title)
+
+
+@register.simple_tag
+def reviewer_chart(rows, colours):
+    """One bar per reviewer row ({"reviewer", "tally"}), split by the outcomes in `colours`."""
+    return charts.horizontal_bars(
+        [(row["reviewer"], {key: getattr(row["tally"], key) for key in colours}) for row in rows],
+        colours,
+        "Decisions per reviewer",
+        "no human decisions in this period",
+    )

@@ -1,23 +1,29 @@
 """Jobs pages: the queue by status, one job with everything it did (facts, proposals, warnings,
-the exact model calls), and sending a dead job back to the queue."""
+the exact model calls), and sending a dead or cancelled job back to the queue."""
 
 from __future__ import annotations
+
+from collections import Counter
 
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
+from django.db.models.fields.json import KeyTextTransform
 from django.shortcuts import get_object_or_404, redirect, render
-from django.template.loader import render_to_string
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
 from dashboard.access import reviewer_actor, role_required
 from dashboard.forms import JobFilterForm
+from dashboard.htmx import render_page, wants_fragment
 from dashboard.roles import has_role
+from dashboard.templatetags.curation import duration
 from memory.models import Job, JobStatus
-from pipeline import apply
+from memory.writes import Refused
 from pipeline.models import LlmCall
+from pipeline.writes import jobs as job_writes
 
 PAGE_SIZE = 50
 LIVE = {JobStatus.PENDING, JobStatus.LEASED}
@@ -31,31 +37,30 @@ STATUS_BADGES = {
 STAT_CLASSES = {JobStatus.LEASED: "warn", JobStatus.DEAD: "bad"}
 
 
-def format_seconds(seconds: float | None) -> str:
-    if seconds is None:
-        return "–"
-    seconds = max(0.0, seconds)
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 60:
-        return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
-    minutes, secs = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m {secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h {minutes:02d}m"
-
-
 def job_timing(job: Job, now) -> tuple[str, str]:
     """(label, duration) of a job: how long it took, is running, or has been waiting."""
     if job.status == JobStatus.LEASED and job.leased_at:
-        return "running", format_seconds((now - job.leased_at).total_seconds())
+        return "running", duration((now - job.leased_at).total_seconds())
     if job.status == JobStatus.PENDING:
-        return "waiting", format_seconds((now - job.created_at).total_seconds())
+        return "waiting", duration((now - job.created_at).total_seconds())
     end = job.completed_at or job.failed_at
     if end is None:
         return "", "–"
-    return "took", format_seconds((end - job.created_at).total_seconds())
+    if job.completed_at and job.failed_at:
+        # It failed before it finished: created -> completed would count the backoff and the time
+        # it lay dead as if the job had been working. Time the attempt that finished, if recorded.
+        leased_at = parse_datetime(getattr(job, "finishing_lease", None) or "")
+        if leased_at is None:
+            return "finished", f"after {job.attempts} attempts"
+        took = duration((job.completed_at - leased_at).total_seconds())
+        return "took", f"{took} in its last attempt"
+    return "took", duration((end - job.created_at).total_seconds())
+
+
+def with_finishing_lease(jobs):
+    """Annotate `finishing_lease`: when the attempt that completed a job took its lease (the job
+    write keeps it in the result; completion clears leased_at). Read without loading the result."""
+    return jobs.annotate(finishing_lease=KeyTextTransform("leasedAt", "result"))
 
 
 def _decorate(job: Job, now) -> Job:
@@ -76,7 +81,7 @@ def jobs(request):
         total=Count("id"), **{s: Count("id", filter=Q(status=s)) for s in JobStatus.values}
     )
     rows = (
-        Job.objects.select_related("memory")
+        with_finishing_lease(Job.objects.select_related("memory"))
         .defer("result", "memory__normalized_content", "memory__tags")
         .order_by("-created_at", "-id")
     )
@@ -103,10 +108,7 @@ def jobs(request):
         "total": counts["total"],
         "live": bool(counts[JobStatus.PENDING] or counts[JobStatus.LEASED]),
     }
-    template = "dashboard/jobs.html"
-    if request.htmx:
-        template += "#job-list"
-    return render(request, template, context)
+    return render_page(request, "dashboard/jobs.html", "job-list", context)
 
 
 # --- detail ---------------------------------------------------------------------------------------
@@ -115,8 +117,6 @@ def jobs(request):
 def _job_context(request, job: Job, *, notice: tuple[str, str] | None = None) -> dict:
     result = job.result or {}
     calls = list(LlmCall.objects.filter(job_id=job.id).order_by("created_at", "id"))
-    for call in calls:
-        call.seconds = format_seconds(call.duration_ms / 1000)
     proposals = list(
         job.proposals.only(
             "id", "action", "status", "fact_content", "fact_type", "fact_confidence", "confidence",
@@ -130,7 +130,7 @@ def _job_context(request, job: Job, *, notice: tuple[str, str] | None = None) ->
     return {
         "job": _decorate(job, timezone.now()),
         "live": job.status in LIVE,
-        "can_retry": job.status == JobStatus.DEAD and has_role(request.user, "reviewer"),
+        "can_retry": _retryable(job) and has_role(request.user, "reviewer"),
         "facts": result.get("facts") or [],
         "entities": result.get("entities") or [],
         "warnings": result.get("warnings") or [],
@@ -141,13 +141,22 @@ def _job_context(request, job: Job, *, notice: tuple[str, str] | None = None) ->
         "result_model": result.get("model"),
         "result_provider": result.get("provider"),
         "proposals": proposals,
+        # write_stats is what the write did then; this is where its proposals stand now.
+        "statuses_now": Counter(p.status for p in proposals).most_common(),
         "calls": calls,
         "notice": notice,
     }
 
 
+def _retryable(job: Job) -> bool:
+    """Dead jobs, and cancelled ones whose memory is live again (forgotten, then recovered)."""
+    if job.status == JobStatus.CANCELLED:
+        return job.memory is not None and not job.memory.is_deleted
+    return job.status == JobStatus.DEAD
+
+
 def _get_job(job_id: str) -> Job:
-    return get_object_or_404(Job.objects.select_related("memory"), id=job_id)
+    return get_object_or_404(with_finishing_lease(Job.objects.select_related("memory")), id=job_id)
 
 
 @role_required("viewer")
@@ -155,24 +164,23 @@ def _get_job(job_id: str) -> Job:
 def job(request, job_id: str):
     job = _get_job(job_id)
     context = _job_context(request, job)
-    if not request.htmx:
-        return render(request, "dashboard/job.html", context)
-    # htmx: the status fragment, which polls itself while the job is pending or leased.
-    fragment = "dashboard/job.html#job-status"
-    if context["live"]:
-        return render(request, fragment, context)
-    return HttpResponseStopPolling(render_to_string(fragment, context, request=request))
+    response = render_page(request, "dashboard/job.html", "job-status", context)
+    if wants_fragment(request) and not context["live"]:
+        # The fragment polls itself while the job is pending or leased; 286 stops the polling.
+        response.status_code = HttpResponseStopPolling.status_code
+    return response
 
 
 @require_POST
 @role_required("reviewer")
 def retry(request, job_id: str):
     job = _get_job(job_id)
-    retried = apply.retry_dead_job(job.id, actor=reviewer_actor(request))
-    if retried:
-        text, level = "Job sent back to the queue with a fresh attempt budget.", "ok"
+    try:
+        job_writes.retry_job(job.id, actor=reviewer_actor(request))
+    except Refused as refused:
+        text, level, retried = f"{refused.message[:1].upper()}{refused.message[1:]}.", "bad", False
     else:
-        text, level = f"Nothing to retry: the job is {job.status}, not dead.", "bad"
+        text, level, retried = "Job sent back to the queue with a fresh attempt budget.", "ok", True
     if request.htmx:
         job = _get_job(job_id)
         return render(

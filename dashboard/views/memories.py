@@ -14,20 +14,17 @@ from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Prefetch, Q
 from django.db.models.functions import Length, Substr
-from django.http import HttpRequest, HttpResponseBadRequest
+from django.http import HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_POST
-from django.views.decorators.vary import vary_on_headers
-from django_htmx.http import trigger_client_event
-from django_htmx.middleware import HtmxDetails
 
-from dashboard import lineage
+from dashboard import feedback, lineage
 from dashboard.access import reviewer_actor, role_required
+from dashboard.htmx import HtmxHttpRequest, render_page, toast
 from dashboard.memory_forms import (
     ACTION_FORMS,
     DELETED_CHOICES,
-    DERIVED_SOURCE_TYPE,
     ORIGIN_CHOICES,
     PINNED_CHOICES,
     ActionForm,
@@ -39,27 +36,16 @@ from dashboard.memory_forms import (
 )
 from memory import keyword, writes
 from memory.content import normalize
-from memory.models import Memory, MemoryEntityMention
+from memory.models import DERIVED_SOURCE_TYPE, Memory, MemoryEntityMention
 from memory.search import Hit, hybrid_search
 from pipeline.config import search_settings
-from pipeline.embedders import embed_or_none
+from pipeline.llm import embed_or_none
 from pipeline.models import Proposal
 
 PAGE_SIZE = 50
 SEARCH_K = 50
 SNIPPET_CHARS = 240
 META_VALUE_CHARS = 140
-
-
-class HtmxHttpRequest(HttpRequest):
-    htmx: HtmxDetails
-
-
-def _fragment(request: HtmxHttpRequest, template: str, partial: str) -> str:
-    # A history restore (back button after a cache miss) needs the whole page, not the fragment.
-    if request.htmx and not request.htmx.history_restore_request:
-        return f"{template}#{partial}"
-    return template
 
 
 # --- list -----------------------------------------------------------------------------------------
@@ -86,14 +72,16 @@ def _filtered(filters: dict[str, str]):
         memories = memories.filter(source_type=DERIVED_SOURCE_TYPE)
     elif filters["origin"] == "raw":
         memories = memories.exclude(source_type=DERIVED_SOURCE_TYPE)
-    return memories
+    # Agent feedback slice: adds report counts and orders by them.
+    return feedback.reported(memories, filters["feedback"])
 
 
 def _search(q: str, agents: list[str]) -> tuple[dict[str, Hit], list[str]]:
     """Hybrid search over each agent's live memories; the query is embedded once, up front."""
     alpha, min_score = search_settings()
     warnings = []
-    vector = embed_or_none(q)
+    # A person waits on this page: a slow embedding server must not hold it past a short timeout.
+    vector = embed_or_none(q, timeout=settings.MEMORY_RECALL_EMBED_TIMEOUT_SECONDS)
     if vector is None:
         warnings.append("The embedding server is unavailable: keyword matches only.")
     hits: list[Hit] = []
@@ -118,7 +106,6 @@ def _query_words(q: str) -> list[str]:
 
 
 @require_GET
-@vary_on_headers("HX-Request")
 @role_required("viewer")
 def memory_list(request: HtmxHttpRequest):
     form = MemoryFilterForm(request.GET)
@@ -137,7 +124,7 @@ def memory_list(request: HtmxHttpRequest):
             warnings.append("Search looks at live memories only.")
         page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
     else:
-        ordered = memories.order_by("-created_at", "-id")
+        ordered = memories if filters["feedback"] else memories.order_by("-created_at", "-id")
         page = Paginator(ordered, PAGE_SIZE).get_page(request.GET.get("page"))
     context = {
         "form": form,
@@ -151,11 +138,12 @@ def memory_list(request: HtmxHttpRequest):
         "pinned_choices": PINNED_CHOICES,
         "deleted_choices": DELETED_CHOICES,
         "origin_choices": ORIGIN_CHOICES,
+        "feedback_choices": feedback.FEEDBACK_CHOICES,
         "filtered": any(value for name, value in filters.items() if name != "deleted")
         or filters["deleted"] != "live",
         "snippet_chars": SNIPPET_CHARS,
     }
-    return render(request, _fragment(request, "dashboard/memory_list.html", "results"), context)
+    return render_page(request, "dashboard/memory_list.html", "results", context)
 
 
 # --- detail ---------------------------------------------------------------------------------------
@@ -224,6 +212,7 @@ EVENT_CSS = {
     "deleted": "badge-delete",
     "recovered": "badge-add",
     "reviewed": "badge-status",
+    "feedback": "badge-warn",
 }
 
 PROPOSAL_ROLES = (
@@ -285,6 +274,11 @@ def _detail_context(
     timeline = list(memory.history.all())
     for event in timeline:
         event.css = EVENT_CSS.get(event.event, "badge-none")
+        event.label = event.event
+        proposed = (event.metadata or {}).get("proposedAction") if event.event == "none" else None
+        if proposed:
+            # A pipeline decision audit: it recorded a proposal, it did not "NONE" the memory.
+            event.label, event.css = f"{proposed} proposed", "badge-status"
         event.meta_items = _meta_items(event.metadata)
     source = None
     if memory.source_id and memory.is_derived:
@@ -298,6 +292,7 @@ def _detail_context(
     return {
         "memory": memory,
         "timeline": timeline,
+        "feedback_counts": feedback.counts_of(timeline),
         "cold": list(memory.cold_snapshots.all()),
         "mentions": list(memory.entity_mentions.all()),
         "proposals": proposals,
@@ -319,12 +314,11 @@ def _detail_context(
 
 
 @require_GET
-@vary_on_headers("HX-Request")
 @role_required("viewer")
 def memory_detail(request: HtmxHttpRequest, memory_id: str):
     memory = _load(memory_id)
-    return render(
-        request, _fragment(request, "dashboard/memory_detail.html", "main"), _detail_context(memory)
+    return render_page(
+        request, "dashboard/memory_detail.html", "memory-main", _detail_context(memory)
     )
 
 
@@ -439,8 +433,6 @@ def memory_action(request: HtmxHttpRequest, memory_id: str):
         return redirect("dashboard:memory", memory_id=memory.id)
     context = _detail_context(_load(memory.id), bound=None if notice else form, notice=notice)
     if request.htmx:
-        response = render(request, "dashboard/memory_detail.html#main", context)
-        if notice:
-            trigger_client_event(response, "toast", {"message": notice})
-        return response
+        response = render(request, "dashboard/memory_detail.html#memory-main", context)
+        return toast(response, notice) if notice else response
     return render(request, "dashboard/memory_detail.html", context, status=400)

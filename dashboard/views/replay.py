@@ -1,7 +1,8 @@
 """Second opinion: replay recorded decisions with another model and adopt its answer.
 
-Viewing the page needs the viewer role; running a replay is a model call, so it needs a reviewer.
-The replay itself writes nothing; adopting goes through the shared review path (approve / reject).
+Viewing the page needs the viewer role; asking for a second opinion calls a model, so it needs a
+reviewer. The request only records a run and queues it (pipeline.replay); the run's page polls
+its results while the task asks the model. Adopting goes through the shared review path.
 """
 
 from __future__ import annotations
@@ -13,28 +14,30 @@ from django.conf import settings
 from django.contrib import messages
 from django.http import QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_http_methods, require_POST
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.vary import vary_on_headers
+from django_htmx.http import HttpResponseStopPolling, push_url
 
 from dashboard.access import reviewer_actor, role_required
 from dashboard.views.review import filtered_queue
 from memory.writes import Refused
 from pipeline import replay as replaying
 from pipeline import review as reviewing
-from pipeline.embedders import ProviderError
-from pipeline.llm import OFFLINE_MODEL, get_chat_client
-from pipeline.models import Action, Proposal, ProposalStatus
-from pipeline.parsing import ACTIONS, PROMPT_VERSION
+from pipeline.llm import OFFLINE_MODEL, PROVIDERS, ProviderError, get_chat_client
+from pipeline.llm.prompts import PROMPT_VERSION
+from pipeline.models import Action, Proposal, ProposalStatus, ReplayRun
+from pipeline.parsing import ACTIONS
 
-PROVIDERS = [
-    ("ollama", "Ollama"),
-    ("openai", "OpenAI-compatible"),
-    ("offline", "Offline heuristics"),
-]
+PROVIDER_CHOICES = [(name, provider.label) for name, provider in PROVIDERS.items()]
+# The results region: a run's progress and cards, polling itself while the run is live.
+RESULTS = "dashboard/replay.html#replay-results"
 
 
 def default_provider() -> str:
     configured = (settings.MEMORY_LLM_PROVIDER or "").strip().lower()
-    return configured if configured in dict(PROVIDERS) else "ollama"
+    return configured if configured in PROVIDERS else "ollama"
 
 
 def default_model(provider: str) -> str:
@@ -42,7 +45,7 @@ def default_model(provider: str) -> str:
 
 
 class ReplayForm(forms.Form):
-    provider = forms.ChoiceField(choices=PROVIDERS, label="Provider")
+    provider = forms.ChoiceField(choices=PROVIDER_CHOICES, label="Provider")
     model = forms.CharField(
         required=False,
         max_length=200,
@@ -101,7 +104,7 @@ def _page_context(form: ReplayForm, proposal_id: str, filters: str) -> dict:
 @require_http_methods(["GET", "POST"])
 def replay(request):
     if request.method == "POST":
-        return _run(request)
+        return _ask(request)
     provider = default_provider()
     proposal_id = (request.GET.get("proposal") or "").strip()[:36]
     filters = request.GET.get("filters") or ""
@@ -117,51 +120,92 @@ def replay(request):
 
 
 @role_required("reviewer")
-def _run(request):
-    """Run the replay (model calls, no writes) and show the comparison."""
+def _ask(request):
+    """Record a run and queue it, then answer with the run's page (htmx: its polling fragment)."""
     form = ReplayForm(request.POST)
-    context: dict = {}
-    if not form.is_valid():
-        errors = "; ".join(e for errors in form.errors.values() for e in errors)
-        context["error"] = f"Cannot run the replay: {errors}"
-        proposal_id = (request.POST.get("proposal") or "").strip()[:36]
-        filters = request.POST.get("filters") or ""
-    else:
+    proposal_id = (request.POST.get("proposal") or "").strip()[:36]
+    filters = request.POST.get("filters") or ""
+    if form.is_valid():
         data = form.cleaned_data
         proposal_id, filters = data["proposal"].strip(), data["filters"]
-        context.update(_replay(data, proposal_id, filters))
+        run, error = _start(request, data, proposal_id, filters)
+    else:
+        errors = "; ".join(e for errors in form.errors.values() for e in errors)
+        run, error = None, f"Cannot run the replay: {errors}"
+    if run is not None:
+        url = reverse("dashboard:replay-run", args=[run.id])
+        if not request.htmx:
+            return redirect(url)
+        return push_url(render(request, RESULTS, _run_context(run)), url)
     if request.htmx:
-        return render(request, "dashboard/replay.html#results", context)
-    return render(
-        request,
-        "dashboard/replay.html",
-        {**_page_context(form, proposal_id, filters), **context},
-    )
+        return render(request, RESULTS, {"error": error})
+    context = {**_page_context(form, proposal_id, filters), "error": error}
+    return render(request, "dashboard/replay.html", context)
 
 
-def _replay(data: dict, proposal_id: str, filters: str) -> dict:
+def _start(request, data: dict, proposal_id: str, filters: str) -> tuple[ReplayRun | None, str]:
+    """(the queued run, "") or (None, why no run was started)."""
     provider = data["provider"]
-    model = data["model"].strip() or default_model(provider)
     try:
-        client = get_chat_client(provider, model)
+        client = get_chat_client(provider, data["model"].strip() or default_model(provider))
     except ProviderError as exc:
-        return {"error": f"The {provider} provider is not usable: {exc}"}
+        return None, f"The {provider} provider is not usable: {exc}"
+    proposal = None
     if proposal_id:
         query = Proposal.objects.filter(id=proposal_id)
-        if not query.exists():
-            return {"error": f"Proposal {proposal_id} was not found."}
+        proposal = query.first()
+        if proposal is None:
+            return None, f"Proposal {proposal_id} was not found."
     else:
         _, query = filtered_queue(QueryDict(filters))
-    result = replaying.replay_slice(query, client, with_extraction=data["with_extraction"])
-    context = {"replay": result, "other_model": client.model, "other_provider": client.provider}
-    if result.error:
-        done = len(result.results)
-        after = f" after {done} comparison{'s' if done != 1 else ''}" if done else ""
-        context["error"] = (
-            f"The {client.provider} model {client.model} failed{after}: {result.error}. "
-            "Nothing was written; check the provider and try again."
-        )
-    return context
+    run = replaying.ask_second_opinion(
+        query,
+        requested_by=reviewer_actor(request).name,
+        provider=client.provider,
+        model=client.model,
+        proposal=proposal,
+        filters=filters,
+        with_extraction=data["with_extraction"],
+    )
+    return run, ""
+
+
+# --- a run's page: polls its results until the run is finished ------------------------------------
+
+
+def _run_context(run: ReplayRun) -> dict:
+    return {
+        "run": run,
+        "replay": replaying.results_of(run),
+        "live": not run.finished,
+        "compared_so_far": len(run.results),
+        "to_compare": len(run.proposal_ids),
+    }
+
+
+@role_required("viewer")
+@require_GET
+@vary_on_headers("HX-Request")
+def replay_run(request, run_id: str):
+    run = get_object_or_404(ReplayRun, id=run_id)
+    context = _run_context(run)
+    # A history restore (back button after a cache miss) needs the whole page, not the fragment.
+    if request.htmx and not request.htmx.history_restore_request:
+        if context["live"]:
+            return render(request, RESULTS, context)
+        return HttpResponseStopPolling(render_to_string(RESULTS, context, request=request))
+    proposal_id = run.proposal_id or ""
+    form = ReplayForm(
+        initial={
+            "provider": run.provider,
+            "model": run.model,
+            "with_extraction": run.with_extraction,
+            "proposal": proposal_id,
+            "filters": run.filters,
+        }
+    )
+    page = {**_page_context(form, proposal_id, run.filters), **context}
+    return render(request, "dashboard/replay.html", page)
 
 
 # --- adopting the other answer ----------------------------------------------------------------------

@@ -1,35 +1,38 @@
-"""Settings (mode flags with a preview of what a switch does, and their change log) and the
-entity graph browser."""
+"""Settings: the mode flags with a preview of what a switch would do (the blast radius), and
+the log of every change. Everyone reads; admins change."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.db.models import Count, Q
 from django.http import HttpResponseForbidden
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect
 from django.template.loader import render_to_string
-from django.utils import timezone
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_http_methods
 
 from dashboard.access import role_required
-from dashboard.forms import EntitySearchForm, SettingsForm, flat_config
+from dashboard.forms import SettingsForm, flat_config
+from dashboard.htmx import render_page, review_changed
 from dashboard.roles import ADMIN, has_role, role_of
-from memory.models import Entity, Job, JobStatus, MemoryEntityMention
-from pipeline.config import FIELDS, ConfigError, config_json, flatten, get_config, update_config
-from pipeline.models import Action, ConfigChange, Proposal
-from pipeline.status import BANNERS
+from memory.models import Job, JobStatus
+from pipeline.config import (
+    FIELDS,
+    ConfigError,
+    applied_automatically,
+    config_json,
+    flatten,
+    get_config,
+    policy_mode,
+    write_policy,
+)
+from pipeline.models import Action, ConfigChange
+from pipeline.status import BANNERS, recent_volume
+from pipeline.writes.config import update_config
 
 LOG_PAGE_SIZE = 20
-ENTITY_PAGE_SIZE = 50
-MEMORY_PAGE_SIZE = 50
 ACTIONS = [a.value for a in Action]
-# Actions the pipeline applies without a reviewer, per mode (DESIGN §5).
-AUTO = {"controlled-write": {"add"}, "full": {"add", "update", "delete"}}
-HANDLING = {
-    "auto": ("applied automatically", "badge-add"),
+HANDLING = {  # the outcomes of pipeline.config.WRITE_POLICY, as the preview shows them
+    "applied": ("applied automatically", "badge-add"),
     "review": ("waits for a reviewer", "badge-status"),
     "recorded": ("recorded only", "badge-none"),
     "held": ("held: nobody can apply", "badge-delete"),
@@ -51,9 +54,7 @@ def show(value) -> str:
 
 def display_mode(config: dict) -> str:
     """The effective mode, with the emergency brake shown as its own state (like the banner)."""
-    if config["enabled"] and config["mutationsFrozen"]:
-        return "frozen"
-    return config["mode"]
+    return policy_mode(config["mode"], mutations_frozen=config["mutationsFrozen"])
 
 
 def mode_info(config: dict) -> dict:
@@ -63,13 +64,7 @@ def mode_info(config: dict) -> dict:
 
 
 def handling(mode_key: str, action: str) -> str:
-    if mode_key == "disabled":
-        return "waits"
-    if action == Action.NONE:
-        return "recorded"
-    if mode_key == "frozen":
-        return "held"
-    return "auto" if action in AUTO.get(mode_key, set()) else "review"
+    return write_policy(mode_key, action).outcome
 
 
 def _handling_cell(kind: str) -> dict:
@@ -97,13 +92,7 @@ def _preview_context(form: SettingsForm | None, current: dict) -> dict:
                 name in form.errors for name in form.fields if name not in {"reason", "confirm"}
             )
     before_mode, after_mode = mode_info(before), mode_info(after)
-    since = timezone.now() - timedelta(days=7)
-    week = dict(
-        Proposal.objects.filter(created_at__gte=since)
-        .values_list("action")
-        .annotate(n=Count("id"))
-        .values_list("action", "n")
-    )
+    week = recent_volume(7)
     volume = []
     for action in ACTIONS:
         now_kind = handling(before_mode["key"], action)
@@ -117,8 +106,8 @@ def _preview_context(form: SettingsForm | None, current: dict) -> dict:
                 "changes": now_kind != new_kind,
             }
         )
-    auto_before = AUTO.get(before_mode["key"], set())
-    auto_after = AUTO.get(after_mode["key"], set())
+    auto_before = applied_automatically(before_mode["key"])
+    auto_after = applied_automatically(after_mode["key"])
     return {
         "preview": {
             "bound": bool(form is not None and form.is_bound),
@@ -145,8 +134,10 @@ def change_diff(change: ConfigChange) -> list[dict]:
     """The keys a logged change touched, mode first, in FIELDS order."""
     before, after = flatten(change.before or {}), flatten(change.after or {})
     for flat in (before, after):  # the brake shows as "frozen", like the banner
-        if flat.get("enabled") and flat.get("mutationsFrozen"):
-            flat["mode"] = "frozen"
+        if "mode" in flat:
+            flat["mode"] = policy_mode(
+                flat["mode"], mutations_frozen=bool(flat.get("mutationsFrozen"))
+            )
     keys = ["mode", *FIELDS, *(k for k in after if k not in FIELDS and k != "mode")]
     return [
         {"key": key, "before": show(before.get(key)), "after": show(after.get(key))}
@@ -194,23 +185,18 @@ def settings_page(request):
     current = config_json(get_config())
     template = "dashboard/settings.html"
     if not has_role(request.user, ADMIN):
-        if request.htmx:
-            template += "#settings-main"
-        return render(request, template, _settings_context(request, None, current))
+        context = _settings_context(request, None, current)
+        return render_page(request, template, "settings-main", context)
 
     data = request.POST if request.method == "POST" else request.GET
     if "preview" in data or "preview" in request.GET:
         # Nothing is saved: the form is validated only to show what the change would do.
         form = SettingsForm(data, current=current)
-        if request.htmx:
-            template += "#settings-preview"
-        return render(request, template, _settings_context(request, form, current, previewing=True))
+        context = _settings_context(request, form, current, previewing=True)
+        return render_page(request, template, "settings-preview", context)
     if request.method == "GET":
-        if request.htmx:
-            template += "#settings-main"
-        return render(
-            request, template, _settings_context(request, SettingsForm(current=current), current)
-        )
+        context = _settings_context(request, SettingsForm(current=current), current)
+        return render_page(request, template, "settings-main", context)
 
     form = SettingsForm(request.POST, current=current)
     if form.is_valid():
@@ -232,54 +218,8 @@ def settings_page(request):
             context = _settings_context(
                 request, SettingsForm(current=current), current, saved_note=text
             )
-            response = render(request, template + "#settings-main", context)
-            response["HX-Trigger"] = "review-changed"  # the mode banner refreshes itself
-            return response
-    if request.htmx:
-        template += "#settings-main"
-    return render(request, template, _settings_context(request, form, current))
-
-
-# --- entities -------------------------------------------------------------------------------------
-
-
-@role_required("viewer")
-@require_GET
-def entities(request):
-    form = EntitySearchForm(request.GET)
-    query = form.cleaned_data["q"].strip() if form.is_valid() else ""
-    rows = Entity.objects.annotate(
-        memory_count=Count("memory_mentions", filter=Q(memory_mentions__memory__is_deleted=False))
-    ).order_by("-mentions", "canonical_name", "id")
-    if query:
-        rows = rows.filter(Q(name__icontains=query) | Q(canonical_name__icontains=query))
-    page = Paginator(rows, ENTITY_PAGE_SIZE).get_page(request.GET.get("page"))
-    context = {"form": form, "query": query, "page": page}
-    template = "dashboard/entities.html"
-    if request.htmx:
-        template += "#entity-list"
-    return render(request, template, context)
-
-
-@role_required("viewer")
-@require_GET
-def entity(request, entity_id: int):
-    entity = get_object_or_404(Entity, pk=entity_id)
-    outgoing = list(
-        entity.outgoing.select_related("target").order_by("-mentions", "-confidence", "id")
+            # The mode banner and the nav counts refresh themselves on review-changed.
+            return review_changed(render_page(request, template, "settings-main", context))
+    return render_page(
+        request, template, "settings-main", _settings_context(request, form, current)
     )
-    incoming = list(
-        entity.incoming.select_related("source").order_by("-mentions", "-confidence", "id")
-    )
-    mentions = (
-        MemoryEntityMention.objects.filter(entity=entity)
-        .select_related("memory")
-        .defer("memory__normalized_content")
-        .order_by("memory__is_deleted", "-memory__created_at", "id")
-    )
-    page = Paginator(mentions, MEMORY_PAGE_SIZE).get_page(request.GET.get("page"))
-    context = {"entity": entity, "outgoing": outgoing, "incoming": incoming, "page": page}
-    template = "dashboard/entity.html"
-    if request.htmx:
-        template += "#entity-memories"
-    return render(request, template, context)

@@ -1,1 +1,38 @@
-"""Django database backend: SQLite through sqlean.py with sqlite-vec loaded on every connection."""
+"""Django database backends: SQLite through sqlean.py with sqlite-vec loaded on every connection
+(this package), PostgreSQL with pgvector (memory.backend.postgres); `describe` names the one in use."""
+
+from __future__ import annotations
+
+
+def describe() -> dict:
+    """Engine and server version of the default database, for the health report."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT current_setting('server_version')")
+            return {"engine": "postgresql", "version": cursor.fetchone()[0]}
+        cursor.execute("SELECT sqlite_version()")
+        return {"engine": "sqlite", "version": cursor.fetchone()[0]}
+
+
+def lock_contents(agent_id: str, content_hashes) -> None:
+    """Inside a write transaction: wait for any other transaction writing the same memory text
+    (agent, content hash) to finish, so a dedupe check made afterwards sees its row.
+
+    PostgreSQL runs writers side by side: two jobs deriving the same fact would otherwise both
+    find no duplicate, and the second would fail on the UNIQUE index (or deadlock, when each
+    waits for the other's row). Transaction-level advisory locks, taken in one sorted order,
+    serialise just those writers. SQLite needs nothing: its single writer already serialises all.
+    """
+    from django.db import connection
+
+    keys = sorted({f"{agent_id}:{content_hash}" for content_hash in content_hashes})
+    if connection.vendor != "postgresql" or not keys:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(pg_advisory_xact_lock(hashtextextended(k, 0))) "
+            "FROM (SELECT unnest(%s::text[]) AS k ORDER BY 1) ordered",
+            [keys],
+        )

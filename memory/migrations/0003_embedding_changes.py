@@ -1,4 +1,5 @@
-"""Change log of the embeddings table, read by each process's in-memory vector matrix."""
+"""Change log of the embeddings table, read by each process's in-memory vector matrix (SQLite
+only: on PostgreSQL the HNSW index answers KNN and there is no matrix to keep in step)."""
 
 from django.db import migrations
 
@@ -19,7 +20,16 @@ DROP = [
 ]
 
 
+def _on_sqlite(statements):
+    def run(apps, schema_editor):
+        if schema_editor.connection.vendor == "sqlite":
+            for statement in statements:
+                schema_editor.execute(statement)
+
+    return run
+
+
 class Migration(migrations.Migration):
     dependencies = [("memory", "0002_search_indexes")]
 
-    operations = [migrations.RunSQL(CREATE, DROP)]
+    operations = [migrations.RunPython(_on_sqlite(CREATE), _on_sqlite(DROP))]

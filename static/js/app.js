@@ -1,26 +1,39 @@
 // Keyboard shortcuts for lists of reviewable rows, toasts, and small htmx glue. No framework.
+// Templates carry no inline script or handlers (a strict CSP forbids them): they mark elements
+// with data- attributes, and the delegated listeners below give those elements their behaviour.
 (function () {
   "use strict";
   const rows = () => Array.from(document.querySelectorAll("[data-row]"));
   const focused = () => document.querySelector("[data-row].focused");
   const typing = (el) => el && (el.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName));
 
-  function focusRow(row) {
+  // scroll=false on page load: the page keeps showing its title and filters (phones especially).
+  function focusRow(row, scroll = true) {
     rows().forEach((r) => r.classList.remove("focused"));
     if (!row) return;
     row.classList.add("focused");
-    row.scrollIntoView({ block: "nearest" });
+    if (scroll) row.scrollIntoView({ block: "nearest" });
   }
+  const open = (r) => r.dataset.open === "1";
+  const firstOpen = () => rows().find(open) || null;
+  // The keyboard's "n", and "j" on the last row: follow the page's next link ([data-next-page]).
+  function nextPage() {
+    const link = document.querySelector("[data-next-page]");
+    if (link) link.click();
+    return Boolean(link);
+  }
+  // j / k skip rows decided on this page; "j" past the last row loads the next page.
   function move(step) {
-    const all = rows();
+    const all = rows().filter((r) => !r.classList.contains("decided") || r === focused());
     if (!all.length) return;
     const index = all.indexOf(focused());
+    if (step > 0 && index === all.length - 1 && nextPage()) return;
     focusRow(all[Math.max(0, Math.min(all.length - 1, index < 0 ? 0 : index + step))]);
   }
+  // The next open row after this one; never back to rows above that the reviewer passed over.
   function nextOpen(after) {
     const all = rows();
-    const start = Math.max(0, all.indexOf(after));
-    return all.slice(start + 1).find((r) => r.dataset.open === "1") || all.slice(0, start).reverse().find((r) => r.dataset.open === "1") || null;
+    return all.slice(all.indexOf(after) + 1).find(open) || null;
   }
   function click(row, selector) {
     const el = row && row.querySelector(selector);
@@ -41,8 +54,6 @@
     if (undoUrl) {
       const button = document.createElement("button");
       button.className = "linklike";
-      button.style.color = "#93c5fd";
-      button.style.marginLeft = "1rem";
       button.textContent = "Undo";
       button.setAttribute("hx-post", undoUrl);
       button.setAttribute("hx-disabled-elt", "this");
@@ -86,6 +97,7 @@
       case "e": reveal(row, "[data-reveal=edit]"); break;
       case "x": click(row, "input[type=checkbox][data-select]"); break;
       case "o": case "Enter": if (!click(row, "[data-action=open]")) return; break;
+      case "n": if (!nextPage()) return; break;
       case "/": { const box = document.querySelector("[data-search]"); if (box) box.focus(); break; }
       case "?": { const help = document.getElementById("shortcuts"); if (help) help.showModal(); break; }
       case "g": pendingG = true; setTimeout(() => { pendingG = false; }, 1200); break;
@@ -97,6 +109,31 @@
     const row = event.target.closest("[data-row]");
     if (row) focusRow(row);
     if (event.target.closest("[data-shortcuts-help]")) document.getElementById("shortcuts").showModal();
+    // <button data-reveal-button="edit">: show the row's hidden [data-reveal=edit] form, focus its field.
+    const revealer = event.target.closest("[data-reveal-button]");
+    if (revealer) reveal(revealer.closest("[data-row]"), "[data-reveal=" + revealer.dataset.revealButton + "]");
+    // <button data-empty="#bulk-panel">: clear that element (closes a panel htmx filled).
+    const emptier = event.target.closest("[data-empty]");
+    if (emptier) { const box = document.querySelector(emptier.dataset.empty); if (box) box.replaceChildren(); }
+  });
+  // <textarea data-enter-submits>: Enter submits its form, Shift+Enter starts a new line.
+  document.addEventListener("keydown", (event) => {
+    const box = event.target;
+    if (event.key !== "Enter" || event.shiftKey || !box.matches || !box.matches("textarea[data-enter-submits]")) return;
+    event.preventDefault();
+    if (box.form) box.form.requestSubmit();
+  });
+  // A form with data-offline-model / data-http-model (second opinion): choosing a provider puts its
+  // default model in the form's model box, unless someone typed another model for an HTTP provider.
+  document.addEventListener("change", (event) => {
+    const select = event.target;
+    const form = select.form;
+    if (select.name !== "provider" || !form || form.dataset.offlineModel === undefined) return;
+    const model = form.elements.model;
+    if (!model) return;
+    const offline = form.dataset.offlineModel;
+    if (select.value === "offline") model.value = offline;
+    else if (!model.value || model.value === offline) model.value = form.dataset.httpModel;
   });
 
   // After a decision swaps a row, keep the reviewer moving: focus the next open row.
@@ -104,7 +141,17 @@
     const target = event.detail.target;
     if (target && target.matches && target.matches("[data-row].focused")) window.__advanceFrom = target.id;
   });
-  document.addEventListener("htmx:afterSwap", () => {
+  // A new list of rows (<section data-review-list>: a filter change, another page) swapped in:
+  // focus its first open row, so the first "a" decides something; bring the list's top into view
+  // when the reviewer had scrolled past it.
+  document.addEventListener("htmx:load", (event) => {
+    const list = event.detail.elt;
+    if (!list || !list.matches || !list.matches("[data-review-list]")) return;
+    focusRow(firstOpen(), false);
+    if (list.getBoundingClientRect().top < 0) list.scrollIntoView({ block: "start" });
+  });
+  // After settling: htmx settles a swapped element's class last, which would drop "focused".
+  document.addEventListener("htmx:afterSettle", () => {
     if (!window.__advanceFrom) return;
     const swapped = document.getElementById(window.__advanceFrom);
     window.__advanceFrom = null;
@@ -115,7 +162,10 @@
     window.showToast("Request failed (" + event.detail.xhr.status + "). Reload the page and try again.");
   });
   document.addEventListener("DOMContentLoaded", () => {
-    const first = rows().find((r) => r.dataset.open === "1");
-    if (first) focusRow(first);
+    // <details data-fold-on-phone open>: folded on a narrow screen, so the list shows first.
+    if (window.matchMedia("(max-width: 640px)").matches) {
+      document.querySelectorAll("details[data-fold-on-phone]").forEach((box) => { box.open = false; });
+    }
+    if (!focused()) focusRow(firstOpen(), false);
   });
 })();

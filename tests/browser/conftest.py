@@ -13,6 +13,14 @@ expect.set_options(timeout=15_000)
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 
+def pytest_collection_modifyitems(config, items):
+    """Every browser test is also `slow`: the quick loop (`pytest -m "not slow"`) leaves them out."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in item.path.parents:
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(autouse=True)
 def patient_page(page):
     page.set_default_timeout(20_000)

@@ -5,8 +5,9 @@ from playwright.sync_api import expect
 
 from memory.models import Memory
 from memory.writes import Actor, modify
-from pipeline.config import get_config, update_config
+from pipeline.config import get_config
 from pipeline.models import ConfigChange
+from pipeline.writes.config import update_config
 from tests.conftest import run_pipeline_on
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

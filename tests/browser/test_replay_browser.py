@@ -1,4 +1,7 @@
-"""Second opinion in a real browser: compare a review slice with another model, then adopt."""
+"""Second opinion in a real browser: compare a review slice with another model, then adopt.
+
+The run is queued by the page; the test plays the worker, and the page shows the answers as it polls.
+"""
 
 import json
 
@@ -6,8 +9,8 @@ import pytest
 from playwright.sync_api import expect
 
 from memory.models import Memory
-from pipeline.config import update_config
 from pipeline.models import Proposal
+from pipeline.writes.config import update_config
 from tests.conftest import run_pipeline_on
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -27,7 +30,7 @@ def decision(action, target=None, reason="scripted"):
 
 
 def test_compare_a_slice_with_another_model_and_adopt_its_answer(
-    page, live_server, login, fake_ollama, settings, shot
+    page, live_server, login, fake_ollama, settings, shot, drain_queue
 ):
     settings.MEMORY_LLM_PROVIDER = "offline"  # the original decisions
     update_config({"shadowMode": False}, changed_by="test", reason="seed")
@@ -51,6 +54,9 @@ def test_compare_a_slice_with_another_model_and_adopt_its_answer(
     expect(page.locator("[data-testid=replay-scope]")).to_contain_text("2 proposals")
     expect(page.locator("#id_model")).to_have_value("qwen3:4b")
     page.click("[data-testid=replay-run]")
+    expect(page.locator("[data-testid=replay-progress]")).to_contain_text("Waiting for a worker")
+    assert fake_ollama.calls("/api/chat") == []  # asking only queued the run
+    drain_queue()  # as a worker would: the replay (and the jobs' tasks, long since done)
 
     expect(page.locator("[data-testid=agreement-rate]")).to_have_text("50%")
     expect(page.locator("[data-testid=replay-card]")).to_have_count(2)

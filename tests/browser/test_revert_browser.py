@@ -6,9 +6,9 @@ from playwright.sync_api import expect
 
 from memory.models import Memory
 from memory.writes import Actor
-from pipeline import apply
-from pipeline.config import update_config
 from pipeline.models import Proposal
+from pipeline.writes import review as review_writes
+from pipeline.writes.config import update_config
 from tests.conftest import run_pipeline_on
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -49,15 +49,27 @@ def test_undo_an_approval_from_the_toast(page, live_server, login, queue, shot):
     expect(toast).to_contain_text("Approved by rita")
     shot("undo-toast")
     toast.get_by_role("button", name="Undo").click()
-    expect(page.locator(f"#p-{row_id} [data-testid=row-note]")).to_contain_text("Reverted by rita")
-    expect(toast).to_contain_text("Reverted by rita: the memory it created is soft-deleted.")
+    # Back to pending, like after undoing a reject: the row is open for a new decision.
+    expect(toast).to_contain_text("Decision undone by rita: ADD is pending again.")
+    expect(page.locator(f"#p-{row_id} [data-action=approve]")).to_be_visible()
     expect(toast.get_by_role("button", name="Undo")).to_have_count(0)
     shot("undo-toast-reverted")
     proposal = Proposal.objects.get(id=row_id)
-    assert proposal.reverted_by == "rita" and proposal.reverted_at is not None
+    assert (proposal.status, proposal.created_memory_id, proposal.reverted_at) == (
+        "pending",
+        None,
+        None,
+    )
     memory = Memory.objects.get(id=created)
     assert memory.is_deleted
     assert memory.history.order_by("-created_at", "-id").first().metadata["revert"] is True
+    # The mistaken "a" becomes a reject.
+    page.locator(f"#p-{row_id}").click()
+    page.keyboard.press("r")
+    page.keyboard.type("not durable after all")
+    page.keyboard.press("Enter")
+    expect(page.locator(f"#p-{row_id} [data-testid=row-note]")).to_contain_text("Rejected by rita")
+    assert Proposal.objects.get(id=row_id).status == "rejected"
 
 
 def test_undo_a_rejection_from_the_toast(page, live_server, login, queue):
@@ -147,7 +159,7 @@ def test_unsuppress_a_suppressed_proposal_in_the_queue(page, live_server, login,
     update_config({"shadowMode": True}, changed_by="test", reason="review")
     (first,) = run_pipeline_on(LATER[0])
     rejected = Proposal.objects.filter(source_memory=first).first()
-    apply.reject(rejected.id, reviewer=Actor("rita"), reason="no")
+    review_writes.reject(rejected.id, reviewer=Actor("rita"), reason="no")
     from memory.writes import forget
 
     forget(first.id, actor=Actor("agent"), reason="rewritten")

@@ -1,11 +1,13 @@
 """A reviewer's day in a real browser: log in, keyboard review, bulk, contradictions, escaping."""
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
 from memory.models import Memory
-from pipeline.config import update_config
 from pipeline.models import Proposal
+from pipeline.writes.config import update_config
 from tests.conftest import run_pipeline_on
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -142,3 +144,72 @@ def test_hostile_memory_content_shows_as_text_and_runs_nothing(page, live_server
         assert page.evaluate("window.__pwned") is None
     assert page.locator("img[src=x]").count() == 0 and dialogs == []
     shot("escaping")
+
+
+# --- issue 11: the review flow at full speed ------------------------------------------------------
+
+
+def many_raw(n: int) -> list[str]:
+    return [
+        f"Engineer {i} owns the release checklist for project {i}. From the planning notes."
+        for i in range(n)
+    ]
+
+
+def focused_id(page) -> str:
+    return page.locator("tr[data-row].focused").get_attribute("id")
+
+
+def test_a_row_note_never_resizes_the_other_rows(page, live_server, login, db):
+    update_config({"shadowMode": True}, changed_by="t", reason="t")
+    run_pipeline_on(
+        "The staging deploy key is AKIAIOSFODNN7EXAMPLE for billing-api. Rotate it monthly.",
+        *LATER[1:],
+    )
+    secret = Proposal.objects.get(status="pending", safety_kinds__contains="secret")
+    login("reviewer")
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.goto(f"{live_server.url}/review/?action=add&sort=age")
+    other = page.locator(f"tr[data-row]:not(#p-{secret.id}) td.fact").first
+    before = other.bounding_box()["width"]
+    page.locator(f"#p-{secret.id} [data-action=approve]").click()
+    expect(page.locator(f"#p-{secret.id} [data-testid=row-note]")).to_contain_text("secret")
+    assert other.bounding_box()["width"] == before
+    page.locator(f"#p-{secret.id} [data-testid=confirm-secret]").click()
+    expect(page.locator(f"#p-{secret.id} [data-testid=row-note]")).to_contain_text("Approved")
+    assert other.bounding_box()["width"] == before
+
+
+def test_the_keyboard_flow_through_filters_pages_and_decided_rows(page, live_server, login, db):
+    update_config({"shadowMode": True}, changed_by="t", reason="t")
+    run_pipeline_on(*many_raw(15))  # 30 pending ADDs: two pages
+    login("reviewer")
+    page.goto(f"{live_server.url}/review/?sort=age")
+    page.select_option("#id_action", "add")  # a filter change swaps the queue...
+    expect(page).to_have_url(re.compile(r"action=add"))
+    rows = page.locator("tr[data-row]")
+    expect(rows.first).to_have_class("focused")  # ...and focuses its first row: "a" is not lost
+    first = rows.first.get_attribute("id")
+    page.keyboard.press("a")
+    expect(page.locator(f"#{first} [data-testid=row-note]")).to_contain_text("Approved by rita")
+    second = rows.nth(1).get_attribute("id")
+    expect(page.locator(f"#{second}")).to_have_class("focused")
+    page.keyboard.press("k")  # decided rows are skipped
+    assert focused_id(page) == second
+    # The nav count follows the banner.
+    pending = str(Proposal.objects.filter(status="pending").count())
+    expect(page.locator("[data-testid=pending-count]")).to_have_text(pending)
+    expect(page.locator("#nav-review-count")).to_have_text(pending)
+    # Pass over the second row, approve the last one: focus never wraps back up to the second.
+    for _ in range(rows.count() - 2):
+        page.keyboard.press("j")
+    last = rows.last.get_attribute("id")
+    assert focused_id(page) == last
+    page.keyboard.press("a")
+    expect(page.locator(f"#{last} [data-testid=row-note]")).to_contain_text("Approved")
+    assert focused_id(page) == last
+    # "j" past the last row loads the next page, which starts right after it.
+    page.keyboard.press("j")
+    expect(page).to_have_url(re.compile(f"after={last.removeprefix('p-')}"))
+    expect(rows.first).to_have_class("focused")
+    assert rows.first.get_attribute("id") not in {first, second, last}

@@ -5,6 +5,7 @@ import secrets
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
+from dashboard.management.commands.serve import bind_address, public_url
 from dashboard.roles import ensure_role_groups
 
 
@@ -22,7 +23,7 @@ class Command(BaseCommand):
         User.objects.create_superuser("admin", "admin@localhost", password)
         line = "=" * 64
         self.stdout.write(
-            f"{line}\nCreated the first user. Log in at http://127.0.0.1:8000/ with\n"
+            f"{line}\nCreated the first user. Log in at {public_url(bind_address())} with\n"
             f"  username: admin\n  password: {password}\n"
             f"This password is shown only once.\n{line}"
         )

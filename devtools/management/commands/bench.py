@@ -1,8 +1,11 @@
-"""bench [--sizes 10000,100000] [--json FILE]: measure the store and the pipeline at scale.
+"""bench [--engine sqlite|postgres] [--sizes 10000,100000] [--json FILE]: measure the store and
+the pipeline at scale.
 
-The command never touches your database: it re-runs itself in a child process whose
-MEMORY_DB_PATH and MEMORY_DATA_DIR point into a temporary directory, builds its own data there
-(fixed seed), measures, writes the JSON and removes the directory. See memory/bench.py.
+The command never touches your database: it re-runs itself in a child process whose database and
+MEMORY_DATA_DIR are temporary (a SQLite file in a temporary directory; with --engine postgres a
+new database `memory_bench_*` on the DATABASE_URL server, or on an embedded PostgreSQL started for
+the run when DATABASE_URL is unset), builds its own data there (fixed seed), measures, writes the
+JSON and removes it all. See devtools/bench.py.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 BENCH_DIR_ENV = "MEMORY_BENCH_DIR"
+BENCH_DB_ENV = "MEMORY_BENCH_DATABASE"
 
 
 def _raise_exit(signum, frame):
@@ -51,18 +55,38 @@ class Command(BaseCommand):
             type=parse_sizes,
             default=[10_000, 100_000],
             help="store sizes (memories, and pending proposals for the queue page); "
-            "default 10000,100000",
+            "default 10000,100000; 1000000 runs too (about half an hour, several GB of disk)",
         )
         parser.add_argument("--json", dest="json_path", help="write the figures to this file")
         parser.add_argument(
+            "--engine",
+            choices=("sqlite", "postgres"),
+            default="sqlite",
+            help="the store's engine; postgres uses DATABASE_URL's server (a new temporary "
+            "database on it) or, when it is unset, an embedded PostgreSQL started for the run",
+        )
+        parser.add_argument(
+            "--throughput-jobs",
+            type=int,
+            default=150,
+            help="jobs for the many-node throughput (3 queue-worker processes)",
+        )
+        parser.add_argument(
             "--skip-load",
             action="store_true",
-            help="skip remember-under-load (no qcluster); its p99 is then null",
+            help="skip remember-under-load and the many-node throughput (no qcluster); "
+            "their figures are then null",
         )
         parser.add_argument("--remember-calls", type=int, default=500)
         parser.add_argument("--queries", type=int, default=200, help="search queries per size")
         parser.add_argument("--jobs", type=int, default=30, help="jobs per job measurement")
         parser.add_argument("--load-calls", type=int, default=300)
+        parser.add_argument(
+            "--load-backlog",
+            type=int,
+            default=1000,
+            help="jobs queued for the 2 workers while remember runs under load (jobs_per_s)",
+        )
         parser.add_argument(
             "--phase-seconds",
             type=float,
@@ -95,10 +119,11 @@ class Command(BaseCommand):
     def _outer(self, options):
         json_path = Path(options["json_path"]).resolve() if options["json_path"] else None
         workdir = Path(tempfile.mkdtemp(prefix="memory-bench-"))
+        database = TemporaryDatabase(options["engine"], workdir)
         env = {
             **os.environ,
+            **database.env,
             BENCH_DIR_ENV: str(workdir),
-            "MEMORY_DB_PATH": str(workdir / "bench.sqlite3"),
             "MEMORY_DATA_DIR": str(workdir),
             "MEMORY_LLM_PROVIDER": "offline",
             "DJANGO_ALLOWED_HOSTS": "localhost,127.0.0.1,testserver",
@@ -121,8 +146,12 @@ class Command(BaseCommand):
             str(options["jobs"]),
             "--load-calls",
             str(options["load_calls"]),
+            "--load-backlog",
+            str(options["load_backlog"]),
             "--phase-seconds",
             str(options["phase_seconds"]),
+            "--throughput-jobs",
+            str(options["throughput_jobs"]),
             "--json",
             str(workdir / "figures.json"),
         ]
@@ -130,7 +159,7 @@ class Command(BaseCommand):
             command.append("--skip-load")
         if options["analyze"]:
             command.append("--analyze")
-        self.stdout.write(f"Benchmark database: {workdir} (removed at the end)")
+        self.stdout.write(f"Benchmark database: {database.describe()} (removed at the end)")
         child = None
         previous = signal.signal(signal.SIGTERM, _raise_exit)
         try:
@@ -161,15 +190,24 @@ class Command(BaseCommand):
                 except subprocess.TimeoutExpired:
                     child.kill()
                     child.wait()
+            database.drop()
             shutil.rmtree(workdir, ignore_errors=True)
 
     # The child: refuses to run anywhere but the parent's temporary database.
     def _inner(self, options):
+        from django.db import connection
+
         from devtools.bench import Bench, Options
 
         workdir = os.environ.get(BENCH_DIR_ENV)
         database = str(settings.DATABASES["default"]["NAME"])
-        if not workdir or not database.startswith(workdir + os.sep):
+        if connection.vendor == "postgresql":
+            temporary = database == os.environ.get(BENCH_DB_ENV) and database.startswith(
+                "memory_bench_"
+            )
+        else:
+            temporary = bool(workdir) and database.startswith(f"{workdir}{os.sep}")
+        if not temporary:
             raise CommandError("--inner runs only inside `manage.py bench` (temporary database)")
         # SIGTERM unwinds like an exception, so the qcluster and fake server children are stopped.
         signal.signal(signal.SIGTERM, _raise_exit)
@@ -180,9 +218,11 @@ class Command(BaseCommand):
                 queries=options["queries"],
                 jobs=options["jobs"],
                 load_calls=options["load_calls"],
+                load_backlog=options["load_backlog"],
                 skip_load=options["skip_load"],
                 phase_seconds=options["phase_seconds"],
                 analyze=options["analyze"],
+                throughput_jobs=options["throughput_jobs"],
             ),
             lambda line: self.stdout.write(line),
         )
@@ -192,3 +232,57 @@ class Command(BaseCommand):
         for note in bench.report.notes:
             self.stdout.write(note)
         Path(options["json_path"]).write_text(json.dumps(figures, indent=2) + "\n")
+
+
+class TemporaryDatabase:
+    """Where the child benchmarks: a SQLite file in the work directory, or a new PostgreSQL
+    database (on DATABASE_URL's server, else on an embedded server started here); `drop()`
+    removes it and stops the server."""
+
+    def __init__(self, engine: str, workdir: Path):
+        self.engine = engine
+        self.server = None
+        self.url = None
+        if engine == "sqlite":
+            self.path = workdir / "bench.sqlite3"
+            self.env = {"DATABASE_URL": "", "MEMORY_DB_PATH": str(self.path)}
+            return
+        import psycopg
+
+        server_url = os.environ.get("DATABASE_URL", "").strip()
+        if not server_url:
+            from devtools.pgserver import BENCH_SETTINGS, EmbeddedPostgres
+
+            self.server = EmbeddedPostgres(settings=BENCH_SETTINGS)
+            server_url = self.server.start()
+        self.name = f"memory_bench_{secrets.token_hex(4)}"
+        self.admin_url = server_url
+        try:
+            with psycopg.connect(server_url, autocommit=True) as admin:
+                admin.execute(f'CREATE DATABASE "{self.name}"')
+        except Exception:
+            self.drop()
+            raise
+        base, _, query = server_url.partition("?")
+        self.url = f"{base.rsplit('/', 1)[0]}/{self.name}" + (f"?{query}" if query else "")
+        self.env = {"DATABASE_URL": self.url, BENCH_DB_ENV: self.name}
+
+    def describe(self) -> str:
+        if self.engine == "sqlite":
+            return str(self.path.parent)
+        where = "an embedded PostgreSQL" if self.server else "the DATABASE_URL server"
+        return f"PostgreSQL database {self.name} on {where}"
+
+    def drop(self) -> None:
+        if self.engine == "postgres" and self.url is not None:
+            import psycopg
+
+            try:
+                with psycopg.connect(self.admin_url, autocommit=True) as admin:
+                    admin.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+            except Exception:
+                pass  # an embedded server goes away whole below
+            self.url = None
+        if self.server is not None:
+            self.server.stop()
+            self.server = None

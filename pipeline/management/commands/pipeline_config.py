@@ -6,7 +6,8 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from pipeline.config import FIELDS, ConfigError, config_json, flatten, get_config, update_config
+from pipeline.config import FIELDS, ConfigError, config_json, flatten, get_config
+from pipeline.writes.config import update_config
 
 CHANGED_BY = "manage.py"
 

@@ -1,15 +1,13 @@
-"""Undoing reviewer work: revert an applied proposal (and undo the revert), undo a rejection,
-unsuppress a proposal a rejection fingerprint held back, and revert everything derived from one
-raw memory. Every write goes through pipeline.apply; these views only check intent and report.
+"""Taking reviewer work back: undo a decision (back to pending), revert an applied proposal (and
+undo the revert), undo a rejection, unsuppress, and revert everything derived from one raw memory.
+Every write runs in pipeline.review; these views only report.
 
-Each single-proposal action answers htmx with a toast (HX-Trigger `toast` + `review-changed`) and
-the re-rendered queue row when the request targets it (HX-Target `p-<id>`), else 204; a plain POST
-redirects to the proposal page (or a safe `next`) with a message.
+Each single-proposal action answers htmx with a toast (and `review-changed`) and the re-rendered
+queue row when the request targets it (HX-Target `p-<id>`), else 204; a plain POST redirects to
+the proposal page (or a safe `next`) with a message.
 """
 
 from __future__ import annotations
-
-import json
 
 from django.contrib import messages
 from django.http import HttpResponse
@@ -19,35 +17,32 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from dashboard.access import reviewer_actor, role_required
+from dashboard.htmx import review_changed, toast
 from memory.models import Memory
 from memory.writes import Refused
-from pipeline import apply
-from pipeline.models import Proposal, ProposalStatus
-from pipeline.review import revert_once
+from pipeline import review as reviewing
+from pipeline.models import Proposal
+from pipeline.writes import review as review_writes
 
 REASON_MAX = 2000
-ROW_TEMPLATE = "dashboard/review.html#row"
+ROW = "dashboard/review.html#row"
+
+REVERTED = {
+    "add": "the memory it created is soft-deleted",
+    "update": "the previous content is back",
+    "delete": "the memory is recovered",
+}
+REAPPLIED = {
+    "add": "the memory is back",
+    "update": "the approved content is back",
+    "delete": "the memory is deleted again",
+}
 
 
-# --- intent-checked actions (shared with the JSON API) -------------------------------------------
-
-
-def undo_url(proposal: Proposal) -> str | None:
-    """Where the undo toast posts after a reviewer decision, if the outcome can be undone."""
-    if proposal.status == ProposalStatus.APPLIED and proposal.reverted_at is None:
-        return reverse("dashboard:revert", args=[proposal.id])
-    if proposal.status == ProposalStatus.REJECTED:
-        return reverse("dashboard:reopen", args=[proposal.id])
-    return None
-
-
-def affected_memory_id(proposal: Proposal) -> str | None:
-    return proposal.created_memory_id or proposal.updated_memory_id or proposal.deleted_memory_id
-
-
-# --- responses ----------------------------------------------------------------------------------
+# --- responses ------------------------------------------------------------------------------------
 
 
 def _reason(request) -> str | None:
@@ -85,7 +80,6 @@ def _answer(
     row_note: bool = True,
 ) -> HttpResponse:
     if request.htmx:
-        trigger = {"review-changed": True, "toast": {"message": message}}
         if request.htmx.target == f"p-{proposal_id}":
             proposal = Proposal.objects.select_related("target_memory", "source_memory").get(
                 id=proposal_id
@@ -93,11 +87,10 @@ def _answer(
             context = {"p": proposal, "can_review": True}
             if row_note or refused is not None:
                 context.update(note=message, note_css="bad" if refused else "ok")
-            response = render(request, ROW_TEMPLATE, context)
+            response = render(request, ROW, context)
         else:
             response = HttpResponse(status=204)
-        response["HX-Trigger"] = json.dumps(trigger)
-        return response
+        return toast(review_changed(response), message)
     if refused is None:
         messages.success(request, message)
     else:
@@ -105,36 +98,50 @@ def _answer(
     return redirect(_next_url(request) or reverse("dashboard:proposal", args=[proposal_id]))
 
 
-# --- views --------------------------------------------------------------------------------------
+def _refused(request, proposal_id: str, verb: str, refused: Refused) -> HttpResponse:
+    """A refusal: the toast carries the whole sentence, a page message links what it can."""
+    if request.htmx:
+        return _answer(request, proposal_id, message=f"{verb}: {refused.message}", refused=refused)
+    return _answer(request, proposal_id, message=verb, refused=refused)
 
-_REVERTED = {
-    "add": "the memory it created is soft-deleted",
-    "update": "the previous content is back",
-    "delete": "the memory is recovered",
-}
-_REAPPLIED = {
-    "add": "the memory is back",
-    "update": "the approved content is back",
-    "delete": "the memory is deleted again",
-}
+
+# --- undo a decision ------------------------------------------------------------------------------
+
+
+@role_required("reviewer")
+@require_POST
+def undo_decision(request, proposal_id: str):
+    """The toast's Undo after an approval: the change is reverted and the proposal is pending."""
+    get_object_or_404(Proposal.objects.only("id"), id=proposal_id)
+    actor = reviewer_actor(request)
+    try:
+        proposal = reviewing.undo(proposal_id, actor, reason=_reason(request))
+    except Refused as refused:
+        return _refused(request, proposal_id, "Not undone", refused)
+    return _answer(
+        request,
+        proposal_id,
+        message=f"Decision undone by {actor.name}: {proposal.action.upper()} is pending again.",
+        row_note=False,  # the row comes back open, ready for a new decision
+    )
+
+
+# --- revert ---------------------------------------------------------------------------------------
 
 
 def _revert(request, proposal_id: str, *, undo: bool) -> HttpResponse:
     get_object_or_404(Proposal.objects.only("id"), id=proposal_id)
     actor = reviewer_actor(request)
     try:
-        proposal = revert_once(proposal_id, actor, undo=undo, reason=_reason(request))
+        proposal = reviewing.revert_once(proposal_id, actor, undo=undo, reason=_reason(request))
     except Refused as refused:
-        verb = "Revert not undone" if undo else "Not reverted"
-        if request.htmx:
-            return _answer(
-                request, proposal_id, message=f"{verb}: {refused.message}", refused=refused
-            )
-        return _answer(request, proposal_id, message=verb, refused=refused)
+        return _refused(
+            request, proposal_id, "Revert not undone" if undo else "Not reverted", refused
+        )
     if undo:
-        message = f"Revert undone by {actor.name}: {_REAPPLIED.get(proposal.action, 'done')}."
+        message = f"Revert undone by {actor.name}: {REAPPLIED.get(proposal.action, 'done')}."
     else:
-        message = f"Reverted by {actor.name}: {_REVERTED.get(proposal.action, 'done')}."
+        message = f"Reverted by {actor.name}: {REVERTED.get(proposal.action, 'done')}."
     return _answer(request, proposal_id, message=message)
 
 
@@ -150,6 +157,9 @@ def undo_revert(request, proposal_id: str):
     return _revert(request, proposal_id, undo=True)
 
 
+# --- rejections and suppressions ------------------------------------------------------------------
+
+
 @role_required("reviewer")
 @require_POST
 def reopen(request, proposal_id: str):
@@ -157,12 +167,9 @@ def reopen(request, proposal_id: str):
     get_object_or_404(Proposal.objects.only("id"), id=proposal_id)
     actor = reviewer_actor(request)
     try:
-        apply.reopen(proposal_id, reviewer=actor)
+        review_writes.reopen(proposal_id, reviewer=actor)
     except Refused as refused:
-        if request.htmx:
-            message = f"Rejection not undone: {refused.message}"
-            return _answer(request, proposal_id, message=message, refused=refused)
-        return _answer(request, proposal_id, message="Rejection not undone", refused=refused)
+        return _refused(request, proposal_id, "Rejection not undone", refused)
     # The row comes back as it was before the rejection: open for a new decision.
     return _answer(
         request, proposal_id, message=f"Rejection undone by {actor.name}.", row_note=False
@@ -176,17 +183,17 @@ def unsuppress(request, proposal_id: str):
     get_object_or_404(Proposal.objects.only("id"), id=proposal_id)
     actor = reviewer_actor(request)
     try:
-        apply.unsuppress(proposal_id, reviewer=actor)
+        review_writes.unsuppress(proposal_id, reviewer=actor)
     except Refused as refused:
-        if request.htmx:
-            message = f"Not unsuppressed: {refused.message}"
-            return _answer(request, proposal_id, message=message, refused=refused)
-        return _answer(request, proposal_id, message="Not unsuppressed", refused=refused)
+        return _refused(request, proposal_id, "Not unsuppressed", refused)
     return _answer(
         request,
         proposal_id,
         message=f"Unsuppressed by {actor.name}: back in the pending queue.",
     )
+
+
+# --- everything derived from one raw memory -------------------------------------------------------
 
 
 def _label(proposal: Proposal) -> str:
@@ -201,45 +208,36 @@ def _label(proposal: Proposal) -> str:
 @role_required("reviewer")
 @require_POST
 def revert_derived(request, memory_id: str):
-    """Revert every applied, not yet reverted proposal of one raw memory, newest first, each in
-    its own transaction: one refusal (a memory edited since) never blocks the others."""
+    """Report pipeline.review.revert_derived, one message per proposal, on the memory's page."""
     memory = get_object_or_404(Memory.objects.only("id"), id=memory_id)
-    actor = reviewer_actor(request)
-    reason = _reason(request) or f"reverting everything derived from raw memory {memory.id}"
-    proposals = list(
-        Proposal.objects.filter(
-            source_memory=memory, status=ProposalStatus.APPLIED, reverted_at__isnull=True
-        ).order_by("-decided_at", "-created_at", "-position")
-    )
-    reverted = 0
-    for proposal in proposals:
-        try:
-            revert_once(proposal.id, actor, reason=reason)
-        except Refused as refused:
+    results = reviewing.revert_derived(memory.id, reviewer_actor(request), reason=_reason(request))
+    for result in results:
+        if result.refused is not None:
             messages.error(
                 request,
-                format_html("Not reverted: {}: {}", _label(proposal), _refusal_html(refused)),
+                format_html(
+                    "Not reverted: {}: {}", _label(result.proposal), _refusal_html(result.refused)
+                ),
             )
         else:
-            reverted += 1
             messages.success(
                 request,
                 format_html(
-                    "Reverted {}: {}.", _label(proposal), _REVERTED.get(proposal.action, "done")
+                    "Reverted {}: {}.",
+                    _label(result.proposal),
+                    REVERTED.get(result.proposal.action, "done"),
                 ),
             )
-    if not proposals:
+    if not results:
         messages.info(request, "Nothing to revert: no applied proposal of this raw memory.")
     else:
+        reverted = sum(1 for result in results if result.refused is None)
         messages.info(
             request,
-            f"Reverted {reverted} of {len(proposals)} proposal{'s' if len(proposals) != 1 else ''} "
+            f"Reverted {reverted} of {len(results)} proposal{'s' if len(results) != 1 else ''} "
             "derived from this raw memory.",
         )
     target = reverse("dashboard:memory", args=[memory.id])
     if request.htmx:
-        response = HttpResponse(status=204)
-        response["HX-Redirect"] = target
-        response["HX-Trigger"] = json.dumps({"review-changed": True})
-        return response
+        return review_changed(HttpResponseClientRedirect(target))
     return redirect(target)

@@ -1,12 +1,26 @@
-"""Deterministic offline model: heuristic extraction and decisions so the product runs without a model server."""
+"""The built-in offline provider: deterministic heuristics that answer extraction and decision
+prompts in the JSON a model would, and a feature-hashing embedder, so the product runs without a
+model server. No database, no network."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import time
+from dataclasses import dataclass
+from typing import ClassVar
 
+import numpy as np
+from django.conf import settings
+
+from memory.guard import ensure_outside_transaction
 from pipeline import contradiction
+from pipeline.llm import prompts
+from pipeline.llm.clients import CallRecord
 from pipeline.parsing import MAX_ENTITIES, MAX_FACTS, MIN_FACT_CHARS, Candidate, Fact
+
+OFFLINE_MODEL = "offline-heuristic-v1"
 
 # Replies are JSON text, exactly what a real model returns, so the same parser handles both.
 
@@ -14,6 +28,14 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\s*\n+\s*")
 _ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.", "mr.", "mrs.", "ms.", "dr.", "approx.", "cf.")
 _LIST_MARKER = re.compile(r"^(?:[-*\u2022]|\d+[.)])\s+")
 _TRUNCATION_MARK = "[truncated]"
+# Where a note was said, not what is true: "From the planning meeting: ...", "FYI: ...",
+# "Standup notes: ...", "Bug report: ...".
+_DISCOURSE_PREFIX = re.compile(
+    r"^(?:(?:from|per|in|at|during|after|re|according to)\b[^:.!?]{0,60}"
+    r"|fyi|note|notes|update|heads[ -]up|reminder|todo|btw|ps"
+    r"|(?:[\w-]+\s+){0,2}(?:notes|minutes|report|recap|summary))\s*:\s*",
+    re.IGNORECASE,
+)
 
 _DECISION = re.compile(
     r"\b(?:decided|decide to|agreed|chose|chosen|will use|we'll use|switched to|switching to"
@@ -156,10 +178,18 @@ def _entities(sentence: str) -> list[dict]:
     return found
 
 
+def _without_discourse(sentence: str) -> str:
+    stripped = _DISCOURSE_PREFIX.sub("", sentence, count=1)
+    return stripped[:1].upper() + stripped[1:] if stripped != sentence else sentence
+
+
 def extract_reply(text: str) -> str:
-    """Each sentence of MIN_FACT_CHARS or more becomes a fact; simple "X uses Y" triples."""
+    """Each statement of MIN_FACT_CHARS or more becomes a fact, without a discourse prefix ("From
+    the planning meeting:"); a question is never a fact. Simple "X uses Y" triples."""
     facts, entities, seen_facts, seen_triples = [], [], set(), set()
-    for sentence in _sentences(text):
+    for sentence in map(_without_discourse, _sentences(text)):
+        if sentence.endswith("?"):
+            continue  # a question asks; it states nothing to remember
         if len(sentence) < MIN_FACT_CHARS or _normalise(sentence) in seen_facts:
             continue
         seen_facts.add(_normalise(sentence))
@@ -193,12 +223,43 @@ def _content_words(text: str) -> set[str]:
     }
 
 
+def _adds_detail(fact: str, existing: str) -> bool:
+    """The fact says at least two things the memory does not, beyond what it leaves out: a
+    rewording ("Marco owns X" / "Marco is the owner of X") adds nothing to update with."""
+    fact_words, existing_words = _content_words(fact), _content_words(existing)
+    return len(fact_words - existing_words) - len(existing_words - fact_words) >= 2
+
+
 def _covers(fact: str, existing: str) -> bool:
     """The fact repeats most of the existing memory's words: it extends it, not something else."""
     existing_words = _content_words(existing)
     return bool(existing_words) and len(existing_words & _content_words(fact)) >= 0.6 * len(
         existing_words
     )
+
+
+def _names(text: str) -> set[str]:
+    """What a statement names: capitalised words after the first, and identifiers with a hyphen,
+    underscore, dot or digit (billing-api, eu-west-1, Node.js)."""
+    words = re.findall(r"[\w][\w.\-]*[\w]|\w", text)
+    return {
+        word.lower()
+        for position, word in enumerate(words)
+        if (position > 0 and word[0].isupper()) or re.search(r"[-_.\d]", word)
+    }
+
+
+def _subject(text: str) -> set[str]:
+    """The first content words of a statement: roughly what it is about."""
+    words = [
+        t for t in contradiction.tokenize(text) if t not in contradiction.STOP_WORDS and len(t) > 2
+    ]
+    return set(words[:3])
+
+
+def _same_subject(fact: str, existing: str) -> bool:
+    """An UPDATE or DELETE needs both texts to talk about the same thing, not just share words."""
+    return bool(_subject(fact) & _subject(existing))
 
 
 def decide_reply(fact: Fact, candidates: list[Candidate], similarities: dict[str, float]) -> str:
@@ -217,15 +278,116 @@ def decide_reply(fact: Fact, candidates: list[Candidate], similarities: dict[str
     for candidate in ranked:
         if similarities.get(candidate.memory_id, 0.0) < 0.35:
             break
+        if not _same_subject(fact.content, candidate.content):
+            continue
         found = contradiction.detect(fact.content, candidate.content)
         if found.flagged:
             reason = f"Contradicts memory [{candidate.number}] and replaces it: {found.reason}"
             return _reply("update", candidate.number, 0.7, reason)
     best = ranked[0]
     score = similarities.get(best.memory_id, 0.0)
-    if score >= 0.8:
-        return _reply("none", best.number, score, f"Already covered by memory [{best.number}]")
-    richer = len(contradiction.tokenize(fact.content)) > len(contradiction.tokenize(best.content))
-    if score >= 0.5 and richer and _covers(fact.content, best.content):
+    # Before "already covered": a memory said again with more in it is the closest match too.
+    if (
+        score >= 0.5
+        and _adds_detail(fact.content, best.content)
+        and _covers(fact.content, best.content)
+        and _same_subject(fact.content, best.content)
+    ):
         return _reply("update", best.number, score, f"Adds detail to memory [{best.number}]")
+    # A close score is "already said" only when the memory names everything the fact names: a
+    # fact about billing-api is not covered by a memory about the ledger, however similar.
+    if score >= 0.8 and _names(fact.content) <= _names(best.content):
+        return _reply("none", best.number, score, f"Already covered by memory [{best.number}]")
     return _reply("add", None, fact.confidence, "No existing memory covers this fact")
+
+
+# --- the provider's clients ------------------------------------------------------------------
+
+
+class OfflineChat:
+    """The heuristics above behind the chat interface; replies go through the same parser."""
+
+    provider = "offline"
+    model = OFFLINE_MODEL
+
+    @classmethod
+    def from_settings(cls, model: str | None = None) -> OfflineChat:
+        # There is one offline model, so a requested model name has nothing to select.
+        return cls()
+
+    def _record(self, kind: str, prompt: str, reply_fn) -> CallRecord:
+        ensure_outside_transaction("offline model")
+        started = time.perf_counter()
+        reply = reply_fn()
+        return CallRecord(
+            kind=kind,
+            provider=self.provider,
+            model=self.model,
+            prompt=prompt,
+            raw_response=reply,
+            duration_ms=(time.perf_counter() - started) * 1000,
+        )
+
+    def extract(self, text: str) -> CallRecord:
+        return self._record("extract", prompts.extraction_prompt(text), lambda: extract_reply(text))
+
+    def decide(
+        self,
+        fact: Fact,
+        candidates: list[Candidate],
+        similarities: dict[str, float],
+        examples: list[dict] | None = None,
+    ) -> CallRecord:
+        return self._record(
+            "decide",
+            prompts.decision_prompt(fact, candidates, examples),
+            lambda: decide_reply(fact, candidates, similarities),
+        )
+
+
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclass
+class OfflineEmbedder:
+    """Deterministic feature hashing (words, word pairs, character trigrams), L2-normalised.
+
+    A fallback for trying the product without a model server: it captures lexical similarity,
+    not meaning. Point MEMORY_EMBEDDING_PROVIDER at Ollama for real semantic vectors.
+    """
+
+    provider: ClassVar[str] = "offline"
+
+    dimensions: int
+    model: str = ""
+
+    def __post_init__(self) -> None:
+        self.model = self.model or f"offline-hash-{self.dimensions}"
+
+    @classmethod
+    def from_settings(cls) -> OfflineEmbedder:
+        return cls(settings.MEMORY_EMBEDDING_DIMENSIONS)
+
+    def _features(self, text: str):
+        words = _TOKEN.findall(text.lower())
+        for word in words:
+            yield f"w:{word}", 1.0
+            padded = f"#{word}#"
+            for i in range(len(padded) - 2):
+                yield f"c:{padded[i : i + 3]}", 0.35
+        for left, right in zip(words, words[1:], strict=False):
+            yield f"b:{left} {right}", 0.5
+
+    def embed_one(self, text: str) -> np.ndarray:
+        vector = np.zeros(self.dimensions, dtype=np.float32)
+        for feature, weight in self._features(text):
+            digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest()
+            bucket = int.from_bytes(digest[:4], "little") % self.dimensions
+            sign = 1.0 if digest[4] & 1 else -1.0
+            vector[bucket] += sign * weight
+        norm = float(np.linalg.norm(vector))
+        return vector / norm if norm > 0 else vector
+
+    def embed(self, texts: list[str]) -> list[np.ndarray]:
+        ensure_outside_transaction("offline embedder")
+        return [self.embed_one(text) for text in texts]

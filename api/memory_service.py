@@ -1,0 +1,464 @@
+"""The memory operations behind both doors for programs: the JSON API views and the MCP tools.
+
+Each function takes the caller's token and a JSON-like dict, validates it (BadRequest with the
+API's messages, before anything is written), calls the store or the pipeline and returns the JSON
+shape of DESIGN §7. Refusals of the store (`Refused`) pass through for the caller to report.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import Q
+
+from api.auth import has_scope, may_act_for
+from api.http import BadRequest, optional
+from api.pipeline_serializers import proposal_json
+from api.serializers import history_json, memory_json
+from memory import writes
+from memory.content import is_effectively_empty, normalize
+from memory.models import ApiToken, Job, JobStatus, Memory
+from memory.search import hybrid_search
+from memory.writes import Actor, Refused, Triple
+from pipeline.llm import embed_or_none
+
+LIST_MAX = 100
+FEEDBACK_NOTE_CHARS = 2000
+# Limits of list fields: each triple is several writes inside remember's transaction, so an
+# unbounded list would hold the write lock for everyone (documented in the README).
+MAX_TAGS = 50
+TAG_CHARS = 100
+MAX_TRIPLES = 50
+TRIPLE_NAME_CHARS = 200
+TRIPLE_TYPE_CHARS = 40
+
+
+def require_scope(token: ApiToken, scope: str) -> None:
+    if not has_scope(token, scope):
+        raise BadRequest(f"this token lacks the '{scope}' scope", 403, "forbidden")
+
+
+def actor(token: ApiToken, body: dict | None = None, default_type: str = "agent") -> Actor:
+    # The token is the authenticated principal; an explicit changedBy only adds detail.
+    name = token.name
+    if body and isinstance(body.get("changedBy"), str) and body["changedBy"].strip():
+        name = f"{body['changedBy'].strip()[:80]} via {token.name}"
+    return Actor(name, default_type)
+
+
+# --- validation of body fields --------------------------------------------------------------------
+
+
+def content_field(body: dict, *, required: bool) -> str | None:
+    if "content" not in body or body["content"] is None:
+        if required:
+            raise BadRequest("content is required")
+        return None
+    content = body["content"]
+    if not isinstance(content, str):
+        raise BadRequest("content must be a string")
+    if len(content) > settings.MEMORY_MAX_CONTENT_CHARS:
+        raise BadRequest(
+            f"content is longer than {settings.MEMORY_MAX_CONTENT_CHARS} characters",
+            413,
+            "too_large",
+        )
+    if is_effectively_empty(content):
+        raise BadRequest("content is empty after normalisation")
+    return content
+
+
+def tags_field(body: dict) -> list[str] | None:
+    tags = body.get("tags")
+    if tags is None:
+        return None
+    if not isinstance(tags, list) or not all(isinstance(tag, str) for tag in tags):
+        raise BadRequest("tags must be a list of strings")
+    if len(tags) > MAX_TAGS:
+        raise BadRequest(f"tags may hold at most {MAX_TAGS} items, not {len(tags)}")
+    if any(len(tag) > TAG_CHARS for tag in tags):
+        raise BadRequest(f"each tag must be at most {TAG_CHARS} characters")
+    return [tag.strip() for tag in tags if tag.strip()]
+
+
+def importance_field(body: dict) -> float | None:
+    value = optional(body, "importance", (int, float), "a number between 0 and 1")
+    if value is not None and not 0 <= value <= 1:
+        raise BadRequest("importance must be a number between 0 and 1")
+    return None if value is None else float(value)
+
+
+def triples_field(body: dict) -> list[Triple]:
+    entities = body.get("entities")
+    if entities is None:
+        return []
+    if not isinstance(entities, list):
+        raise BadRequest("entities must be a list of {source, relationship, target} objects")
+    if len(entities) > MAX_TRIPLES:
+        raise BadRequest(f"entities may hold at most {MAX_TRIPLES} triples, not {len(entities)}")
+    triples = []
+    for index, item in enumerate(entities):
+        if not isinstance(item, dict):
+            raise BadRequest(f"entities[{index}] must be an object")
+        values = {}
+        for key in ("source", "relationship", "target"):
+            value = item.get(key)
+            if not isinstance(value, str) or not value.strip():
+                raise BadRequest(f"entities[{index}].{key} must be a non-empty string")
+            if len(value) > TRIPLE_NAME_CHARS:
+                raise BadRequest(
+                    f"entities[{index}].{key} must be at most {TRIPLE_NAME_CHARS} characters"
+                )
+            values[key] = value.strip()
+        for key in ("sourceType", "targetType"):
+            if item.get(key) is not None and not isinstance(item[key], str):
+                raise BadRequest(f"entities[{index}].{key} must be a string")
+            if len(item.get(key) or "") > TRIPLE_TYPE_CHARS:
+                raise BadRequest(
+                    f"entities[{index}].{key} must be at most {TRIPLE_TYPE_CHARS} characters"
+                )
+        confidence = item.get("confidence", 0.9)
+        if isinstance(confidence, bool) or not isinstance(confidence, int | float):
+            raise BadRequest(f"entities[{index}].confidence must be a number")
+        triples.append(
+            Triple(
+                source=values["source"],
+                relationship=values["relationship"],
+                target=values["target"],
+                source_type=(item.get("sourceType") or "unknown").strip() or "unknown",
+                target_type=(item.get("targetType") or "unknown").strip() or "unknown",
+                confidence=max(0.0, min(1.0, float(confidence))),
+            )
+        )
+    return triples
+
+
+def short_string(body: dict, key: str, limit: int = 200) -> str | None:
+    value = optional(body, key, str, "a string")
+    if value is not None and len(value) > limit:
+        raise BadRequest(f"{key} must be at most {limit} characters")
+    return value
+
+
+def if_version_field(body: dict) -> int | None:
+    value = optional(body, "ifVersion", int, "a positive integer")
+    if value is not None and value < 1:
+        raise BadRequest("ifVersion must be a positive integer")
+    return value
+
+
+def reason_field(body: dict) -> str:
+    reason = optional(body, "reason", str, "a string")
+    if not reason or not reason.strip():
+        raise BadRequest("reason is required", code="reason_required")
+    return reason.strip()
+
+
+def flag(value) -> bool:
+    return value is True or (isinstance(value, str) and value.lower() in {"1", "true", "yes"})
+
+
+def limit_field(body: dict, default: int, maximum: int) -> int:
+    limit = optional(body, "limit", int, f"an integer between 1 and {maximum}")
+    limit = default if limit is None else limit
+    if not 1 <= limit <= maximum:
+        raise BadRequest(f"limit must be an integer between 1 and {maximum}")
+    return limit
+
+
+def agent_of(token: ApiToken, body: dict) -> str:
+    """The agent whose memories a call reads or writes: agentId when given, else the token's.
+    Another agent than the token's needs a multi-agent token (403 otherwise)."""
+    agent_id = short_string(body, "agentId") or token.agent_id
+    _require_agent(token, agent_id)
+    return agent_id
+
+
+def _require_agent(token: ApiToken, agent_id: str) -> None:
+    if not may_act_for(token, agent_id):
+        raise BadRequest(
+            f"this token belongs to agent '{token.agent_id}' and may not act for agent "
+            f"'{agent_id}' (an admin can create a multi-agent token: create_api_token --multi-agent)",
+            403,
+            "forbidden",
+        )
+
+
+def memory_or_404(token: ApiToken, memory_id: str) -> Memory:
+    """The memory, if it exists (404) and belongs to an agent the token may act for (403)."""
+    memory = Memory.objects.filter(id=memory_id).first()
+    if memory is None:
+        raise Refused("not_found", f"memory {memory_id} not found")
+    _require_agent(token, memory.agent_id)
+    return memory
+
+
+# --- filters shared by list and recall -----------------------------------------------------------
+
+
+def filters_field(body: dict) -> dict:
+    """Optional filters: type, who (substring), tags (all of them), pinned, includeDeleted."""
+    return {
+        "type": short_string(body, "type", 40),
+        "who": short_string(body, "who"),
+        "tags": tags_field(body) or [],
+        "pinned": optional(body, "pinned", bool, "a boolean"),
+        "include_deleted": bool(optional(body, "includeDeleted", bool, "a boolean")),
+    }
+
+
+def _has_tag(tag: str) -> Q:
+    if connection.features.supports_json_field_contains:
+        return Q(tags__contains=[tag])
+    # SQLite has no JSON containment lookup: match the tag's JSON text inside the stored list
+    # (case-insensitive, the only flaw, and fine for a filter).
+    return Q(tags__icontains=json.dumps(tag))
+
+
+def filtered(agent_id: str, filters: dict):
+    query = Memory.objects.filter(agent_id=agent_id)
+    if not filters["include_deleted"]:
+        query = query.filter(is_deleted=False)
+    if filters["type"]:
+        query = query.filter(type=filters["type"])
+    if filters["who"]:
+        query = query.filter(who__icontains=filters["who"])
+    if filters["pinned"] is not None:
+        query = query.filter(pinned=filters["pinned"])
+    for tag in filters["tags"]:
+        query = query.filter(_has_tag(tag))
+    return query
+
+
+# --- operations -----------------------------------------------------------------------------------
+
+
+def remember(token: ApiToken, body: dict) -> tuple[dict, bool]:
+    """Raw-first remember; returns the answer and whether it was a duplicate of a live memory."""
+    require_scope(token, "ingest")
+    content = content_field(body, required=True)
+    pinned = optional(body, "pinned", bool, "a boolean")
+    importance = importance_field(body)
+    result = writes.remember(
+        content,
+        actor=actor(token),
+        who=short_string(body, "who"),
+        why=short_string(body, "why") or "",
+        type=short_string(body, "type", 40) or "fact",
+        agent_id=agent_of(token, body),
+        pinned=bool(pinned),
+        importance=0.5 if importance is None else importance,
+        tags=tags_field(body),
+        source_type=short_string(body, "sourceType", 40) or "manual",
+        source_id=short_string(body, "sourceId"),
+        triples=triples_field(body),
+    )
+    memory = result.memory
+    payload = {
+        "id": memory.id,
+        "contentHash": memory.content_hash,
+        "deduped": result.deduped,
+        "jobId": result.job.id if result.job else None,
+        "linkedEntityIds": result.linked_entity_ids,
+    }
+    return payload, result.deduped
+
+
+def get_memory(token: ApiToken, memory_id: str) -> dict:
+    return memory_json(memory_or_404(token, memory_id))
+
+
+def history(token: ApiToken, memory_id: str) -> dict:
+    memory = memory_or_404(token, memory_id)
+    rows = memory.history.order_by("created_at", "id")
+    return {"memoryId": memory.id, "history": [history_json(row) for row in rows]}
+
+
+def modify(token: ApiToken, memory_id: str, body: dict) -> dict:
+    """Edit a memory ({reason, content?, type?, tags?, importance?, pinned?, ifVersion?})."""
+    require_scope(token, "review")
+    reason = reason_field(body)
+    content = content_field(body, required=False)
+    changes = {
+        "content": content,
+        "type": short_string(body, "type", 40),
+        "tags": tags_field(body),
+        "importance": importance_field(body),
+        "pinned": optional(body, "pinned", bool, "a boolean"),
+    }
+    if all(value is None for value in changes.values()):
+        raise BadRequest("nothing to change: give content, type, tags, importance or pinned")
+    if_version = if_version_field(body)
+    memory = memory_or_404(token, memory_id)
+    vector = None
+    if content is not None and normalize(content).storage != memory.content:
+        # The model call happens here, before modify() opens its transaction.
+        vector = embed_or_none(normalize(content).storage)
+    try:
+        memory = writes.modify(
+            memory_id,
+            changes,
+            actor=actor(token, body, "operator"),
+            reason=reason,
+            if_version=if_version,
+            vector=vector,
+        )
+    except Refused as refused:
+        if refused.code == "no_changes":
+            return {"id": memory_id, "status": "no_changes", **refused.details}
+        raise
+    return {"status": "updated", "memory": memory_json(memory), **memory_json(memory)}
+
+
+def forget(token: ApiToken, memory_id: str, body: dict) -> dict:
+    """Soft delete ({reason, force?, ifVersion?}); a pinned memory needs force."""
+    require_scope(token, "review")
+    reason = body.get("reason")
+    if not isinstance(reason, str) or not reason.strip():
+        raise BadRequest("reason is required", code="reason_required")
+    force = flag(body.get("force", False))
+    if_version = if_version_field(body)
+    memory_or_404(token, memory_id)
+    memory = writes.forget(
+        memory_id,
+        actor=actor(token, body, "operator"),
+        reason=reason.strip(),
+        force=force,
+        if_version=if_version,
+    )
+    return {"id": memory.id, "status": "deleted", "version": memory.version}
+
+
+def recover(token: ApiToken, memory_id: str, body: dict) -> dict:
+    require_scope(token, "review")
+    reason = optional(body, "reason", str, "a string") or "recovered through the API"
+    if_version = if_version_field(body)
+    memory_or_404(token, memory_id)
+    memory = writes.recover(
+        memory_id,
+        actor=actor(token, body, "operator"),
+        reason=reason.strip(),
+        if_version=if_version,
+    )
+    return {"id": memory.id, "status": "recovered", "version": memory.version}
+
+
+def recall(token: ApiToken, body: dict, filters: dict | None = None) -> dict:
+    """Hybrid search of one agent's live memories ({query, limit?, agentId?}), best first."""
+    query = optional(body, "query", str, "a string")
+    if not query or not query.strip():
+        raise BadRequest("query is required")
+    if len(query) > settings.MEMORY_MAX_CONTENT_CHARS:
+        raise BadRequest("query is too long", 413, "too_large")
+    limit = limit_field(body, 10, 100)
+    agent_id = agent_of(token, body)
+    from pipeline.config import search_settings
+
+    alpha, min_score = search_settings()
+    warnings = []
+    # The caller waits on this answer: past a short timeout, keyword results only (flagged).
+    vector = embed_or_none(query, timeout=settings.MEMORY_RECALL_EMBED_TIMEOUT_SECONDS)
+    if vector is None:
+        warnings.append("embedding server unavailable: keyword results only")
+    hits = hybrid_search(
+        query,
+        agent_id=agent_id,
+        # With filters, search deeper and keep the first `limit` hits that pass them.
+        k=100 if filters else limit,
+        alpha=alpha,
+        min_score=min_score,
+        query_vector=vector.values if vector else None,
+        model=vector.model if vector else None,
+    )
+    memories = Memory.objects.in_bulk([hit.memory_id for hit in hits])
+    if filters:
+        allowed = set(
+            filtered(agent_id, filters).filter(id__in=list(memories)).values_list("id", flat=True)
+        )
+        hits = [hit for hit in hits if hit.memory_id in allowed][:limit]
+    results = []
+    for hit in hits:
+        memory = memories[hit.memory_id]
+        results.append(
+            {
+                **memory_json(memory),
+                "score": round(hit.score, 4),
+                "keywordScore": None if hit.keyword_score is None else round(hit.keyword_score, 4),
+                "vectorScore": None if hit.vector_score is None else round(hit.vector_score, 4),
+            }
+        )
+    return {
+        "query": query,
+        "results": results,
+        "warnings": warnings,
+        "degraded": None if vector else "keyword_only",
+    }
+
+
+def list_memories(token: ApiToken, body: dict) -> dict:
+    """One page of an agent's memories, newest first ({filters, limit?, offset?})."""
+    filters = filters_field(body)
+    limit = limit_field(body, 20, LIST_MAX)
+    offset = optional(body, "offset", int, "a non-negative integer")
+    offset = 0 if offset is None else offset
+    if offset < 0:
+        raise BadRequest("offset must be a non-negative integer")
+    query = filtered(agent_of(token, body), filters)
+    count = query.count()
+    rows = list(query.order_by("-created_at", "-id")[offset : offset + limit])
+    next_offset = offset + len(rows) if offset + len(rows) < count else None
+    return {
+        "memories": [memory_json(memory) for memory in rows],
+        "count": count,
+        "limit": limit,
+        "offset": offset,
+        "nextOffset": next_offset,
+    }
+
+
+def feedback(token: ApiToken, memory_id: str, body: dict, metadata: dict | None = None) -> dict:
+    """An agent's report on a recalled memory ({verdict: used|ignored|contradicted, note?})."""
+    require_scope(token, "ingest")
+    verdict = optional(body, "verdict", str, "one of " + ", ".join(writes.FEEDBACK_VERDICTS))
+    if verdict not in writes.FEEDBACK_VERDICTS:
+        raise BadRequest(f"verdict must be one of {', '.join(writes.FEEDBACK_VERDICTS)}")
+    note = short_string(body, "note", FEEDBACK_NOTE_CHARS)
+    note = note.strip() if note else ""
+    if verdict == "contradicted" and not note:
+        raise BadRequest("note is required for 'contradicted': say what contradicts the memory")
+    memory_or_404(token, memory_id)
+    row = writes.record_feedback(
+        memory_id,
+        actor=actor(token),
+        verdict=verdict,
+        note=note or None,
+        metadata={"agentId": token.agent_id, **(metadata or {})},
+    )
+    return {"memoryId": memory_id, "recorded": history_json(row)}
+
+
+def pipeline_status(token: ApiToken) -> dict:
+    """The pipeline's mode and what waits for people about this token's agent."""
+    from pipeline.config import get_config, mode_of
+    from pipeline.models import Proposal, ProposalStatus
+
+    config = get_config()
+    agent_id = token.agent_id
+    pending = Proposal.objects.filter(agent_id=agent_id, status=ProposalStatus.PENDING)
+    jobs = Job.objects.filter(memory__agent_id=agent_id)
+    waiting = list(pending.filter(review_needed=True).order_by("created_at", "position")[:10])
+    return {
+        "mode": mode_of(config),
+        "mutationsFrozen": config.mutations_frozen,
+        "agentId": agent_id,
+        "jobs": {
+            status: jobs.filter(status=status).count()
+            for status in (JobStatus.PENDING, JobStatus.LEASED, JobStatus.DEAD)
+        },
+        "pendingProposals": pending.count(),
+        "contradictions": pending.filter(review_needed=True).count(),
+        "contradictionsWaiting": [proposal_json(proposal) for proposal in waiting],
+        "note": "Proposals are approved or rejected by people in the dashboard, never by agents.",
+    }

@@ -1,0 +1,53 @@
+"""The entity graph browser: entities by mentions (searchable), and one entity with its relations
+and the memories that mention it."""
+
+from __future__ import annotations
+
+from django.core.paginator import Paginator
+from django.db.models import Count, Q
+from django.shortcuts import get_object_or_404
+from django.views.decorators.http import require_GET
+
+from dashboard.access import role_required
+from dashboard.forms import EntitySearchForm
+from dashboard.htmx import render_page
+from memory.models import Entity, MemoryEntityMention
+
+ENTITY_PAGE_SIZE = 50
+MEMORY_PAGE_SIZE = 50
+
+
+@role_required("viewer")
+@require_GET
+def entities(request):
+    form = EntitySearchForm(request.GET)
+    query = form.cleaned_data["q"].strip() if form.is_valid() else ""
+    rows = Entity.objects.annotate(
+        memory_count=Count("memory_mentions", filter=Q(memory_mentions__memory__is_deleted=False))
+    ).order_by("-mentions", "canonical_name", "id")
+    if query:
+        rows = rows.filter(Q(name__icontains=query) | Q(canonical_name__icontains=query))
+    page = Paginator(rows, ENTITY_PAGE_SIZE).get_page(request.GET.get("page"))
+    context = {"form": form, "query": query, "page": page}
+    return render_page(request, "dashboard/entities.html", "entity-list", context)
+
+
+@role_required("viewer")
+@require_GET
+def entity(request, entity_id: int):
+    entity = get_object_or_404(Entity, pk=entity_id)
+    outgoing = list(
+        entity.outgoing.select_related("target").order_by("-mentions", "-confidence", "id")
+    )
+    incoming = list(
+        entity.incoming.select_related("source").order_by("-mentions", "-confidence", "id")
+    )
+    mentions = (
+        MemoryEntityMention.objects.filter(entity=entity)
+        .select_related("memory")
+        .defer("memory__normalized_content")
+        .order_by("memory__is_deleted", "-memory__created_at", "id")
+    )
+    page = Paginator(mentions, MEMORY_PAGE_SIZE).get_page(request.GET.get("page"))
+    context = {"entity": entity, "outgoing": outgoing, "incoming": incoming, "page": page}
+    return render_page(request, "dashboard/entity.html", "entity-memories", context)

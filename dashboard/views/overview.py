@@ -1,0 +1,60 @@
+"""The overview page (counts and charts of the whole store) and the mode banner every page polls."""
+
+from __future__ import annotations
+
+from django.db.models import Count, Min, Q
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from dashboard import charts
+from dashboard.access import role_required
+from memory.models import DERIVED_SOURCE_TYPE, Job, Memory
+from pipeline.models import Proposal
+from pipeline.status import banner_context
+
+
+@role_required("viewer")
+@require_GET
+def overview(request):
+    jobs = dict(
+        Job.objects.values_list("status").annotate(n=Count("id")).values_list("status", "n")
+    )
+    counts = Proposal.objects.aggregate(
+        pending=Count("id", filter=Q(status="pending")),
+        review_needed=Count("id", filter=Q(status="pending", review_needed=True)),
+        stale=Count("id", filter=Q(status="stale")),
+        skipped=Count("id", filter=Q(status="skipped")),
+        oldest=Min("created_at", filter=Q(status="pending")),
+    )
+    memories = Memory.objects.aggregate(
+        live=Count("id", filter=Q(is_deleted=False)),
+        derived=Count("id", filter=Q(is_deleted=False, source_type=DERIVED_SOURCE_TYPE)),
+        deleted=Count("id", filter=Q(is_deleted=True)),
+    )
+    days, by_action, by_status = charts.per_day(30)
+    context = {
+        "jobs": {
+            status: jobs.get(status, 0)
+            for status in ("pending", "leased", "completed", "dead", "cancelled")
+        },
+        "counts": counts,
+        "memories": memories,
+        "action_chart": charts.stacked_bars(
+            days, by_action, charts.ACTION_COLOURS, "Proposals per day by action"
+        ),
+        "outcome_chart": charts.stacked_bars(
+            days, by_status, charts.OUTCOME_COLOURS, "Proposals per day by outcome"
+        ),
+        "action_colours": charts.ACTION_COLOURS,
+        "outcome_colours": charts.OUTCOME_COLOURS,
+        "approval": charts.approval_rates(),
+        "histogram": charts.confidence_histogram(),
+    }
+    return render(request, "dashboard/overview.html", context)
+
+
+@role_required("viewer")
+@require_GET
+def banner(request):
+    """The banner, plus the nav's review counts swapped out of band: both show the same numbers."""
+    return render(request, "base.html#mode-banner", {**banner_context(), "nav_counts_oob": True})

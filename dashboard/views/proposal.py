@@ -1,0 +1,37 @@
+"""One proposal: its source, target and diff, the candidates and model calls behind it, and the
+decision form (decisions post to review.decide, undo and revert to proposal_actions)."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404, render
+from django.views.decorators.http import require_GET
+
+from dashboard.access import role_required
+from pipeline.models import LlmCall, Proposal
+from pipeline.safety import has_secret
+
+
+@role_required("viewer")
+@require_GET
+def proposal(request, proposal_id: str):
+    p = get_object_or_404(
+        Proposal.objects.select_related("source_memory", "target_memory", "job", "created_memory"),
+        id=proposal_id,
+    )
+    calls = list(LlmCall.objects.filter(job_id=p.job_id).order_by("created_at", "id"))
+    # After a retry the job logged calls of several attempts; the last ones made this proposal.
+    extract_call = next((c for c in reversed(calls) if c.kind == "extract"), None)
+    decide_call = next(
+        (c for c in reversed(calls) if c.kind == "decide" and c.fact_index == p.position), None
+    )
+    result = p.job.result or {}
+    context = {
+        "p": p,
+        "has_secret": has_secret(p.safety),
+        "extract_call": extract_call,
+        "decide_call": decide_call,
+        "warnings": result.get("warnings", []),
+        "siblings": Proposal.objects.filter(job_id=p.job_id).exclude(id=p.id).order_by("position"),
+        "target_changed": bool(p.target_memory and p.target_memory.version != p.target_version),
+    }
+    return render(request, "dashboard/proposal.html", context)

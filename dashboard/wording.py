@@ -1,0 +1,98 @@
+"""What the dashboard says about decisions: outcome notes, refusals as capitalised sentences with a
+next step, and why a proposal is waiting, in words rather than codes."""
+
+from __future__ import annotations
+
+from django.utils.text import capfirst
+
+from memory.writes import Refused
+from pipeline.models import Proposal, ProposalStatus
+
+# What a reviewer can do next, by refusal code (the message itself says what happened).
+NEXT_STEPS = {
+    "already_decided": "Reload the queue to see what is still waiting.",
+    "already_reverted": "Open the proposal to undo the revert.",
+    "duplicate_content_hash": "Use “Keep both” or “Delete the old one” instead.",
+    "source_forgotten": "Reject it, or recover the raw memory first.",
+    "not_found": "Reload the page.",
+    "version_conflict": "Reload the page and decide again.",
+    "no_snapshot": "Open the memory and edit it by hand.",
+    "pinned_requires_force": "Tick “pinned: apply anyway” and decide again to confirm.",
+}
+
+# Why a pending proposal was held when the pipeline recorded it (Proposal.blocked_reason).
+WAITING = {
+    "shadow_mode": "held for review: shadow mode writes nothing by itself",
+    "mutations_frozen": "held: the emergency brake was on when it was recorded",
+    "destructive_mutations_disabled": "waits for a reviewer: this mode never applies UPDATE or "
+    "DELETE by itself",
+    "contradiction_review": "waits for a reviewer: it contradicts an existing memory",
+    "pinned_target": "waits for a reviewer: the memory it changes is pinned",
+    "safety_review": "waits for a reviewer: a safety finding",
+    "target_changed": "stale: the memory it changes was edited since the decision",
+    "target_deleted": "stale: the memory it changes was deleted since the decision",
+}
+FROZEN_NOW = "held: the emergency brake is on, nobody can apply it until an admin lifts it"
+
+
+def sentence(text: str) -> str:
+    text = capfirst((text or "").strip())
+    return text if not text or text[-1] in ".?!" else text + "."
+
+
+def refusal(refused: Refused) -> str:
+    """The refusal as a sentence, followed by what to do next when the message does not say."""
+    text = sentence(refused.message)
+    if refused.code == "duplicate_content_hash" and refused.details.get("duplicateMemoryId"):
+        text = f"{text[:-1]} (memory {refused.details['duplicateMemoryId'][:8]})."
+    step = NEXT_STEPS.get(refused.code)
+    if refused.code == "already_decided" and refused.details.get("currentStatus") == "stale":
+        step = None  # the message already says: compare and re-decide
+    return f"{text} {step}" if step else text
+
+
+def waiting(proposal: Proposal, banner_key: str | None = None) -> str:
+    """Why a proposal waits, as it is now: the brake overrides what was recorded at the time."""
+    if banner_key == "frozen" and proposal.status in {
+        ProposalStatus.PENDING,
+        ProposalStatus.SKIPPED,
+        ProposalStatus.STALE,
+    }:
+        return FROZEN_NOW
+    reason = proposal.blocked_reason
+    return WAITING.get(reason, f"waiting: {reason}") if reason else ""
+
+
+def outcome(proposal: Proposal, reviewer: str) -> str:
+    """The row note after a reviewer decision, saying what happened to which memory."""
+    kept_both = proposal.action == "add" and proposal.target_memory_id is not None
+    if proposal.status == ProposalStatus.APPLIED:
+        if proposal.action == "delete" and proposal.deduped_existing_id:
+            holder = (
+                "its raw memory"
+                if proposal.deduped_existing_id == proposal.source_memory_id
+                else f"memory {proposal.deduped_existing_id[:8]}"
+            )
+            return (
+                f"Approved by {reviewer}: replaced. The old memory is retired and its trail "
+                f"links to {holder}, which already holds the new text."
+            )
+        if kept_both:
+            return f"Approved by {reviewer}: kept both. The new fact is a memory of its own."
+        verb = {"add": "added", "update": "updated", "delete": "deleted"}[proposal.action]
+        return f"Approved by {reviewer}: memory {verb}."
+    if proposal.status == ProposalStatus.DEDUPED:
+        where = (
+            "its raw memory"
+            if proposal.deduped_existing_id == proposal.source_memory_id
+            else f"memory {(proposal.deduped_existing_id or '')[:8]}"
+        )
+        if kept_both:
+            return (
+                f"Approved by {reviewer}: kept both. The old memory stays, and the new text is "
+                f"already stored as {where}, so nothing new was written."
+            )
+        return f"Approved by {reviewer}: nothing new was written, {where} already holds this text."
+    if proposal.status == ProposalStatus.REJECTED:
+        return f"Rejected by {reviewer}: {proposal.review_note}"
+    return sentence(f"This proposal is {proposal.status}")

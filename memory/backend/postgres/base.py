@@ -1,0 +1,74 @@
+"""PostgreSQL backend: Django's own, plus a check on every new connection that the server offers
+the pgvector extension (`vector`), and session settings for filtered HNSW searches.
+
+Without the extension the store cannot keep vectors, so the process fails at its first query
+with a message naming the extension instead of failing later inside a migration or a search.
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import ImproperlyConfigured
+from django.db.backends.postgresql import base as postgres_base
+from psycopg.types.string import StrDumperUnknown
+
+EXTENSION = "vector"
+
+# Filtered KNN (one embedding model among several) must still return k rows: pgvector 0.8 keeps
+# scanning the HNSW graph until LIMIT rows pass the filter. relaxed_order may return rows slightly
+# out of order; the vector module re-sorts them. Setting these before the extension's library is
+# loaded in a session is allowed: PostgreSQL keeps them as placeholders until it loads.
+SESSION_SETTINGS = {"hnsw.iterative_scan": "relaxed_order", "hnsw.ef_search": "100"}
+
+
+def prepare_session(cursor, name: str = EXTENSION) -> str | None:
+    """Apply SESSION_SETTINGS; return why the server cannot give this database the extension, or
+    None when it can (one round trip when the extension is installed, the usual case)."""
+    settings_sql = ", ".join("set_config(%s, %s, false)" for _ in SESSION_SETTINGS)
+    cursor.execute(
+        f"SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = %s), {settings_sql}",
+        [name, *(part for item in SESSION_SETTINGS.items() for part in item)],
+    )
+    if cursor.fetchone()[0]:
+        return None
+    return extension_problem(cursor, name)
+
+
+def extension_problem(cursor, name: str = EXTENSION) -> str | None:
+    """Why the server cannot give this database the extension, or None when it can."""
+    cursor.execute("SELECT installed_version FROM pg_available_extensions WHERE name = %s", [name])
+    if cursor.fetchone() is None:
+        cursor.execute("SELECT current_setting('server_version')")
+        version = cursor.fetchone()[0]
+        return (
+            f"PostgreSQL {version} does not offer the '{name}' extension (pgvector), which the "
+            "memory store needs for its vector index. Install pgvector 0.8 or later on the "
+            "database server (then `CREATE EXTENSION vector;`), or unset DATABASE_URL to use "
+            "the embedded SQLite store."
+        )
+    return None
+
+
+class NulSafeStrDumper(StrDumperUnknown):
+    """PostgreSQL text cannot hold NUL (0x00), which SQLite stores: U+FFFD takes its place, so
+    a model reply or a memory with a stray NUL is kept instead of failing the whole write."""
+
+    def dump(self, obj: str):
+        return super().dump(obj.replace("\x00", "\ufffd"))
+
+
+class DatabaseWrapper(postgres_base.DatabaseWrapper):
+    def get_new_connection(self, conn_params):
+        connection = super().get_new_connection(conn_params)
+        connection.adapters.register_dumper(str, NulSafeStrDumper)
+        return connection
+
+    def init_connection_state(self):
+        super().init_connection_state()
+        with self.connection.cursor() as cursor:
+            problem = prepare_session(cursor, EXTENSION)
+        if not self.get_autocommit():
+            self.connection.commit()
+        if problem is not None:
+            self.connection.close()
+            self.connection = None
+            raise ImproperlyConfigured(problem)

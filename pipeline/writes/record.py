@@ -1,0 +1,632 @@
+"""The job's one write and its gates: proposals, audits, applied changes, vectors, call log and
+completion in one transaction, plus the guarded apply a reviewer's approval shares.
+
+The write is batched so the write lock is held briefly: one lookup for the dedupe and suppression
+checks of every fact, then one insert per table (memories, proposals, audits, vectors, entity
+mentions) whatever the number of facts. UPDATE and DELETE still go through the guarded one-by-one
+paths (they are rare, and each takes its target's lock and version check).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db import transaction
+from django.db.models import CharField, F
+from django.db.models.functions import Cast
+from django.utils import timezone
+
+from memory import queue, writes
+from memory.backend import lock_contents
+from memory.content import NormalizedContent, normalize
+from memory.models import ActorType, ExtractionStatus, Job, JobStatus, Memory
+from memory.writes import Actor, BatchedWrite, Refused, Vector
+from pipeline import grounding, safety
+from pipeline.config import (
+    PIPELINE_ACTOR,
+    PIPELINE_NAME,
+    SHADOW_ACTOR,
+    applied_automatically,
+    get_config,
+    mode_of,
+    policy_mode,
+    write_policy,
+)
+from pipeline.llm.prompts import PROMPT_VERSION
+from pipeline.models import (
+    RISK_OF,
+    PipelineConfig,
+    Proposal,
+    ProposalStatus,
+    RejectionFingerprint,
+    TripleReview,
+)
+from pipeline.writes.jobs import Claim, held, log_calls
+
+REQUEUED = "the source memory was edited while the job ran: it runs again on the current text"
+
+
+@dataclass
+class JobOutcome:
+    """Everything a job computed outside the transaction, ready for one atomic write."""
+
+    claim: Claim
+    provider: str
+    model: str
+    facts: list = field(default_factory=list)
+    entities: list = field(default_factory=list)
+    decisions: list = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    calls: list = field(default_factory=list)
+    source_vector: Vector | None = None
+    fact_vectors: dict[str, Vector] = field(default_factory=dict)
+    mode: str = "shadow"
+    # The text the model read and its content hash: a source edited since is not written over.
+    source_hash: str | None = None
+    source_text: str | None = None
+    agent_id: str | None = None
+
+
+@dataclass
+class JobWrite:
+    """What every proposal of one record write shares."""
+
+    job: Job
+    source: Memory
+    config: PipelineConfig
+    mode: str  # recorded on each proposal and in the result
+    policy: str  # the WRITE_POLICY row: the mode, or the emergency brake
+    outcome: JobOutcome
+    stats: dict[str, int]
+    at: datetime
+    batch: BatchedWrite
+    # Content hash -> the agent's active memory with that content, looked up once for every fact
+    # and kept in step with what this write adds, updates and deletes.
+    active: dict[str, str] = field(default_factory=dict)
+    rejected: dict[str, int] = field(default_factory=dict)  # fingerprint -> rejection pk
+    ready: dict[int, Ready] = field(default_factory=dict)  # id(decided) -> its prepared rows
+
+
+@dataclass
+class Ready:
+    """One decided fact made ready before the write opens (no database): its annotated proposal
+    and, for an ADD, the memory it would derive. The gates inside the write only pick statuses."""
+
+    proposal: Proposal
+    text: NormalizedContent
+    derived: writes.Derived | None = None
+
+
+def _blank_stats() -> dict[str, int]:
+    return dict.fromkeys(
+        (
+            "added",
+            "updated",
+            "deleted",
+            "deduped",
+            "skippedLowConfidence",
+            "blockedDestructive",
+            "reviewNeeded",
+            "stale",
+            "pending",
+            "recorded",
+            "embeddingsAdded",
+        ),
+        0,
+    )
+
+
+def record_job(outcome: JobOutcome) -> dict | None:
+    """The job's one write: proposals, audits, applied changes, vectors, call log, completion.
+
+    The source memory and the mode are read again inside the transaction: a memory forgotten or
+    edited, or a brake pulled, while the model was thinking wins over what the job decided.
+    """
+    now = timezone.now()
+    # Everything that needs no database is done before the write lock is taken.
+    ready = {}
+    if outcome.source_text is not None and outcome.agent_id is not None:
+        ready = {
+            id(d): prepare(d, outcome, outcome.source_text, outcome.agent_id, now)
+            for d in outcome.decisions
+        }
+    with transaction.atomic():
+        job = held(outcome.claim)
+        if job is None:
+            return None
+        log_calls(job.id, outcome.calls, now)
+        source = Memory.objects.get(id=job.memory_id)
+        if source.is_deleted:
+            result = {"cancelled": "source memory was forgotten", "warnings": outcome.warnings}
+            Job.objects.filter(id=job.id).update(
+                status=JobStatus.CANCELLED,
+                result=result,
+                completed_at=now,
+                leased_at=None,
+                updated_at=now,
+            )
+            return result
+        if outcome.source_hash is not None and source.content_hash != outcome.source_hash:
+            return _requeue(job, outcome, now)
+        config = get_config()
+        mode = mode_of(config)
+        if mode == "disabled":
+            mode = "shadow"  # disabled while running: record, never write
+        write = JobWrite(
+            job=job,
+            source=source,
+            config=config,
+            mode=mode,
+            policy=policy_mode(mode, mutations_frozen=config.mutations_frozen),
+            outcome=outcome,
+            stats=_blank_stats(),
+            at=now,
+            batch=BatchedWrite(at=now),
+            ready=ready,
+        )
+        # PostgreSQL: a fact another job is writing right now is waited for, then deduped.
+        lock_contents(source.agent_id, [r.text.hash for r in ready.values()])
+        _look_up(write)
+        if outcome.source_vector is not None:
+            write.batch.store_vector(source, outcome.source_vector)
+        # Looked up by name on every call: fault tests wrap it to fail inside the open write.
+        proposals = [write_proposal(decided, write) for decided in outcome.decisions]
+        write.batch.flush_memories()
+        Proposal.objects.bulk_create(proposals)
+        write.batch.flush()
+        TripleReview.objects.bulk_create(
+            [
+                TripleReview(
+                    job=job,
+                    source_memory=source,
+                    position=index,
+                    source=triple.source,
+                    source_type=triple.source_type,
+                    relationship=triple.relationship,
+                    target=triple.target,
+                    target_type=triple.target_type,
+                    confidence=triple.confidence,
+                    created_at=now,
+                )
+                for index, triple in enumerate(outcome.entities)
+            ]
+        )
+        result = {
+            "facts": [fact.as_dict() for fact in outcome.facts],
+            "entities": [entity.as_dict() for entity in outcome.entities],
+            "proposals": [_summary(p) for p in proposals],
+            "writeMode": mode,
+            "writeStats": write.stats,
+            "warnings": outcome.warnings,
+            "provider": outcome.provider,
+            "model": outcome.model,
+            # The lease of the attempt that wrote this: the job page times that attempt alone.
+            "leasedAt": outcome.claim.leased_at.isoformat(),
+        }
+        writes.set_extraction_status([source.id], ExtractionStatus.COMPLETED, model=outcome.model)
+        Job.objects.filter(id=job.id).update(
+            status=JobStatus.COMPLETED,
+            result=result,
+            completed_at=now,
+            leased_at=None,
+            error=None,
+            updated_at=now,
+        )
+    return result
+
+
+def _requeue(job: Job, outcome: JobOutcome, now: datetime) -> dict:
+    """The source was edited after the model read it: no vector and no proposal from the old text;
+    the job goes back to the queue (its attempt given back: an edit is not a failure)."""
+    result = {"requeued": REQUEUED, "warnings": outcome.warnings}
+    Job.objects.filter(id=job.id).update(
+        status=JobStatus.PENDING,
+        result=result,
+        attempts=F("attempts") - 1,
+        leased_at=None,
+        next_attempt_at=None,
+        updated_at=now,
+    )
+    transaction.on_commit(lambda: queue.hand_off(job.id))
+    return result
+
+
+def _summary(p: Proposal) -> dict:
+    return {
+        "id": p.id,
+        "action": p.action,
+        "status": p.status,
+        "fact": {
+            "content": p.fact_content,
+            "type": p.fact_type,
+            "confidence": p.fact_confidence,
+        },
+        "targetMemoryId": p.target_memory_id,
+        "targetContent": p.target_content,
+        "confidence": p.confidence,
+        "reason": p.reason,
+        "reviewNeeded": p.review_needed,
+        "blockedReason": p.blocked_reason,
+        "skippedReason": p.skipped_reason,
+        "createdMemoryId": p.created_memory_id,
+        "updatedMemoryId": p.updated_memory_id,
+        "deletedMemoryId": p.deleted_memory_id,
+        "dedupedExistingId": p.deduped_existing_id,
+        "supported": p.supported,
+        "safety": p.safety_kinds,
+    }
+
+
+def _target_id(decided) -> str | None:
+    return decided.target.candidate.memory_id if decided.target else None
+
+
+def _look_up(write: JobWrite) -> None:
+    """One query for every fact: the agent's active memories with an ADD fact's content, and the
+    active rejections a proposal of this job would repeat."""
+    decisions = write.outcome.decisions
+    agent_id = write.source.agent_id
+    hashes = {normalize(d.fact.content).hash for d in decisions if d.action == "add"}
+    prints = {
+        fingerprint(d.action, d.fact.content, _target_id(d))
+        for d in decisions
+        if d.action != "none"
+    }
+    parts = []
+    if hashes:
+        parts.append(
+            Memory.objects.filter(
+                agent_id=agent_id, is_deleted=False, content_hash__in=hashes
+            ).values_list("content_hash", "id")
+        )
+    if prints:
+        parts.append(
+            RejectionFingerprint.objects.filter(
+                agent_id=agent_id, active=True, fingerprint__in=prints
+            )
+            .annotate(ref=Cast("pk", CharField()))
+            .values_list("fingerprint", "ref")
+        )
+    if not parts:
+        return
+    rows = parts[0].union(parts[1], all=True) if len(parts) == 2 else parts[0]
+    for key, ref in rows:
+        if key in hashes:
+            write.active[key] = ref
+        if key in prints:
+            write.rejected[key] = int(ref)
+
+
+def _decision_audit(proposal: Proposal, actor: Actor, write: JobWrite) -> None:
+    contradiction = proposal.contradiction or {}
+    outcome = write.outcome
+    write.batch.audit(
+        write.source.id,
+        "none",
+        actor=actor,
+        reason=proposal.reason,
+        metadata={
+            "proposalId": proposal.id,
+            "status": proposal.status,
+            "shadow": actor is SHADOW_ACTOR,
+            "proposedAction": proposal.action,
+            "targetMemoryId": proposal.target_memory_id,
+            "targetContent": proposal.target_content,
+            "confidence": proposal.confidence,
+            "fact": {
+                "content": proposal.fact_content,
+                "type": proposal.fact_type,
+                "confidence": proposal.fact_confidence,
+            },
+            "extractionModel": outcome.model,
+            "factCount": len(outcome.facts),
+            "entityCount": len(outcome.entities),
+            "createdMemoryId": proposal.created_memory_id,
+            "updatedMemoryId": proposal.updated_memory_id,
+            "deletedMemoryId": proposal.deleted_memory_id,
+            "dedupedExistingId": proposal.deduped_existing_id,
+            "blockedReason": proposal.blocked_reason,
+            "reviewNeeded": proposal.review_needed,
+            "contradictionRisk": bool(contradiction.get("flagged")),
+            "skippedReason": proposal.skipped_reason,
+        },
+    )
+
+
+def prepare(decided, outcome: JobOutcome, source_text: str, agent_id: str, at) -> Ready:
+    """A decided fact's proposal (annotated) and, for an ADD, its derived memory: no database."""
+    fact = decided.fact
+    target = decided.target
+    flagged = decided.contradiction
+    proposal = Proposal(
+        job_id=outcome.claim.job_id,
+        source_memory_id=outcome.claim.memory_id,
+        agent_id=agent_id,
+        action=decided.action,
+        fact_content=fact.content,
+        fact_type=fact.type,
+        fact_confidence=fact.confidence,
+        target_memory_id=target.candidate.memory_id if target else None,
+        target_version=target.version if target else None,
+        target_content=target.candidate.content if target else None,
+        confidence=decided.confidence,
+        reason=decided.reason,
+        review_needed=bool(flagged and flagged.flagged),
+        contradiction=flagged.as_dict() if flagged else None,
+        candidates=[c.as_dict() for c in decided.candidates],
+        model=outcome.model,
+        prompt_version=PROMPT_VERSION,
+        # The fact's index in the extraction, so the decide call log lines up.
+        position=decided.fact_index,
+        risk=RISK_OF.get(decided.action, 3),
+        created_at=at,
+        updated_at=at,
+    )
+    annotate(proposal, source_text)
+    text = normalize(fact.content)
+    ready = Ready(proposal, text)
+    if decided.action == "add":
+        try:
+            ready.derived = writes.derived(
+                fact.content,
+                type=fact.type,
+                agent_id=agent_id,
+                source_id=outcome.claim.memory_id,
+                who=PIPELINE_NAME,
+                why="extracted-fact",
+                importance=fact.confidence,
+                extraction_model=outcome.model,
+                actor=PIPELINE_ACTOR,
+                reason=decided.reason,
+                at=at,
+                vector=outcome.fact_vectors.get(text.hash),
+                metadata=_derive_metadata(proposal),
+            )
+        except Refused:
+            pass  # no visible content: the empty-content gate skips it
+    return ready
+
+
+def write_proposal(decided, write: JobWrite) -> Proposal:
+    """One decided fact: its proposal through the gates, applied where the policy allows, audited.
+
+    The proposal and its audit are written with the others at the end of the write.
+    """
+    ready = write.ready.get(id(decided)) or prepare(
+        decided, write.outcome, write.source.content, write.source.agent_id, write.at
+    )
+    proposal = ready.proposal
+    proposal.mode = write.mode
+    stats = write.stats
+    actor = SHADOW_ACTOR if write.mode == "shadow" else PIPELINE_ACTOR
+    vector = write.outcome.fact_vectors.get(ready.text.hash)
+    if proposal.review_needed:
+        stats["reviewNeeded"] += 1
+    rejected = write.rejected.get(proposal.fingerprint) if proposal.action != "none" else None
+    if write_policy(write.policy, decided.action).outcome == "recorded":
+        proposal.status = ProposalStatus.RECORDED
+        stats["recorded"] += 1
+    elif rejected is not None:
+        # A reviewer already rejected this exact proposal: record it, do not queue it again.
+        proposal.status = ProposalStatus.SUPPRESSED
+        proposal.skipped_reason = "rejected_before"
+        RejectionFingerprint.objects.filter(pk=rejected).update(
+            hits=F("hits") + 1, updated_at=write.at
+        )
+        stats["suppressed"] = stats.get("suppressed", 0) + 1
+    elif _writes_anything(write.policy) and safety.needs_review(proposal.safety):
+        proposal.status, proposal.blocked_reason = ProposalStatus.PENDING, "safety_review"
+        held_as = "blockedDestructive" if proposal.is_destructive else "heldForSafety"
+        stats[held_as] = stats.get(held_as, 0) + 1
+    elif decided.action == "add":
+        _gate_add(proposal, write, ready)
+    else:
+        _gate_destructive(proposal, write, vector)
+    if proposal.status == ProposalStatus.PENDING:
+        stats["pending"] += 1
+    _decision_audit(proposal, actor, write)
+    return proposal
+
+
+def _writes_anything(policy: str) -> bool:
+    """False for the modes that apply nothing (shadow, the brake): their reason comes first."""
+    return bool(applied_automatically(policy))
+
+
+def _hold(proposal: Proposal, reason: str | None) -> None:
+    proposal.status, proposal.blocked_reason = ProposalStatus.PENDING, reason
+
+
+def _dedupe(proposal: Proposal, write: JobWrite, existing_id: str) -> None:
+    proposal.status, proposal.deduped_existing_id = ProposalStatus.DEDUPED, existing_id
+    write.stats["deduped"] += 1
+
+
+def _gate_add(proposal: Proposal, write: JobWrite, ready: Ready) -> None:
+    """The seed's ADD gates, in its order: confidence, then empty content, then an active
+    duplicate (so a low-confidence duplicate is skipped for its confidence, not deduped)."""
+    stats, config = write.stats, write.config
+    text = ready.text
+    existing = write.active.get(text.hash)
+    policy = write_policy(write.policy, "add")
+    if policy.outcome != "applied":
+        if existing is not None:  # a duplicate is never queued for review
+            _dedupe(proposal, write, existing)
+        else:
+            _hold(proposal, policy.blocked_reason)
+        return
+    if proposal.fact_confidence < config.min_fact_confidence_for_write:
+        proposal.status, proposal.skipped_reason = ProposalStatus.SKIPPED, "low_fact_confidence"
+        stats["skippedLowConfidence"] += 1
+        return
+    if ready.derived is None or not text.normalized.strip(".,!?;: "):
+        proposal.status, proposal.skipped_reason = ProposalStatus.SKIPPED, "empty_fact_content"
+        stats["skippedLowConfidence"] += 1
+        return
+    if existing is not None:
+        _dedupe(proposal, write, existing)
+        return
+    memory = write.batch.add(ready.derived)
+    write.active[text.hash] = memory.id
+    proposal.status, proposal.created_memory_id = ProposalStatus.APPLIED, memory.id
+    proposal.decided_by, proposal.decided_at = PIPELINE_NAME, proposal.created_at
+    stats["added"] += 1
+    if ready.derived.vector is not None:
+        stats["embeddingsAdded"] += 1
+
+
+def _gate_destructive(proposal: Proposal, write: JobWrite, vector: Vector | None) -> None:
+    stats, config = write.stats, write.config
+    policy = write_policy(write.policy, proposal.action)
+    if not _writes_anything(write.policy):
+        _hold(proposal, policy.blocked_reason)
+        return
+    if policy.outcome != "applied":
+        # Controlled-write: UPDATE and DELETE wait for a reviewer, flagged or not (the flag stays
+        # on the proposal as reviewNeeded).
+        _hold(proposal, policy.blocked_reason)
+        stats["blockedDestructive"] += 1
+        return
+    if proposal.review_needed:
+        # Flagged contradictions are never applied automatically, in any mode.
+        _hold(proposal, "contradiction_review")
+        stats["blockedDestructive"] += 1
+        return
+    # The memories this write added must exist before a guarded path checks content against them.
+    write.batch.flush_memories()
+    target = Memory.objects.select_for_update().filter(id=proposal.target_memory_id).first()
+    if target is None or target.is_deleted or target.version != proposal.target_version:
+        proposal.status = ProposalStatus.STALE
+        proposal.blocked_reason = (
+            "target_deleted" if target is None or target.is_deleted else "target_changed"
+        )
+        stats["stale"] += 1
+        return
+    if target.pinned:
+        _hold(proposal, "pinned_target")
+        stats["blockedDestructive"] += 1
+        return
+    if proposal.fact_confidence < config.min_fact_confidence_for_write:
+        proposal.status, proposal.skipped_reason = ProposalStatus.SKIPPED, "low_fact_confidence"
+        stats["skippedLowConfidence"] += 1
+        return
+    old_hash = target.content_hash
+    try:
+        with transaction.atomic():  # savepoint: a refusal leaves no cold snapshot behind
+            apply_destructive(proposal, target, proposal.fact_content, PIPELINE_ACTOR, vector)
+    except Refused as refused:
+        proposal.status = ProposalStatus.SKIPPED
+        proposal.skipped_reason = f"{proposal.action}_{refused.code}"
+        return
+    if write.active.get(old_hash) == target.id:
+        del write.active[old_hash]
+    if proposal.action == "update":
+        write.active[target.content_hash] = target.id
+    proposal.status = ProposalStatus.APPLIED
+    proposal.decided_by, proposal.decided_at = PIPELINE_NAME, proposal.created_at
+    stats["updated" if proposal.action == "update" else "deleted"] += 1
+
+
+def _derive_metadata(proposal: Proposal) -> dict:
+    """What a derived memory's `created` audit says about the proposal that made it."""
+    return {
+        "proposalId": proposal.id,
+        "proposedAction": proposal.action,
+        "sourceMemoryId": proposal.source_memory_id,
+        "decisionConfidence": proposal.confidence,
+        "factConfidence": proposal.fact_confidence,
+        "extractionModel": proposal.model,
+    }
+
+
+# --- the guarded apply, shared with a reviewer's approval ----------------------------------------
+
+
+def derive_memory(
+    proposal: Proposal, content: str, actor: Actor, vector: Vector | None, *, reason: str
+) -> writes.RememberResult:
+    """The memory an ADD creates (or the active duplicate it meets), inside the caller's write."""
+    source = proposal.source_memory
+    return writes.derive_in_transaction(
+        content,
+        type=proposal.fact_type,
+        agent_id=source.agent_id,
+        source_id=source.id,
+        who=PIPELINE_NAME,
+        why="extracted-fact",
+        importance=proposal.fact_confidence,
+        extraction_model=proposal.model,
+        actor=actor,
+        reason=reason,
+        vector=vector,
+        metadata=_derive_metadata(proposal),
+    )
+
+
+def apply_destructive(
+    proposal: Proposal,
+    target: Memory,
+    content: str,
+    actor: Actor,
+    vector: Vector | None,
+    *,
+    reason: str | None = None,
+) -> None:
+    """UPDATE through the modify path, DELETE through the forget path (soft, cold copy first)."""
+    metadata = {"proposalId": proposal.id, "sourceMemoryId": proposal.source_memory_id}
+    if proposal.action == "update":
+        writes.modify_in_transaction(
+            target,
+            {"content": content, "type": proposal.fact_type},
+            actor=actor,
+            reason=reason or proposal.reason,
+            if_version=proposal.target_version,
+            vector=vector,
+            archive_reason="superseded",
+            metadata=metadata,
+        )
+        proposal.updated_memory = target
+    else:
+        writes.forget_in_transaction(
+            target,
+            actor=actor,
+            reason=reason or proposal.reason,
+            force=actor.type == ActorType.OPERATOR,
+            if_version=proposal.target_version,
+            archive_reason="pipeline_delete"
+            if actor.type == ActorType.PIPELINE
+            else "review_delete",
+            metadata=metadata,
+        )
+        proposal.deleted_memory = target
+
+
+# --- annotation and suppression lookup ------------------------------------------------------------
+
+
+def fingerprint(action: str, fact: str, target_id: str | None) -> str:
+    """Same action + same normalised fact + same target = the same proposal."""
+    basis = f"{action}|{normalize(fact).normalized}|{target_id or ''}"
+    return hashlib.sha256(basis.encode("utf-8")).hexdigest()
+
+
+def annotate(proposal: Proposal, raw: str) -> None:
+    """Fingerprint, supporting spans of the raw memory and safety findings (no model call)."""
+    proposal.fingerprint = fingerprint(
+        proposal.action, proposal.fact_content, proposal.target_memory_id
+    )
+    proposal.grounding = grounding.spans(raw, proposal.fact_content)
+    proposal.supported = grounding.is_supported(proposal.grounding)
+    proposal.safety = [finding.as_dict() for finding in safety.scan(proposal.fact_content)]
+    proposal.safety_kinds = ",".join(sorted({finding["kind"] for finding in proposal.safety}))
+
+
+def suppression_for(proposal: Proposal) -> RejectionFingerprint | None:
+    """The active rejection this proposal repeats, if a reviewer rejected the same one before."""
+    if proposal.action == "none":
+        return None
+    return RejectionFingerprint.objects.filter(
+        agent_id=proposal.agent_id, fingerprint=proposal.fingerprint, active=True
+    ).first()

@@ -1,0 +1,613 @@
+"""Reviewer decisions, each exactly once in one transaction: approve (the job's guarded apply),
+reject (remembered as a suppression fingerprint), reopen, unsuppress, revert, undo a decision,
+entity triples."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from memory import writes
+from memory.content import normalize
+from memory.models import Memory
+from memory.writes import Actor, Refused, Vector, audit
+from pipeline.config import get_config
+from pipeline.models import (
+    RISK_OF,
+    Proposal,
+    ProposalStatus,
+    RejectionFingerprint,
+    TripleReview,
+    TripleStatus,
+)
+from pipeline.writes.record import apply_destructive, derive_memory
+
+APPROVABLE = {ProposalStatus.PENDING, ProposalStatus.SKIPPED}
+REJECTABLE = {ProposalStatus.PENDING, ProposalStatus.STALE}
+
+
+def _already_decided(proposal: Proposal) -> Refused:
+    who = proposal.decided_by or "nobody"
+    when = (
+        proposal.decided_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+        if proposal.decided_at
+        else "an earlier run"
+    )
+    if proposal.decided_by:
+        message = f"this proposal is already {proposal.status} (by {who} at {when})"
+    else:
+        # Nobody decided it: the pipeline recorded it this way (stale, deduped, suppressed, ...).
+        message = f"this proposal is {proposal.status}, as the pipeline recorded it; it cannot be decided here"
+        if proposal.status == ProposalStatus.STALE:
+            message = "this proposal is stale: its target changed since the decision; compare and re-decide"
+    return Refused(
+        "already_decided",
+        message,
+        # Not `status`: the API's error() already takes the HTTP status under that name.
+        currentStatus=proposal.status,
+        decidedBy=proposal.decided_by,
+        decidedAt=proposal.decided_at.isoformat() if proposal.decided_at else None,
+    )
+
+
+def _review_audit(
+    proposal: Proposal, reviewer: Actor, decision: str, note: str | None, extra: dict, at
+) -> None:
+    audit(
+        proposal.source_memory_id,
+        "reviewed",
+        actor=reviewer,
+        reason=note or f"{decision} by reviewer",
+        metadata={
+            "proposalId": proposal.id,
+            "decision": decision,
+            "action": proposal.action,
+            **extra,
+        },
+        at=at,
+    )
+
+
+# --- approve / reject -----------------------------------------------------------------------------
+
+
+def approve(
+    proposal_id: str,
+    *,
+    reviewer: Actor,
+    content: str | None = None,
+    vector: Vector | None = None,
+    action: str | None = None,
+    note: str | None = None,
+    redecide: bool = False,
+    force: bool = False,
+) -> Proposal:
+    """Apply a proposal through the same guarded write the pipeline uses, exactly once.
+
+    The confidence gate does not apply to a human; every other guard does. `action` lets the
+    contradiction workbench keep both (add) or delete instead; `redecide` re-targets a stale
+    proposal at the target's current version after the reviewer saw it side by side. Changing
+    or deleting a pinned target needs `force`, the reviewer's explicit confirmation.
+    """
+    stale_refusal = None
+    with transaction.atomic():
+        proposal = (
+            Proposal.objects.select_related("source_memory")
+            .select_for_update(of=("self",))
+            .filter(id=proposal_id)
+            .first()
+        )
+        if proposal is None:
+            raise Refused("not_found", f"proposal {proposal_id} not found")
+        if get_config().mutations_frozen:
+            raise Refused(
+                "frozen",
+                "mutations are frozen: nothing can be applied until an admin lifts the brake",
+            )
+        allowed = APPROVABLE | ({ProposalStatus.STALE} if redecide else set())
+        if proposal.status not in allowed:
+            raise _already_decided(proposal)
+        if proposal.source_memory.is_deleted:
+            raise Refused("source_forgotten", "the raw memory this fact came from was forgotten")
+        previous_status = proposal.status
+        effective = action or proposal.action
+        if effective not in {"add", "update", "delete"}:
+            raise Refused("invalid_action", f"cannot approve a '{effective}' proposal")
+        now = timezone.now()
+        text = content if content is not None and content.strip() else proposal.fact_content
+        edited = text != proposal.fact_content
+        extra: dict[str, Any] = {
+            "edited": edited,
+            "appliedAction": effective,
+            "proposedAction": proposal.action,
+        }
+        if effective == "add":
+            derived = derive_memory(
+                proposal, text, reviewer, vector, reason=note or f"approved: {proposal.reason}"
+            )
+            if derived.deduped:
+                status, proposal.deduped_existing = ProposalStatus.DEDUPED, derived.memory
+            else:
+                status, proposal.created_memory = ProposalStatus.APPLIED, derived.memory
+            if proposal.target_memory_id and proposal.action in {"update", "delete"}:
+                _keep_both_audit(proposal, derived.memory, reviewer, note, now)
+        else:
+            target = Memory.objects.select_for_update().filter(id=proposal.target_memory_id).first()
+            if target is None:
+                raise Refused("not_found", "the target memory no longer exists")
+            if redecide:
+                proposal.target_version, proposal.target_content = target.version, target.content
+            if target.is_deleted or target.version != proposal.target_version:
+                stale_refusal = Refused(
+                    "stale",
+                    "the target memory changed since the decision; compare and re-decide",
+                    currentVersion=target.version,
+                    targetVersion=proposal.target_version,
+                    currentContent=target.content,
+                )
+                Proposal.objects.filter(id=proposal.id, status=previous_status).update(
+                    status=ProposalStatus.STALE,
+                    blocked_reason="target_deleted" if target.is_deleted else "target_changed",
+                    updated_at=now,
+                )
+                _review_audit(
+                    proposal, reviewer, "stale", note, {"currentVersion": target.version}, now
+                )
+            elif target.pinned and not force:
+                raise Refused(
+                    "pinned_requires_force",
+                    f"the target memory is pinned: confirm with force to {effective} it",
+                    targetMemoryId=target.id,
+                )
+            else:
+                same_text = (
+                    writes.active_duplicate(
+                        target.agent_id, normalize(text).hash, exclude_id=target.id
+                    )
+                    if effective == "update"
+                    else None
+                )
+                if same_text is not None:
+                    # The new text is already a memory (often the raw memory itself): replacing
+                    # retires the old memory and links it to the one that holds the text.
+                    effective = "delete"
+                    _retire_for(proposal, target, same_text, reviewer, note, now)
+                    extra["replacedBy"] = same_text.id
+                else:
+                    proposal.action = effective
+                    apply_destructive(
+                        proposal,
+                        target,
+                        text if effective == "update" else "",
+                        reviewer,
+                        vector,
+                        reason=note or f"approved: {proposal.reason}",
+                    )
+                status = ProposalStatus.APPLIED
+        if stale_refusal is None:
+            claimed = Proposal.objects.filter(id=proposal.id, status=previous_status).update(
+                status=status,
+                action=effective,
+                risk=RISK_OF[effective],
+                decided_by=reviewer.name,
+                decided_at=now,
+                review_note=note,
+                applied_content=text,
+                target_version=proposal.target_version,
+                target_content=proposal.target_content,
+                created_memory=proposal.created_memory,
+                updated_memory=proposal.updated_memory,
+                deleted_memory=proposal.deleted_memory,
+                deduped_existing=proposal.deduped_existing,
+                updated_at=now,
+            )
+            if claimed != 1:
+                raise _already_decided(Proposal.objects.get(id=proposal.id))
+            _review_audit(proposal, reviewer, "approved", note, {**extra, "outcome": status}, now)
+    if stale_refusal is not None:
+        raise stale_refusal
+    return Proposal.objects.get(id=proposal_id)
+
+
+def _retire_for(
+    proposal: Proposal, target: Memory, holder: Memory, reviewer: Actor, note: str | None, at
+) -> None:
+    """Replace by retiring: soft-delete the target, its audit naming the memory with the text."""
+    writes.forget_in_transaction(
+        target,
+        actor=reviewer,
+        reason=note or f"replaced: the new text is already memory {holder.id}",
+        force=True,
+        if_version=proposal.target_version,
+        archive_reason="review_delete",
+        metadata={
+            "proposalId": proposal.id,
+            "sourceMemoryId": proposal.source_memory_id,
+            "replacedBy": holder.id,
+        },
+        at=at,
+    )
+    proposal.deleted_memory, proposal.deduped_existing = target, holder
+
+
+def _keep_both_audit(
+    proposal: Proposal, kept_with: Memory, reviewer: Actor, note: str | None, at
+) -> None:
+    """Keep both: the old memory's own trail says a reviewer kept it beside the new text."""
+    audit(
+        proposal.target_memory_id,
+        "reviewed",
+        actor=reviewer,
+        reason=note or "kept both: a reviewer kept this memory beside the new fact",
+        metadata={"proposalId": proposal.id, "decision": "keep_both", "keptWith": kept_with.id},
+        at=at,
+    )
+
+
+def reject(proposal_id: str, *, reviewer: Actor, reason: str | None = None) -> Proposal:
+    """Record a rejection with its reason; nothing is written to memories."""
+    with transaction.atomic():
+        proposal = Proposal.objects.select_for_update().filter(id=proposal_id).first()
+        if proposal is None:
+            raise Refused("not_found", f"proposal {proposal_id} not found")
+        if proposal.status not in REJECTABLE:
+            raise _already_decided(proposal)
+        now = timezone.now()
+        note = (reason or "").strip() or "rejected by reviewer"
+        claimed = Proposal.objects.filter(id=proposal.id, status=proposal.status).update(
+            status=ProposalStatus.REJECTED,
+            decided_by=reviewer.name,
+            decided_at=now,
+            review_note=note,
+            updated_at=now,
+        )
+        if claimed != 1:
+            raise _already_decided(Proposal.objects.get(id=proposal.id))
+        _remember_rejection(proposal, now)
+        _review_audit(proposal, reviewer, "rejected", note, {}, now)
+    return Proposal.objects.get(id=proposal_id)
+
+
+# --- suppression fingerprints ---------------------------------------------------------------------
+
+
+def _remember_rejection(proposal: Proposal, at) -> None:
+    """Inside the reject transaction: later identical proposals become suppressed."""
+    if proposal.action == "none" or not proposal.fingerprint:
+        return
+    RejectionFingerprint.objects.update_or_create(
+        agent_id=proposal.agent_id,
+        fingerprint=proposal.fingerprint,
+        defaults={"proposal": proposal, "active": True, "created_at": at, "updated_at": at},
+    )
+
+
+def unsuppress(proposal_id: str, *, reviewer: Actor) -> Proposal:
+    """Queue a suppressed proposal for review again and lift its fingerprint."""
+    with transaction.atomic():
+        proposal = Proposal.objects.select_for_update().filter(id=proposal_id).first()
+        if proposal is None:
+            raise Refused("not_found", f"proposal {proposal_id} not found")
+        if proposal.status != ProposalStatus.SUPPRESSED:
+            raise Refused("not_suppressed", f"this proposal is {proposal.status}, not suppressed")
+        now = timezone.now()
+        Proposal.objects.filter(id=proposal.id, status=ProposalStatus.SUPPRESSED).update(
+            status=ProposalStatus.PENDING, skipped_reason=None, updated_at=now
+        )
+        RejectionFingerprint.objects.filter(
+            agent_id=proposal.agent_id, fingerprint=proposal.fingerprint
+        ).update(active=False, updated_at=now)
+        _review_audit(proposal, reviewer, "unsuppressed", "queued again for review", {}, now)
+    return Proposal.objects.get(id=proposal_id)
+
+
+def reopen(proposal_id: str, *, reviewer: Actor) -> Proposal:
+    """Undo a rejection: back to pending, and its fingerprint no longer suppresses anything."""
+    with transaction.atomic():
+        proposal = Proposal.objects.select_for_update().filter(id=proposal_id).first()
+        if proposal is None:
+            raise Refused("not_found", f"proposal {proposal_id} not found")
+        if proposal.status != ProposalStatus.REJECTED:
+            raise Refused("not_rejected", f"this proposal is {proposal.status}, not rejected")
+        now = timezone.now()
+        Proposal.objects.filter(id=proposal.id, status=ProposalStatus.REJECTED).update(
+            status=ProposalStatus.PENDING,
+            decided_by=None,
+            decided_at=None,
+            review_note=None,
+            updated_at=now,
+        )
+        RejectionFingerprint.objects.filter(
+            agent_id=proposal.agent_id, fingerprint=proposal.fingerprint, proposal=proposal
+        ).update(active=False, updated_at=now)
+        _review_audit(proposal, reviewer, "reopened", "rejection undone", {}, now)
+    return Proposal.objects.get(id=proposal_id)
+
+
+# --- revert ---------------------------------------------------------------------------------------
+
+
+def _affected_memory(proposal: Proposal) -> Memory | None:
+    memory_id = (
+        proposal.created_memory_id or proposal.updated_memory_id or proposal.deleted_memory_id
+    )
+    return Memory.objects.select_for_update().filter(id=memory_id).first() if memory_id else None
+
+
+def revert(proposal_id: str, *, reviewer: Actor, reason: str | None = None) -> Proposal:
+    """Undo an applied proposal as new audited events (never a history rewrite), or undo a revert.
+
+    ADD -> the derived memory is forgotten; UPDATE -> the target's previous content comes back
+    from its cold snapshot; DELETE -> the target is recovered. Refused when the memory changed
+    since, so a later human edit is never overwritten.
+    """
+    with transaction.atomic():
+        proposal = Proposal.objects.select_for_update().filter(id=proposal_id).first()
+        if proposal is None:
+            raise Refused("not_found", f"proposal {proposal_id} not found")
+        _revert_locked(proposal, reviewer, reason)
+    return Proposal.objects.get(id=proposal_id)
+
+
+def _revert_locked(proposal: Proposal, reviewer: Actor, reason: str | None) -> Memory:
+    """revert's work on a proposal the caller locked, inside its transaction; returns the memory."""
+    if get_config().mutations_frozen:
+        raise Refused(
+            "frozen", "mutations are frozen: nothing can be reverted until the brake is lifted"
+        )
+    if proposal.status != ProposalStatus.APPLIED:
+        raise Refused(
+            "not_applied",
+            f"only applied proposals can be reverted; this one is {proposal.status}",
+        )
+    memory = _affected_memory(proposal)
+    if memory is None:
+        raise Refused("not_found", "the memory this proposal changed no longer exists")
+    undoing = proposal.reverted_at is not None
+    last = memory.history.order_by("-created_at", "-id").first()
+    last_proposal = (last.metadata or {}).get("proposalId") if last else None
+    if last_proposal != proposal.id:
+        raise Refused(
+            "changed_since",
+            "the memory changed after this proposal was applied; open it and decide by hand",
+            memoryId=memory.id,
+            currentVersion=memory.version,
+        )
+    now = timezone.now()
+    note = (reason or "").strip() or ("revert undone" if undoing else "reverted by reviewer")
+    metadata = {"proposalId": proposal.id, "revert": not undoing, "undoRevert": undoing}
+    if proposal.action == "add":
+        if not undoing:
+            writes.forget_in_transaction(
+                memory,
+                actor=reviewer,
+                reason=note,
+                force=True,
+                archive_reason="reverted",
+                metadata=metadata,
+                at=now,
+            )
+        else:
+            writes.recover_in_transaction(
+                memory, actor=reviewer, reason=note, metadata=metadata, at=now
+            )
+    elif proposal.action == "update":
+        if not undoing:
+            snapshot = (
+                memory.cold_snapshots.filter(version=memory.version - 1)
+                .order_by("-archived_at")
+                .first()
+            )
+            if snapshot is None:
+                raise Refused("no_snapshot", "no cold snapshot of the previous version exists")
+            writes.modify_in_transaction(
+                memory,
+                {"content": snapshot.content, "type": snapshot.type},
+                actor=reviewer,
+                reason=note,
+                archive_reason="reverted",
+                metadata=metadata,
+                at=now,
+            )
+        else:
+            writes.modify_in_transaction(
+                memory,
+                {
+                    "content": proposal.applied_content or proposal.fact_content,
+                    "type": proposal.fact_type,
+                },
+                actor=reviewer,
+                reason=note,
+                archive_reason="reverted",
+                metadata=metadata,
+                at=now,
+            )
+    else:
+        if not undoing:
+            writes.recover_in_transaction(
+                memory, actor=reviewer, reason=note, metadata=metadata, at=now
+            )
+        else:
+            writes.forget_in_transaction(
+                memory,
+                actor=reviewer,
+                reason=note,
+                force=True,
+                archive_reason="reverted",
+                metadata=metadata,
+                at=now,
+            )
+    Proposal.objects.filter(id=proposal.id).update(
+        reverted_at=None if undoing else now,
+        reverted_by=None if undoing else reviewer.name,
+        updated_at=now,
+    )
+    _review_audit(
+        proposal,
+        reviewer,
+        "revert_undone" if undoing else "reverted",
+        note,
+        {"memoryId": memory.id},
+        now,
+    )
+    return memory
+
+
+def revert_once(
+    proposal_id: str, *, reviewer: Actor, undo: bool = False, reason: str | None = None
+) -> Proposal:
+    """Revert (or, with undo, undo the revert of) an applied proposal, exactly as asked.
+
+    revert toggles; a double-clicked Undo or a retried API call must not flip the change back,
+    so the caller says which way it means and the check runs in the same transaction.
+    """
+    with transaction.atomic():
+        proposal = (
+            Proposal.objects.select_for_update()
+            .filter(id=proposal_id)
+            .only("status", "reverted_at", "reverted_by")
+        ).first()
+        if proposal is None:
+            raise Refused("not_found", f"proposal {proposal_id} not found")
+        if proposal.status == ProposalStatus.APPLIED:
+            if undo and proposal.reverted_at is None:
+                raise Refused("not_reverted", "this proposal is not reverted: nothing to undo")
+            if not undo and proposal.reverted_at is not None:
+                raise Refused(
+                    "already_reverted",
+                    f"this proposal was already reverted by {proposal.reverted_by} at "
+                    f"{proposal.reverted_at:%Y-%m-%d %H:%M:%S} UTC",
+                    revertedBy=proposal.reverted_by,
+                    revertedAt=proposal.reverted_at.isoformat(),
+                )
+        return revert(proposal_id, reviewer=reviewer, reason=reason)
+
+
+# --- undo a reviewer's decision --------------------------------------------------------------------
+
+UNDOABLE = {ProposalStatus.APPLIED, ProposalStatus.REJECTED, ProposalStatus.DEDUPED}
+
+
+def undo_decision(proposal_id: str, *, reviewer: Actor, reason: str | None = None) -> Proposal:
+    """Take a reviewer's decision back: the proposal is pending again, as the model proposed it.
+
+    An applied change is reverted first (refused, like a revert, when the memory changed since);
+    a rejection's fingerprint stops suppressing. After a revert the target reads as it did at
+    decision time, so the proposal is re-based on the target's new version and can be re-decided.
+    """
+    with transaction.atomic():
+        proposal = Proposal.objects.select_for_update().filter(id=proposal_id).first()
+        if proposal is None:
+            raise Refused("not_found", f"proposal {proposal_id} not found")
+        if proposal.status not in UNDOABLE or not proposal.decided_by:
+            raise Refused(
+                "not_undoable",
+                f"this proposal is {proposal.status}: there is no reviewer decision to undo",
+            )
+        if proposal.status == ProposalStatus.APPLIED and proposal.reverted_at is not None:
+            raise Refused(
+                "already_reverted",
+                f"this proposal was already reverted by {proposal.reverted_by}: "
+                "undo the revert from its page first",
+            )
+        now = timezone.now()
+        note = (reason or "").strip() or "decision undone"
+        rebase: dict[str, Any] = {}
+        if proposal.status == ProposalStatus.APPLIED:
+            memory = _revert_locked(proposal, reviewer, note)
+            if memory.id == proposal.target_memory_id:
+                memory.refresh_from_db(fields=["version", "content"])
+                rebase = {"target_version": memory.version, "target_content": memory.content}
+        elif proposal.status == ProposalStatus.REJECTED:
+            RejectionFingerprint.objects.filter(
+                agent_id=proposal.agent_id, fingerprint=proposal.fingerprint, proposal=proposal
+            ).update(active=False, updated_at=now)
+        proposed = _proposed_action(proposal)
+        Proposal.objects.filter(id=proposal.id, status=proposal.status).update(
+            status=ProposalStatus.PENDING,
+            action=proposed,
+            risk=RISK_OF[proposed],
+            decided_by=None,
+            decided_at=None,
+            review_note=None,
+            applied_content=None,
+            created_memory=None,
+            updated_memory=None,
+            deleted_memory=None,
+            deduped_existing=None,
+            reverted_at=None,
+            reverted_by=None,
+            updated_at=now,
+            **rebase,
+        )
+        _review_audit(proposal, reviewer, "undone", note, {"undoneStatus": proposal.status}, now)
+    return Proposal.objects.get(id=proposal_id)
+
+
+def _proposed_action(proposal: Proposal) -> str:
+    """The action the model proposed: an approval may have applied another (keep both, replace)."""
+    approval = (
+        proposal.source_memory.history.filter(
+            event="reviewed", metadata__proposalId=proposal.id, metadata__decision="approved"
+        )
+        .order_by("-created_at", "-id")
+        .values_list("metadata", flat=True)
+        .first()
+    )
+    return (approval or {}).get("proposedAction") or proposal.action
+
+
+# --- entity triples -------------------------------------------------------------------------------
+
+
+def decide_triple(
+    triple_id: int, *, reviewer: Actor, approve: bool, note: str | None = None
+) -> TripleReview:
+    """Approve (entities, relation and mentions through the explicit graph path) or reject."""
+    with transaction.atomic():
+        triple = (
+            TripleReview.objects.select_related("source_memory")
+            .select_for_update(of=("self",))
+            .filter(id=triple_id)
+            .first()
+        )
+        if triple is None:
+            raise Refused("not_found", f"triple {triple_id} not found")
+        if triple.status != TripleStatus.PENDING:
+            raise Refused(
+                "already_decided",
+                f"this triple is already {triple.status} (by {triple.decided_by})",
+            )
+        now = timezone.now()
+        if approve:
+            writes.persist_triples(
+                triple.source_memory,
+                [
+                    writes.Triple(
+                        triple.source,
+                        triple.relationship,
+                        triple.target,
+                        triple.source_type,
+                        triple.target_type,
+                        triple.confidence,
+                    )
+                ],
+                at=now,
+            )
+        status = TripleStatus.APPROVED if approve else TripleStatus.REJECTED
+        claimed = TripleReview.objects.filter(id=triple.id, status=TripleStatus.PENDING).update(
+            status=status, decided_by=reviewer.name, decided_at=now, note=note
+        )
+        if claimed != 1:
+            raise Refused("already_decided", "another reviewer decided this triple first")
+        audit(
+            triple.source_memory_id,
+            "reviewed",
+            actor=reviewer,
+            reason=note or f"entity triple {status}",
+            metadata={"tripleId": triple.id, "decision": status, "triple": str(triple)},
+            at=now,
+        )
+    return TripleReview.objects.get(id=triple_id)

@@ -1,0 +1,65 @@
+"""A phone (390 px wide): nothing scrolls sideways, the header stays compact, the review queue is a
+list of cards, and the review page opens at its title."""
+
+import pytest
+from playwright.sync_api import expect
+
+from pipeline.writes.config import update_config
+from tests.conftest import run_pipeline_on
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+PHONE = {"width": 390, "height": 844}
+RAW = [
+    "The team uses Kafka for billing events. Standup notes from Monday.",
+    "The staging deploy key is AKIAIOSFODNN7EXAMPLE for billing-api. Rotate it monthly.",
+    "Kenji maintains ingest-worker. Mail him at kenji@lumen.dev if it breaks.",
+    *[
+        f"Engineer {name} owns the release checklist for the payments-gateway-{name.lower()}"
+        f"-service deployment pipeline. From the planning notes."
+        for name in ("Amara", "Bruno", "Chen", "Dana", "Eli", "Farah", "Goran", "Hana")
+    ],
+]
+
+
+@pytest.fixture
+def seeded(db):
+    update_config({"shadowMode": False}, changed_by="test", reason="seed")
+    run_pipeline_on(RAW[0])
+    update_config({"shadowMode": True}, changed_by="test", reason="review")
+    run_pipeline_on("The team doesn't use Kafka for billing events anymore.", *RAW[1:])
+
+
+def sideways(page) -> int:
+    """How far the page scrolls sideways (0: it fits the screen)."""
+    return page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+
+
+@pytest.mark.parametrize("path", ["/review/", "/memories/", "/analytics/", "/jobs/"])
+def test_a_page_fits_a_phone_without_scrolling_sideways(page, live_server, login, seeded, path):
+    login("reviewer")
+    page.set_viewport_size(PHONE)
+    page.goto(live_server.url + path)
+    expect(page.locator("h1").first).to_be_visible()
+    assert sideways(page) <= 0, path
+
+
+def test_the_review_queue_is_cards_under_a_compact_header_on_a_phone(
+    page, live_server, login, seeded, shot
+):
+    login("reviewer")
+    page.set_viewport_size(PHONE)
+    page.goto(f"{live_server.url}/review/")
+    first = page.locator("tr[data-row]").first
+    expect(first).to_have_class("focused")
+    assert first.evaluate("row => getComputedStyle(row).display") == "block"
+    # The review page opens at its title: focusing the first row did not scroll past it.
+    assert page.evaluate("window.scrollY") == 0
+    expect(page.locator("h1")).to_be_in_viewport()
+    header = page.evaluate("document.querySelector('.topbar').getBoundingClientRect().bottom")
+    assert header < PHONE["height"] * 0.15
+    # The header scrolls away instead of covering a quarter of the screen.
+    page.evaluate("window.scrollTo(0, 600)")
+    assert page.evaluate("document.querySelector('.topbar').getBoundingClientRect().bottom") <= 0
+    page.evaluate("window.scrollTo(0, 0)")
+    shot("review-phone")

@@ -1,0 +1,88 @@
+"""The provider table: every provider gives both clients, the lists of choices come from it, and
+chat and embeddings are chosen separately (MEMORY_LLM_PROVIDER, MEMORY_EMBEDDING_PROVIDER)."""
+
+import re
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from memory.models import Memory
+from pipeline.llm import PROVIDERS, ProviderError, get_chat_client, get_embedder
+from pipeline.models import LlmCall
+
+
+@pytest.mark.parametrize("name", list(PROVIDERS))
+def test_every_provider_in_the_table_gives_a_chat_client_and_an_embedder(name, settings):
+    chat = get_chat_client(name)
+    embedder = get_embedder(name)
+    assert chat.provider == embedder.provider == name
+    assert callable(chat.extract) and callable(chat.decide) and callable(embedder.embed)
+    assert chat.model and embedder.model and embedder.dimensions == 768
+
+
+def test_a_provider_missing_from_the_table_is_a_clear_error_for_chat_and_embeddings(settings):
+    settings.MEMORY_LLM_PROVIDER = "llamacpp"
+    with pytest.raises(ProviderError, match=r"unknown MEMORY_LLM_PROVIDER 'llamacpp' \(known: "):
+        get_chat_client()
+    settings.MEMORY_LLM_PROVIDER = "offline"
+    settings.MEMORY_EMBEDDING_PROVIDER = "cohere"
+    with pytest.raises(ProviderError, match="unknown MEMORY_EMBEDDING_PROVIDER 'cohere'") as error:
+        get_embedder()
+    assert all(name in str(error.value) for name in ["auto", *PROVIDERS])
+
+
+def test_the_replay_page_offers_exactly_the_providers_of_the_table(reviewer_client):
+    body = reviewer_client.get("/replay/").content.decode()
+    select = re.search(r'<select name="provider".*?</select>', body, re.DOTALL).group()
+    assert re.findall(r'<option value="([^"]+)"', select) == list(PROVIDERS)
+    for provider in PROVIDERS.values():
+        assert f">{provider.label}</option>" in select
+
+
+def test_seed_demo_accepts_auto_and_the_providers_of_the_table():
+    with pytest.raises(CommandError) as error:
+        call_command("seed_demo", "--provider", "llamacpp")
+    assert all(f"'{name}'" in str(error.value) for name in ["auto", *PROVIDERS])
+
+
+@pytest.mark.django_db
+def test_chat_offline_with_embeddings_from_ollama(fake_ollama, settings, pipeline_run):
+    settings.MEMORY_LLM_PROVIDER = "offline"
+    settings.MEMORY_EMBEDDING_PROVIDER = "ollama"
+    (source,) = pipeline_run("Priya prefers squash merges for every repository.")
+    assert fake_ollama.calls("/api/chat") == []
+    assert fake_ollama.calls("/api/embed")
+    assert Memory.objects.get(id=source.id).embedding_model == settings.MEMORY_EMBEDDING_MODEL
+    calls = {call.kind: call.provider for call in LlmCall.objects.all()}
+    assert calls["extract"] == "offline" and calls["embed"] == "ollama"
+
+
+@pytest.mark.django_db
+def test_chat_from_ollama_with_embeddings_offline(fake_ollama, settings, pipeline_run):
+    settings.MEMORY_LLM_PROVIDER = "ollama"
+    settings.MEMORY_EMBEDDING_PROVIDER = "offline"
+    (source,) = pipeline_run("Priya prefers squash merges for every repository.")
+    assert fake_ollama.calls("/api/chat")
+    assert fake_ollama.calls("/api/embed") == []
+    assert Memory.objects.get(id=source.id).embedding_model == "offline-hash-768"
+    calls = {call.kind: call.provider for call in LlmCall.objects.all()}
+    assert calls["extract"] == "ollama" and calls["embed"] == "offline"
+
+
+def test_a_blank_embedding_provider_follows_the_chat_provider(fake_ollama, settings):
+    settings.MEMORY_EMBEDDING_PROVIDER = ""
+    assert get_embedder().provider == "ollama"  # the fake_ollama fixture chose ollama for chat
+    settings.MEMORY_LLM_PROVIDER = "offline"
+    assert get_embedder().provider == "offline"
+
+
+@pytest.mark.django_db
+def test_health_reports_the_chat_and_the_embedding_provider(
+    fake_ollama, settings, client, ingest_auth
+):
+    settings.MEMORY_LLM_PROVIDER = "offline"
+    settings.MEMORY_EMBEDDING_PROVIDER = "auto"
+    llm = client.get("/api/health", **ingest_auth).json()["llm"]  # the full report needs a token
+    assert (llm["active"], llm["extractionModel"]) == ("offline", "offline-heuristic-v1")
+    assert (llm["embeddingActive"], llm["embeddingModel"]) == ("ollama", "nomic-embed-text")
+    assert llm["ollamaReachable"] is True

@@ -1,0 +1,143 @@
+"""Templates carry no inline CSS or JavaScript, so "script-src 'self'; style-src 'self'" holds.
+
+Two checks: every template file (comments removed) has no <style>, no <script> with a body, no
+style= or on*= attribute and no script hidden in htmx attributes or URLs; and the main pages,
+rendered with real data, have no inline style or script either (charts, meters and marks come from
+Python).
+"""
+
+import re
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.urls import reverse
+
+from memory.models import Job, Memory
+from pipeline.models import Proposal
+from pipeline.writes.config import update_config
+
+TEMPLATES = Path(settings.BASE_DIR) / "templates"
+COMMENTS = re.compile(r"{%\s*comment\s*%}.*?{%\s*endcomment\s*%}|{#.*?#}", re.S)
+TEMPLATE_RULES = {
+    "<style> element": re.compile(r"<style", re.I),
+    "inline <script>": re.compile(r"<script\b[^>]*>(?!\s*</script>)", re.I),
+    "<script> without src": re.compile(r"<script\b(?![^>]*\bsrc=)[^>]*>", re.I),
+    "style= attribute": re.compile(r"\sstyle\s*=", re.I),
+    "on*= event handler": re.compile(r"\son[a-z]+\s*=", re.I),
+    "hx-on handler": re.compile(r"\shx-on", re.I),
+    "script in hx-vals/hx-vars": re.compile(
+        r"\shx-vars\s*=|\shx-vals\s*=\s*['\"]\s*(js|javascript):", re.I
+    ),
+    "javascript: URL": re.compile(r"javascript:", re.I),
+}
+# Rendered pages: look inside tags only, so escaped memory text can never trip a rule.
+TAG = re.compile(r"<[a-zA-Z][^>]*>")
+RENDERED_RULES = {
+    "<style> element": re.compile(r"^<style\b", re.I),
+    "<script> without src": re.compile(r"^<script\b(?![^>]*\bsrc=)", re.I),
+    "style= attribute": re.compile(r"\sstyle\s*=", re.I),
+    "on*= event handler": re.compile(r"\son[a-z]+\s*=", re.I),
+    "hx-on handler": re.compile(r"\shx-on", re.I),
+    "javascript: URL": re.compile(r"javascript:", re.I),
+}
+
+
+def template_problems(source: str) -> list[str]:
+    text = COMMENTS.sub("", source)
+    return [name for name, rule in TEMPLATE_RULES.items() if rule.search(text)]
+
+
+def page_problems(html: str) -> list[str]:
+    return [
+        f"{name}: {tag[:120]}"
+        for tag in TAG.findall(html)
+        for name, rule in RENDERED_RULES.items()
+        if rule.search(tag)
+    ]
+
+
+def all_templates() -> list[Path]:
+    return sorted(TEMPLATES.rglob("*.html"))
+
+
+def test_there_are_templates_to_check():
+    names = {path.relative_to(TEMPLATES).as_posix() for path in all_templates()}
+    assert {"base.html", "dashboard/review.html", "dashboard/replay.html"} <= names
+
+
+@pytest.mark.parametrize(
+    "path", all_templates(), ids=lambda path: path.relative_to(TEMPLATES).as_posix()
+)
+def test_a_template_has_no_inline_css_or_javascript(path):
+    assert template_problems(path.read_text()) == []
+
+
+@pytest.mark.parametrize(
+    "snippet",
+    [
+        "<style>.x { color: red }</style>",
+        "<script>alert(1)</script>",
+        '<script type="module">\n  go();\n</script>',
+        '<div style="margin:0">',
+        '<button onclick="go()">',
+        "<textarea onkeydown='go()'>",
+        '<form hx-on:submit="go()">',
+        "<div hx-vals='js:{a: go()}'>",
+        '<a href="javascript:go()">',
+    ],
+)
+def test_the_template_check_catches_inline_code(snippet):
+    assert template_problems(f"<div>{snippet}</div>")
+
+
+def test_the_template_check_allows_files_comments_and_data_attributes():
+    source = (
+        '{% htmx_script %}<script src="/static/js/app.js" defer></script>\n'
+        "{# no <style> or style= here #}{% comment %}<script>x()</script>{% endcomment %}\n"
+        '<button data-reveal-button="edit" hx-post="/x" hx-target="closest tr">Edit</button>'
+    )
+    assert template_problems(source) == []
+
+
+def test_htmx_is_told_not_to_inject_its_indicator_style():
+    # Otherwise htmx adds a <style> element at load, which style-src 'self' refuses.
+    base = (TEMPLATES / "base.html").read_text()
+    assert """<meta name="htmx-config" content='{"includeIndicatorStyles": false}'>""" in base
+
+
+@pytest.mark.django_db
+def test_the_main_pages_render_without_inline_css_or_javascript(admin_client_role, pipeline_run):
+    update_config({"shadowMode": True}, changed_by="t", reason="t")
+    pipeline_run(
+        "The staging deploy key is AKIAIOSFODNN7EXAMPLE for billing-api. Rotate it monthly.",
+        "Kenji maintains ingest-worker. Mail him at kenji@lumen.dev if it breaks.",
+        "Priya prefers squash merges for feature branches. Said in the review channel.",
+    )
+    proposal = Proposal.objects.order_by("created_at").first()
+    memory = Memory.objects.order_by("created_at").first()
+    job = Job.objects.order_by("created_at").first()
+    urls = [
+        reverse("dashboard:overview"),
+        reverse("dashboard:review"),
+        reverse("dashboard:contradictions"),
+        reverse("dashboard:proposal", args=[proposal.id]),
+        reverse("dashboard:memories") + "?q=deploy",
+        reverse("dashboard:memory", args=[memory.id]),
+        reverse("dashboard:jobs"),
+        reverse("dashboard:job", args=[job.id]),
+        reverse("dashboard:entities"),
+        reverse("dashboard:settings"),
+        reverse("dashboard:analytics"),
+        reverse("dashboard:replay") + f"?proposal={proposal.id}",
+    ]
+    for url in urls:
+        response = admin_client_role.get(url)
+        assert response.status_code == 200, url
+        assert page_problems(response.content.decode()) == [], url
+
+
+def test_the_page_check_catches_inline_code_but_not_escaped_text():
+    assert page_problems('<p><span class="bar"><i style="width: 40%"></i></span></p>')
+    assert page_problems("<script>go()</script>")
+    assert page_problems("<p>set style=dark &lt;b onclick=x&gt;</p>") == []
