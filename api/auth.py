@@ -60,6 +60,12 @@ def has_scope(token: ApiToken, scope: str | None) -> bool:
     return scope is None or scope in token.scopes or "admin" in token.scopes
 
 
+def only_agent(token: ApiToken) -> str | None:
+    """The one agent whose rows a token may see (lists filter on it); None for a multi-agent token,
+    which sees every agent."""
+    return None if token.multi_agent else token.agent_id
+
+
 def may_act_for(token: ApiToken, agent_id: str) -> bool:
     """A token reads and writes its own agent's memories; only a multi-agent token any other's."""
-    return token.multi_agent or agent_id == token.agent_id
+    return only_agent(token) in {None, agent_id}

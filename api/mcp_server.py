@@ -19,13 +19,15 @@ from django.conf import settings
 from django.db import close_old_connections
 from mcp import types
 from mcp.server import Server, ServerRequestContext
+from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
+from starlette.responses import JSONResponse
 
 from api import memory_service
 from api.auth import authenticate
 from api.http import BadRequest, check_strings
-from memory.models import ApiToken, Memory
+from memory.models import ApiToken
 from memory.writes import Refused
 
 log = logging.getLogger(__name__)
@@ -448,17 +450,15 @@ def list_memory_resources(authorization: str | None) -> list[types.Resource]:
     token = authenticate(authorization)
     if token is None:
         raise MCPError(types.INVALID_REQUEST, UNAUTHORIZED)
-    newest = Memory.objects.filter(agent_id=token.agent_id, is_deleted=False).order_by(
-        "-created_at", "-id"
-    )[:RESOURCE_LIST_SIZE]
+    newest = memory_service.list_memories(token, {"limit": RESOURCE_LIST_SIZE})["memories"]
     return [
         types.Resource(
-            uri=f"{RESOURCE_PREFIX}{memory.id}",
-            name=memory.id,
-            title=memory.content[:80],
+            uri=f"{RESOURCE_PREFIX}{memory['id']}",
+            name=memory["id"],
+            title=memory["content"][:80],
             mime_type="application/json",
         )
-        for memory in newest.only("id", "content")
+        for memory in newest
     ]
 
 
@@ -535,8 +535,6 @@ def build_server(authorization: Authorization) -> Server:
 async def serve_stdio(token: str) -> None:
     """Serve one client over stdin/stdout as the holder of `token`."""
     server = build_server(lambda ctx: f"Bearer {token}")
-    from mcp.server.stdio import stdio_server
-
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
@@ -575,8 +573,6 @@ class BearerTokenRequired:
             header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
             token = await anyio.to_thread.run_sync(_in_thread, authenticate, header or None)
             if token is None:
-                from starlette.responses import JSONResponse
-
                 response = JSONResponse(
                     _error("unauthorized", UNAUTHORIZED),
                     status_code=401,

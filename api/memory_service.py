@@ -15,14 +15,14 @@ from django.db.models import Q
 
 from api.auth import has_scope, may_act_for
 from api.http import BadRequest, optional
-from api.pipeline_serializers import proposal_json
-from api.serializers import history_json, memory_json
+from api.serializers import history_json, memory_json, proposal_json
 from memory import writes
-from memory.content import is_effectively_empty, normalize
+from memory.content import is_effectively_empty
 from memory.models import ApiToken, Job, JobStatus, Memory
-from memory.search import hybrid_search
 from memory.writes import Actor, Refused, Triple
-from pipeline.llm import embed_or_none
+from pipeline import memory_ops
+from pipeline.config import get_config, mode_of
+from pipeline.models import Proposal, ProposalStatus
 
 LIST_MAX = 100
 FEEDBACK_NOTE_CHARS = 2000
@@ -172,11 +172,12 @@ def agent_of(token: ApiToken, body: dict) -> str:
     """The agent whose memories a call reads or writes: agentId when given, else the token's.
     Another agent than the token's needs a multi-agent token (403 otherwise)."""
     agent_id = short_string(body, "agentId") or token.agent_id
-    _require_agent(token, agent_id)
+    require_agent(token, agent_id)
     return agent_id
 
 
-def _require_agent(token: ApiToken, agent_id: str) -> None:
+def require_agent(token: ApiToken, agent_id: str) -> None:
+    """403 unless the token may act for `agent_id` (its own agent, or any with a multi-agent token)."""
     if not may_act_for(token, agent_id):
         raise BadRequest(
             f"this token belongs to agent '{token.agent_id}' and may not act for agent "
@@ -191,7 +192,7 @@ def memory_or_404(token: ApiToken, memory_id: str) -> Memory:
     memory = Memory.objects.filter(id=memory_id).first()
     if memory is None:
         raise Refused("not_found", f"memory {memory_id} not found")
-    _require_agent(token, memory.agent_id)
+    require_agent(token, memory.agent_id)
     return memory
 
 
@@ -292,18 +293,13 @@ def modify(token: ApiToken, memory_id: str, body: dict) -> dict:
         raise BadRequest("nothing to change: give content, type, tags, importance or pinned")
     if_version = if_version_field(body)
     memory = memory_or_404(token, memory_id)
-    vector = None
-    if content is not None and normalize(content).storage != memory.content:
-        # The model call happens here, before modify() opens its transaction.
-        vector = embed_or_none(normalize(content).storage)
     try:
-        memory = writes.modify(
-            memory_id,
+        memory = memory_ops.modify(
+            memory,
             changes,
             actor=actor(token, body, "operator"),
             reason=reason,
             if_version=if_version,
-            vector=vector,
         )
     except Refused as refused:
         if refused.code == "no_changes":
@@ -354,46 +350,34 @@ def recall(token: ApiToken, body: dict, filters: dict | None = None) -> dict:
         raise BadRequest("query is too long", 413, "too_large")
     limit = limit_field(body, 10, 100)
     agent_id = agent_of(token, body)
-    from pipeline.config import search_settings
-
-    alpha, min_score = search_settings()
-    warnings = []
-    # The caller waits on this answer: past a short timeout, keyword results only (flagged).
-    vector = embed_or_none(query, timeout=settings.MEMORY_RECALL_EMBED_TIMEOUT_SECONDS)
-    if vector is None:
-        warnings.append("embedding server unavailable: keyword results only")
-    hits = hybrid_search(
-        query,
-        agent_id=agent_id,
-        # With filters, search deeper and keep the first `limit` hits that pass them.
-        k=100 if filters else limit,
-        alpha=alpha,
-        min_score=min_score,
-        query_vector=vector.values if vector else None,
-        model=vector.model if vector else None,
-    )
-    memories = Memory.objects.in_bulk([hit.memory_id for hit in hits])
+    # With filters, search deeper and keep the first `limit` hits that pass them.
+    recalled = memory_ops.recall(query, [agent_id], k=100 if filters else limit)
+    hits = recalled.hits
+    # A memory purged between the search and this read is left out, not a KeyError.
+    found = Memory.objects.in_bulk([hit.memory_id for hit in hits])
     if filters:
         allowed = set(
-            filtered(agent_id, filters).filter(id__in=list(memories)).values_list("id", flat=True)
+            filtered(agent_id, filters).filter(id__in=list(found)).values_list("id", flat=True)
         )
         hits = [hit for hit in hits if hit.memory_id in allowed][:limit]
-    results = []
-    for hit in hits:
-        memory = memories[hit.memory_id]
-        results.append(
-            {
-                **memory_json(memory),
-                "score": round(hit.score, 4),
-                "keywordScore": None if hit.keyword_score is None else round(hit.keyword_score, 4),
-                "vectorScore": None if hit.vector_score is None else round(hit.vector_score, 4),
-            }
-        )
+    results = [
+        {
+            **memory_json(found[hit.memory_id]),
+            "score": round(hit.score, 4),
+            "keywordScore": None if hit.keyword_score is None else round(hit.keyword_score, 4),
+            "vectorScore": None if hit.vector_score is None else round(hit.vector_score, 4),
+        }
+        for hit in hits
+        if hit.memory_id in found
+    ]
+    warnings = (
+        ["embedding server unavailable: keyword results only"] if recalled.keyword_only else []
+    )
     return {
         "query": query,
         "results": results,
         "warnings": warnings,
-        "degraded": None if vector else "keyword_only",
+        "degraded": "keyword_only" if recalled.keyword_only else None,
     }
 
 
@@ -441,9 +425,6 @@ def feedback(token: ApiToken, memory_id: str, body: dict, metadata: dict | None 
 
 def pipeline_status(token: ApiToken) -> dict:
     """The pipeline's mode and what waits for people about this token's agent."""
-    from pipeline.config import get_config, mode_of
-    from pipeline.models import Proposal, ProposalStatus
-
     config = get_config()
     agent_id = token.agent_id
     pending = Proposal.objects.filter(agent_id=agent_id, status=ProposalStatus.PENDING)

@@ -1,12 +1,17 @@
-"""JSON API of the pipeline: jobs, proposals (list / approve / reject) and the config."""
+"""JSON API of the pipeline: jobs, proposals (list / approve / reject / revert) and the config.
+
+A token sees and decides only its own agent's jobs and proposals (403 for another agent's, like
+its memories), unless it was created multi-agent."""
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.http import JsonResponse
 
+from api.auth import only_agent
 from api.http import MAX_INT, BadRequest, api, json_body, optional
-from api.pipeline_serializers import job_json, proposal_json
+from api.memory_service import require_agent
+from api.serializers import iso, job_json, proposal_json
 from memory.content import is_effectively_empty
 from memory.models import Job
 from memory.writes import Actor, Refused
@@ -20,10 +25,18 @@ MAX_PAGE = 500
 
 @api(("GET",), None)
 def job_detail(request, job_id: str):
-    job = Job.objects.filter(id=job_id).first()
+    job = Job.objects.filter(id=job_id).select_related("memory").first()
     if job is None:
         raise Refused("not_found", f"job {job_id} not found")
+    require_agent(request.api_token, job.memory.agent_id)
     return JsonResponse(job_json(job))
+
+
+def _require_proposal_agent(request, proposal_id: str) -> None:
+    """403 for another agent's proposal; a missing one is left to the action's own 404."""
+    agent_id = Proposal.objects.filter(id=proposal_id).values_list("agent_id", flat=True).first()
+    if agent_id is not None:
+        require_agent(request.api_token, agent_id)
 
 
 def _bool_param(request, name: str) -> bool | None:
@@ -40,6 +53,8 @@ def _bool_param(request, name: str) -> bool | None:
 @api(("GET",), None)
 def proposals(request):
     query = Proposal.objects.all()
+    if (agent_id := only_agent(request.api_token)) is not None:
+        query = query.filter(agent_id=agent_id)
     status = request.GET.get("status")
     if status:
         if status not in ProposalStatus.values:
@@ -75,6 +90,7 @@ def _reviewer(request) -> Actor:
 
 @api(("POST",), "review")
 def approve(request, proposal_id: str):
+    _require_proposal_agent(request, proposal_id)
     body = json_body(request, allow_empty=True)
     content = optional(body, "content", str, "a string")
     if content is not None and len(content) > settings.MEMORY_MAX_CONTENT_CHARS:
@@ -100,6 +116,7 @@ def approve(request, proposal_id: str):
 
 @api(("POST",), "review")
 def reject(request, proposal_id: str):
+    _require_proposal_agent(request, proposal_id)
     body = json_body(request, allow_empty=True)
     reason = optional(body, "reason", str, "a string")
     return JsonResponse(
@@ -110,13 +127,11 @@ def reject(request, proposal_id: str):
 @api(("POST",), "review")
 def revert(request, proposal_id: str):
     """Revert an applied proposal ({reason?}); {undo: true} undoes an earlier revert instead."""
-    from api.serializers import iso
-    from pipeline.review import revert_once
-
+    _require_proposal_agent(request, proposal_id)
     body = json_body(request, allow_empty=True)
     reason = optional(body, "reason", str, "a string")
     undo = bool(optional(body, "undo", bool, "a boolean"))
-    proposal = revert_once(proposal_id, _reviewer(request), undo=undo, reason=reason)
+    proposal = review.revert_once(proposal_id, _reviewer(request), undo=undo, reason=reason)
     return JsonResponse(
         {
             **proposal_json(proposal),
@@ -126,12 +141,8 @@ def revert(request, proposal_id: str):
     )
 
 
-@api(("GET", "PATCH"), None)
+@api(("GET", "PATCH"), "admin")
 def pipeline_config(request):
-    from api.auth import has_scope
-
-    if not has_scope(request.api_token, "admin"):
-        raise BadRequest("this token lacks the 'admin' scope", 403, "forbidden")
     if request.method == "GET":
         return JsonResponse(config_json(get_config()))
     body = json_body(request)

@@ -247,7 +247,8 @@ LOGGING = {
 
 # --- The memory store -------------------------------------------------------------------------
 MEMORY_VECTOR_BACKEND = env_str("MEMORY_VECTOR_BACKEND", "sqlite-vec")  # or "numpy"
-# KNN engine: "matrix" (per-process numpy matrix kept in step with `embeddings`) or "vec0".
+# KNN engine: "matrix" (one quantised matrix file per machine under DATA_DIR/vectors, kept in
+# step with `embeddings`; exact re-rank) or "vec0".
 MEMORY_VECTOR_SEARCH = env_str("MEMORY_VECTOR_SEARCH", "matrix")
 MEMORY_MAX_CONTENT_CHARS = env_int("MEMORY_MAX_CONTENT_CHARS", 100_000)
 MEMORY_RECOVER_DAYS = 30

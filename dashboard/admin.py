@@ -17,6 +17,7 @@ from memory.models import (
     MemoryHistory,
     Relation,
 )
+from pipeline.models import ConfigChange, LlmCall, PipelineConfig, Proposal
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -113,9 +114,6 @@ class ApiTokenAdmin(admin.ModelAdmin):
     list_display = ("name", "prefix", "agent_id", "scopes", "created_at", "last_used_at", "revoked")
     list_filter = ("revoked",)
     readonly_fields = ("token_hash", "prefix", "created_at", "last_used_at")
-
-
-from pipeline.models import ConfigChange, LlmCall, PipelineConfig, Proposal  # noqa: E402
 
 
 @admin.register(Proposal)

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from dashboard.roles import has_role, role_of
+from pipeline.status import banner_context
 
 
 def dashboard(request):
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return {}
-    from pipeline.status import banner_context
-
     return {
         **banner_context(),
         "role": role_of(user),

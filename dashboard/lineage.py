@@ -22,6 +22,7 @@ from django.utils import timezone
 from memory.models import DERIVED_SOURCE_TYPE as DERIVED
 from memory.models import Job, JobStatus, Memory, MemoryCold, MemoryHistory
 from pipeline.config import PIPELINE_NAME as PIPELINE
+from pipeline.models import LlmCall, Proposal, TripleReview
 
 QUOTE_CHARS = 400
 # Audit rows already told through the proposals they belong to, or noise in a story.
@@ -133,8 +134,6 @@ def _job_link(job_id: str, suffix: str = "") -> Link:
 
 
 def _proposals_of(memory: Memory) -> list:
-    from pipeline.models import Proposal
-
     return list(
         Proposal.objects.filter(
             Q(source_memory=memory)
@@ -149,8 +148,6 @@ def _proposals_of(memory: Memory) -> list:
 
 def _calls_by_job(job_ids: list[str]) -> dict[str, dict]:
     """Per job: model calls by kind and the extraction model (one GROUP BY query)."""
-    from pipeline.models import LlmCall
-
     calls: dict[str, dict] = defaultdict(lambda: {"kinds": defaultdict(int), "models": set()})
     if not job_ids:
         return calls
@@ -169,8 +166,6 @@ def _calls_by_job(job_ids: list[str]) -> dict[str, dict]:
 
 
 def _triple_counts(memory: Memory) -> dict[str, dict[str, int]]:
-    from pipeline.models import TripleReview
-
     counts: dict[str, dict[str, int]] = defaultdict(dict)
     rows = (
         TripleReview.objects.filter(source_memory_id=memory.id)

@@ -14,19 +14,30 @@ reaches zero, so a match in a store of a handful of memories still counts):
 
 from __future__ import annotations
 
-import functools
-import math
-import re
-import threading
-import time
-import unicodedata
-from collections import Counter
-from dataclasses import dataclass
-
 from django.db import connection
 
-from memory.words import NEGATIONS
-from memory.words import STOP_WORDS as FUNCTION_WORDS
+from memory import keyword_postgres
+from memory.bm25 import (  # noqa: F401 (re-exported: callers use keyword.stem, keyword.query_terms)
+    _WORD,
+    CACHE_DRIFT,
+    CACHE_MIN_ROWS,
+    CACHE_SECONDS,
+    K1,
+    MAX_QUERY_TERMS,
+    RARE_DOCUMENT_BUDGET,
+    STOP_WORDS,
+    B,
+    _fold,
+    _FrequencyCache,
+    _has_vowel,
+    _Query,
+    _Stats,
+    _tokens,
+    normalise_bm25,
+    query_terms,
+    rarest_terms,
+    stem,
+)
 
 FTS_TABLE_SQL = [
     "CREATE VIRTUAL TABLE memories_fts USING fts5(content, content='memories', "
@@ -48,34 +59,8 @@ FTS_DROP_SQL = [
     "DROP TABLE IF EXISTS memories_fts",
 ]
 
+
 # Words so common that OR-ing them in would match most of the store and only cost time.
-STOP_WORDS = FUNCTION_WORDS | NEGATIONS
-_WORD = re.compile(r"\w+", re.UNICODE)
-MAX_QUERY_TERMS = 24
-
-# BM25 as FTS5 computes it (k1, b), with the IDF of Lucene: log(1 + (N - n + 0.5) / (n + 0.5)) is
-# positive for every term, where FTS5's log((N - n + 0.5) / (n + 0.5)) is zero for a term found
-# in half of a two-memory store.
-K1, B = 1.2, 0.75
-# Candidates come from the rarest terms whose posting lists add up to this many memories (at least
-# the rarest one); a store smaller than this always uses every term.
-RARE_DOCUMENT_BUDGET = 2000
-# Stores this big cache document frequencies per process (smaller ones count them afresh: cheap,
-# and exact); the cache empties when the store grew or shrank by more than CACHE_DRIFT, or aged.
-CACHE_MIN_ROWS = 5000
-CACHE_DRIFT = 0.02
-CACHE_SECONDS = 300.0
-
-
-def query_terms(text: str) -> list[str]:
-    """The distinct plain words of arbitrary user text worth searching for (stop words dropped
-    unless nothing else is left); no operator or punctuation survives."""
-    # One-letter pieces ("t" from "doesn't") match nearly every memory and only add noise.
-    words = [w for w in _WORD.findall(text.lower()) if len(w.strip("_")) > 1 or w.isdigit()]
-    meaningful = [w for w in words if w not in STOP_WORDS]
-    return list(dict.fromkeys(meaningful or words))[:MAX_QUERY_TERMS]
-
-
 def _quoted(terms: list[str]) -> str:
     return " OR ".join(f'"{term}"' for term in terms)
 
@@ -94,66 +79,10 @@ def _postgres():
     """The PostgreSQL module when the store is on PostgreSQL, else None (SQLite: this module)."""
     if connection.vendor != "postgresql":
         return None
-    from memory import keyword_postgres
-
     return keyword_postgres
 
 
-def normalise_bm25(raw: float) -> float:
-    """|s|/(1+|s|): in [0, 1), higher for stronger matches (FTS5's bm25() is negative, ours not)."""
-    magnitude = abs(raw)
-    return magnitude / (1.0 + magnitude)
-
-
-# --- matching words the way the index does --------------------------------------------------------
-
-
-def _fold(word: str) -> str:
-    """Diacritics removed, as the index's tokenizer does (remove_diacritics 2)."""
-    decomposed = unicodedata.normalize("NFKD", word)
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
-
-
-def _has_vowel(word: str) -> bool:
-    return any(c in "aeiouy" for c in word)
-
-
-@functools.lru_cache(maxsize=65536)
-def stem(word: str) -> str:
-    """A light suffix stripper (the first steps of Porter's): enough to match the inflections the
-    index's porter tokenizer matches; applied to query and memory words alike."""
-    word = _fold(word)
-    if len(word) <= 3 or not word.isalpha():
-        return word
-    if word.endswith(("sses", "ies")):  # glasses -> glass, policies -> polici (as policy)
-        word = word[:-2]
-    elif word.endswith("s") and not word.endswith("ss"):
-        word = word[:-1]
-    for suffix in ("ing", "ed"):
-        if word.endswith(suffix) and _has_vowel(word[: -len(suffix)]) and len(word) > 4:
-            word = word[: -len(suffix)]
-            if len(word) > 2 and word[-1] == word[-2] and word[-1] not in "lsz":
-                word = word[:-1]
-            break
-    if word.endswith("y") and _has_vowel(word[:-1]):
-        word = word[:-1] + "i"
-    if word.endswith("e") and len(word) > 4:
-        word = word[:-1]
-    return word
-
-
-def _tokens(text: str) -> list[str]:
-    """Every token of a memory, as the index counts them (the document length)."""
-    return _WORD.findall(text.lower())
-
-
 # --- store statistics and document frequencies -----------------------------------------------------
-
-
-@dataclass
-class _Stats:
-    rows: int  # N: rows in the index (FTS5 counts forgotten memories too)
-    average_length: float
 
 
 def _varints(blob: bytes) -> list[int]:
@@ -182,33 +111,6 @@ def _stats(cursor) -> _Stats:
     return _Stats(0, 1.0)
 
 
-class _FrequencyCache:
-    """Document frequencies of recently searched words, for stores too big to count them often."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.key: tuple | None = None
-        self.rows = 0
-        self.filled_at = 0.0
-        self.counts: dict[str, int] = {}
-
-    def lookup(self, key: tuple, rows: int, terms: list[str]) -> dict[str, int]:
-        with self.lock:
-            stale = (
-                self.key != key
-                or abs(rows - self.rows) > self.rows * CACHE_DRIFT
-                or time.monotonic() - self.filled_at > CACHE_SECONDS
-                or len(self.counts) > 100_000
-            )
-            if stale:
-                self.key, self.rows, self.filled_at, self.counts = key, rows, time.monotonic(), {}
-            return {term: self.counts[term] for term in terms if term in self.counts}
-
-    def store(self, counts: dict[str, int]) -> None:
-        with self.lock:
-            self.counts.update(counts)
-
-
 _FREQUENCIES = _FrequencyCache()
 
 
@@ -228,55 +130,6 @@ def document_frequencies(cursor, terms: list[str], stats: _Stats) -> dict[str, i
             _FREQUENCIES.store(counted)
         cached.update(counted)
     return cached
-
-
-def rarest_terms(terms: list[str], frequencies: dict[str, int]) -> list[str]:
-    """The rarest matching terms whose posting lists add up to RARE_DOCUMENT_BUDGET memories (at
-    least the rarest one): FTS5 ranks only these, so common words never make it scan the store."""
-    chosen, total = [], 0
-    for term in sorted((t for t in terms if frequencies.get(t)), key=lambda t: frequencies[t]):
-        if chosen and total + frequencies[term] > RARE_DOCUMENT_BUDGET:
-            break
-        chosen.append(term)
-        total += frequencies[term]
-    return chosen
-
-
-# --- scoring ----------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Query:
-    """The terms of one query, stemmed, with their IDF."""
-
-    weights: dict[str, float]  # stem -> idf
-    stats: _Stats
-
-    @classmethod
-    def of(cls, terms: list[str], frequencies: dict[str, int], stats: _Stats) -> _Query:
-        rows = max(stats.rows, 1)
-        weights: dict[str, float] = {}
-        for term in terms:
-            n = min(frequencies.get(term, 0), rows)
-            if n:  # a term no memory contains cannot match one
-                idf = math.log(1.0 + (rows - n + 0.5) / (n + 0.5))
-                key = stem(term)
-                weights[key] = max(weights.get(key, 0.0), idf)
-        return cls(weights, stats)
-
-    def score(self, content: str) -> float:
-        """Normalised BM25 of one memory's text for this query (0.0 when no term matches)."""
-        if not self.weights:
-            return 0.0
-        tokens = _tokens(content)
-        counts = Counter(stem(token) for token in tokens)
-        length = len(tokens) / self.stats.average_length
-        raw = 0.0
-        for key, idf in self.weights.items():
-            tf = counts.get(key, 0)
-            if tf:
-                raw += idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length))
-        return normalise_bm25(raw)
 
 
 # --- the keyword leg --------------------------------------------------------------------------------

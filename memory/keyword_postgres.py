@@ -11,7 +11,7 @@ import time
 
 from django.db import connection
 
-from memory.keyword import (
+from memory.bm25 import (
     CACHE_DRIFT,
     CACHE_MIN_ROWS,
     CACHE_SECONDS,

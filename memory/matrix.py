@@ -1,5 +1,6 @@
-"""One vector matrix per machine: a memory-mapped file under the data folder that every process maps
-read-only, kept in step with `embeddings` through the `embedding_changes` log (filled by triggers).
+"""One vector matrix per machine: a memory-mapped file under the data folder (`vectors/`; beside a
+database kept elsewhere) that every process maps read-only, kept in step with `embeddings` through
+the `embedding_changes` log (filled by triggers).
 
 Rows are quantised: sign bits (96 bytes a row at 768 dimensions) and int8 codes with a per-row
 scale (768 bytes), so 100k x 768 costs about 80 MiB of page cache, shared by every process on the
@@ -194,10 +195,17 @@ class MatrixIndex:
         self.mapping: _Mapping | None = None
 
     # -- where the file lives ------------------------------------------------------------------------
-    def _folder(self) -> Path:
-        return self.directory or Path(
-            getattr(settings, "MEMORY_MATRIX_DIR", "") or Path(settings.DATA_DIR) / "vectors"
-        )
+    def _folder(self, database: str) -> Path:
+        """The data folder's `vectors/` for a database in the data folder (the default); beside
+        the database file for one kept elsewhere (a test's, a copy's), so it goes with it."""
+        configured = self.directory or getattr(settings, "MEMORY_MATRIX_DIR", "")
+        if configured:
+            return Path(configured)
+        data = Path(settings.DATA_DIR).resolve()
+        place = Path(database).resolve()
+        if place.is_relative_to(data):
+            return data / "vectors"
+        return place.with_name(place.name + ".vectors")
 
     @staticmethod
     def _in_memory(name: str) -> bool:
@@ -215,7 +223,7 @@ class MatrixIndex:
         if self._in_memory(name):
             return None
         digest = hashlib.sha256(f"{os.path.abspath(name)}|{model}|{dims}".encode()).hexdigest()
-        return self._folder() / f"{digest[:24]}.matrix"
+        return self._folder(name) / f"{digest[:24]}.matrix"
 
     # -- keeping in step -----------------------------------------------------------------------------
     def refresh(self, model: str, dims: int) -> None:
@@ -480,7 +488,8 @@ class MatrixIndex:
         """Embedding ids of the rows most likely to hold the exact top k (hamming, then int8)."""
         if distance is not None:
             distance[~alive] = mapping.layout.words * 64 + 1  # past any live row
-            pool = _select_nearest(distance, POOL)
+            # Never fewer candidates than asked for: a caller widening k must get k rows.
+            pool = _select_nearest(distance, max(POOL, 2 * k))
             pool = pool[alive[pool]]
         else:
             pool = np.flatnonzero(alive)

@@ -7,7 +7,7 @@ same function for one query, so a fact's candidates are the same whichever way t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -22,12 +22,6 @@ class Hit:
     score: float
     keyword_score: float | None = None
     vector_score: float | None = None
-
-
-@dataclass
-class SearchResult:
-    hits: list[Hit]
-    warnings: list[str] = field(default_factory=list)
 
 
 def merge(

@@ -1,5 +1,5 @@
 """The vector index. On SQLite all of its SQL is here: the sqlite-vec vec0 index `vec_embeddings`
-mirroring `embeddings`, and KNN through it or the per-process matrix (memory.matrix). On PostgreSQL
+mirroring `embeddings`, and KNN through it or the machine's shared matrix (memory.matrix). On PostgreSQL
 memory.vectors_postgres holds the SQL (pgvector, HNSW); the functions below pick it by the
 connection's vendor, so callers never see the engine."""
 
@@ -10,6 +10,9 @@ from dataclasses import dataclass
 import numpy as np
 from django.conf import settings
 from django.db import connection
+
+from memory import matrix, vectors_postgres
+from memory.guard import open_write_transaction
 
 
 @dataclass
@@ -29,8 +32,6 @@ def _postgres():
     """The PostgreSQL module when the store is on PostgreSQL, else None (SQLite: this module)."""
     if connection.vendor != "postgresql":
         return None
-    from memory import vectors_postgres
-
     return vectors_postgres
 
 
@@ -65,18 +66,6 @@ def create_index_sql(dimensions: int) -> str:
         "CREATE VIRTUAL TABLE IF NOT EXISTS vec_embeddings USING vec0("
         f"embedding float[{int(dimensions)}] distance_metric=cosine, model text)"
     )
-
-
-def index_dimensions() -> int | None:
-    """Dimension the vec0 table was created with, or None when there is no index."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT sql FROM sqlite_master WHERE name = 'vec_embeddings'")
-        row = cursor.fetchone()
-    if not row:
-        return None
-    sql = row[0]
-    start = sql.index("float[") + len("float[")
-    return int(sql[start : sql.index("]", start)])
 
 
 def index_vector(embedding_id: int, vector: np.ndarray, model: str) -> bool:
@@ -129,7 +118,7 @@ def index_vectors(
 
 
 def search_engine() -> str:
-    """'matrix' (default: per-process numpy matrix, exact) or 'vec0' (sqlite-vec scan, exact) on
+    """'matrix' (default: the shared quantised matrix, exact re-rank) or 'vec0' (sqlite-vec scan) on
     SQLite; 'hnsw' (pgvector's index, approximate) on PostgreSQL."""
     if _postgres():
         return "hnsw"
@@ -145,9 +134,6 @@ def nearest(query: np.ndarray, *, model: str, k: int) -> list[tuple[int, float]]
 
 def nearest_many(queries: list[np.ndarray], *, model: str, k: int) -> list[list[tuple[int, float]]]:
     """`nearest` for several queries: one pass over the shared matrix for all of them."""
-    from memory.guard import open_write_transaction
-    from memory.matrix import INDEX
-
     results: list[list[tuple[int, float]]] = [[] for _ in queries]
     # A zero vector (text without words) has no direction: it has no neighbours.
     usable = [i for i, query in enumerate(queries) if np.any(query)]
@@ -159,7 +145,7 @@ def nearest_many(queries: list[np.ndarray], *, model: str, k: int) -> list[list[
         return results
     # Inside a write transaction the matrix could learn rows that are later rolled back.
     if search_engine() == "matrix" and not open_write_transaction():
-        found = INDEX.nearest_many(np.vstack([queries[i] for i in usable]), model=model, k=k)
+        found = matrix.INDEX.nearest_many(np.vstack([queries[i] for i in usable]), model=model, k=k)
         for i, hits in zip(usable, found, strict=True):
             results[i] = hits
         return results
@@ -235,7 +221,9 @@ def search_many(
 
     The index holds vectors of every agent and of deleted memories, so the scan asks for more
     neighbours than needed and widens (for the queries still short) until `limit` live rows are
-    found or the index is exhausted.
+    found, the index is exhausted, or 5,120 neighbours were looked at (a bound on the cost of one
+    search: an agent with no memory among the nearest 5,120 of the whole index gets keyword
+    results only).
     """
     results: list[list[tuple[str, float]]] = [[] for _ in queries]
     waiting = list(range(len(queries)))

@@ -13,13 +13,18 @@ from pgvector import Vector as PgVector
 INDEX_NAME = "embeddings_embedding_hnsw"
 
 
+EXTENSION_SQL = "CREATE EXTENSION IF NOT EXISTS vector"
+CREATE_INDEX_SQL = (
+    f"CREATE INDEX {INDEX_NAME} ON embeddings USING hnsw (embedding vector_cosine_ops)"
+)
+
+
 def index_sql(dimensions: int) -> list[str]:
     # The column sits beside the float32 blob on the same row, so truncating or deleting
     # `embeddings` (a flush, a purge) takes the indexed vector with it.
     return [
-        "CREATE EXTENSION IF NOT EXISTS vector",
         f"ALTER TABLE embeddings ADD COLUMN embedding vector({int(dimensions)})",
-        f"CREATE INDEX {INDEX_NAME} ON embeddings USING hnsw (embedding vector_cosine_ops)",
+        CREATE_INDEX_SQL,
     ]
 
 
@@ -94,7 +99,7 @@ def bulk_index(pairs: Iterable[tuple[int, np.ndarray]], *, db=connection) -> int
         # Foreign keys are checked at commit: run those checks now, or CREATE INDEX refuses.
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
         cursor.execute("SET LOCAL maintenance_work_mem = '1GB'")
-        cursor.execute(index_sql(settings.MEMORY_EMBEDDING_DIMENSIONS)[2])
+        cursor.execute(CREATE_INDEX_SQL)
         cursor.execute("DROP TABLE vector_stage")
     return count
 

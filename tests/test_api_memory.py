@@ -358,6 +358,25 @@ def test_recall_returns_ranked_live_results_of_the_tokens_agent(client, ingest_a
     assert all(r["agentId"] == "default" for r in results)
 
 
+def test_recall_leaves_out_a_memory_that_vanished_after_the_search(
+    client, ingest_auth, monkeypatch
+):
+    kept = remember(client, ingest_auth, content="The billing-api deploys through GitHub Actions")
+    gone = remember(client, ingest_auth, content="The billing-api deploys on Fridays")
+    real_in_bulk = Memory.objects.in_bulk
+
+    def purged_meanwhile(*args, **kwargs):
+        # The row is gone by the time recall reads the hits' memories (a purge racing the search).
+        found = real_in_bulk(*args, **kwargs)
+        found.pop(gone["id"], None)
+        return found
+
+    monkeypatch.setattr(Memory.objects, "in_bulk", purged_meanwhile)
+    response = post(client, "/api/memory/recall", {"query": "billing-api deploys"}, ingest_auth)
+    assert response.status_code == 200
+    assert [row["id"] for row in response.json()["results"]] == [kept["id"]]
+
+
 @pytest.mark.parametrize(
     ("body", "status"),
     [

@@ -65,3 +65,41 @@ def test_the_top_layers_do_not_import_each_other():
 
 def test_a_downward_import_is_allowed():
     assert violations("dashboard", "from pipeline import review\nfrom memory import writes\n") == []
+
+
+# The interfaces and the domain import at the top: a function-local import of our own code hides a
+# dependency (and would only be needed to break a cycle, which the layers above already forbid).
+TOP_LEVEL_IMPORTS_ONLY = ("pipeline", "api", "dashboard")
+
+
+def function_local_imports(source: str) -> list[str]:
+    """`line N: imports X` for each import of one of our packages that is not at module level."""
+    tree = ast.parse(source)
+    at_top = {id(node) for node in tree.body}
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in at_top or not isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        found += [
+            f"line {node.lineno}: imports {name}" for name in names if name.split(".")[0] in LAYER
+        ]
+    return found
+
+
+@pytest.mark.parametrize(
+    "path",
+    [path for package, path in product_modules() if package in TOP_LEVEL_IMPORTS_ONLY],
+    ids=lambda path: str(path.relative_to(ROOT)),
+)
+def test_the_domain_and_the_interfaces_import_our_code_at_the_top(path):
+    assert function_local_imports(path.read_text()) == []
+
+
+def test_a_function_local_import_of_our_code_is_caught():
+    planted = (
+        "import json\n\ndef helper():\n    from memory.models import Memory\n    import json\n"
+    )
+    assert function_local_imports(planted) == ["line 4: imports memory.models"]

@@ -47,6 +47,7 @@ def statements(work) -> int:
     return count
 
 
+@pytest.mark.sqlite_only(reason="the statement budget is SQLite's (one write lock for the store)")
 def test_a_job_of_ten_facts_is_written_with_at_most_twenty_statements(fake_ollama):
     set_mode("controlled-write")
     now = timezone.now()

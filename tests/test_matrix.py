@@ -85,3 +85,25 @@ def test_a_pruned_change_log_triggers_a_full_reload():
         )
     assert matrix.INDEX.nearest(new, model="m1", k=1)[0][0] == new_id
     assert matrix.INDEX.memory_bytes() >= 6 * DIMS * 4
+
+
+def test_asking_for_more_neighbours_than_the_candidate_pool_still_returns_them_all():
+    rng = np.random.default_rng(3)
+    vectors_by_row = [rng.standard_normal(DIMS).astype(np.float32) for _ in range(1500)]
+    rows = [v / np.linalg.norm(v) for v in vectors_by_row]
+    Embedding.objects.bulk_create(
+        Embedding(
+            content_hash=f"h{i}",
+            vector=vector_to_blob(v),
+            dimensions=DIMS,
+            model="m1",
+            created_at=timezone.now(),
+        )
+        for i, v in enumerate(rows)
+    )
+    ids = list(Embedding.objects.order_by("id").values_list("id", flat=True))
+    vectors.index_vectors([(e, v, "m1") for e, v in zip(ids, rows, strict=True)], replacing=set())
+    query = rng.standard_normal(DIMS).astype(np.float32)
+    wide = matrix.INDEX.nearest(query, model="m1", k=matrix.POOL * 2)
+    exact = vectors.nearest_vec0(query, model="m1", k=matrix.POOL * 2)
+    assert len(wide) == len(exact) == matrix.POOL * 2

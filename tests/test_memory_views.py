@@ -320,6 +320,21 @@ def test_a_reviewer_edits_content_with_a_reason(reviewer_client):
     assert "<del>16</del> <ins>17</ins>" in page  # a space: never "1617"
 
 
+def test_an_edit_embeds_the_stored_text_not_the_typed_one(reviewer_client, fake_ollama):
+    memory = remember("Billing runs on Postgres 16")
+    typed = "  Billing   runs on\tPostgres 17  "
+    response = reviewer_client.post(
+        action_url(memory),
+        {"action": "edit", "content": typed, "reason": "upgraded", "if_version": 1},
+    )
+    assert response.status_code == 302
+    memory.refresh_from_db()
+    assert memory.content == "Billing runs on Postgres 17"
+    # The vector is stored under the content's hash: it must be the vector of that content.
+    assert [call["input"] for call in fake_ollama.calls("/api/embed")] == [[memory.content]]
+    assert memory.embedding_model == "nomic-embed-text"
+
+
 def test_an_edit_by_htmx_updates_the_fragment_in_place(reviewer_client, hx):
     memory = remember("Billing runs on Postgres 16")
     response = reviewer_client.post(

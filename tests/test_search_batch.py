@@ -99,6 +99,7 @@ def test_a_jobs_candidates_equal_one_search_per_fact(store):
 
 
 @pytest.mark.sqlite_only(reason="the per-process numpy matrix serves KNN only on SQLite")
+@pytest.mark.sqlite_only(reason="the shared matrix serves SQLite; PostgreSQL answers from HNSW")
 def test_the_matrix_ranks_exactly_past_the_hamming_cut():
     """Three times more rows than the hamming cut keeps: the neighbours that are really near (a
     cluster of look-alikes) all survive it, and come back in exact order with exact distances."""

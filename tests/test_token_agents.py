@@ -9,9 +9,11 @@ from django.core.management import call_command
 from mcp.shared.exceptions import MCPError
 
 from api.auth import create_token
-from api.mcp_server import read_memory_resource, run_tool
+from api.mcp_server import list_memory_resources, read_memory_resource, run_tool
 from memory.models import ApiToken, Memory, MemoryHistory
-from memory.writes import Actor, remember
+from memory.writes import Actor, forget, remember
+from pipeline.models import Proposal
+from pipeline.tasks import process_pending
 
 pytestmark = pytest.mark.django_db
 
@@ -95,8 +97,6 @@ def test_a_token_cannot_touch_another_agents_memory_by_id(
 
 
 def test_recover_is_refused_for_another_agents_memory(client, tokens, ops_memory):
-    from memory.writes import forget
-
     forget(ops_memory.memory.id, actor=Actor("ops", "agent"), reason="gone")
     response = post(
         client, f"/api/memory/{ops_memory.memory.id}/recover", {}, bearer(tokens["bound"])
@@ -155,6 +155,16 @@ def test_mcp_tools_refuse_another_agents_memory(tokens, ops_memory, tool, args):
     assert Memory.objects.get(id=memory_id).version == 1
 
 
+def test_the_mcp_resource_list_shows_the_tokens_agents_live_memories(tokens, ops_memory):
+    own = remember("The deploy runbook lives in the handbook.", actor=Actor("me", "agent"))
+    gone = remember("An outdated note about the VPN.", actor=Actor("me", "agent"))
+    forget(gone.memory.id, actor=Actor("me", "agent"), reason="outdated")
+    listed = list_memory_resources(f"Bearer {tokens['bound']}")
+    assert [(str(r.uri), r.title) for r in listed] == [
+        (f"memory://{own.memory.id}", "The deploy runbook lives in the handbook.")
+    ]
+
+
 def test_the_mcp_memory_resource_refuses_another_agents_memory(tokens, ops_memory):
     with pytest.raises(MCPError):
         read_memory_resource(f"memory://{ops_memory.memory.id}", f"Bearer {tokens['bound']}")
@@ -162,3 +172,65 @@ def test_the_mcp_memory_resource_refuses_another_agents_memory(tokens, ops_memor
         read_memory_resource(f"memory://{ops_memory.memory.id}", f"Bearer {tokens['multi']}")
     )
     assert shown["memory"]["agentId"] == "ops"
+
+
+# --- the pipeline API: jobs and proposals belong to their memory's agent --------------------------
+
+
+def raw_with_two_facts(agent_id: str, topic: str):
+    """A raw memory whose facts differ from its own text, so they are proposals, not duplicates."""
+    return remember(
+        f"The {topic} pager rotates weekly. The {topic} runbook is kept in the wiki.",
+        actor=Actor(topic, "agent"),
+        agent_id=agent_id,
+    )
+
+
+@pytest.fixture
+def ops_job(db):
+    return raw_with_two_facts("ops", "ops").job
+
+
+@pytest.fixture
+def ops_proposal(ops_job):
+    """The ops job run in shadow mode (a fresh install): its proposals wait for review."""
+    process_pending()
+    proposal = Proposal.objects.filter(agent_id="ops", status="pending").first()
+    assert proposal is not None
+    return proposal
+
+
+def test_a_token_lists_only_its_own_agents_proposals(client, tokens, ops_proposal):
+    own = raw_with_two_facts("default", "deploy")
+    process_pending()
+    assert Proposal.objects.filter(agent_id="default").exists()
+    bound = client.get("/api/proposals", **bearer(tokens["bound"])).json()
+    assert bound["count"] > 0
+    assert {row["agentId"] for row in bound["proposals"]} == {"default"}
+    assert {row["sourceMemoryId"] for row in bound["proposals"]} == {own.memory.id}
+    fleet = client.get("/api/proposals", **bearer(tokens["multi"])).json()
+    assert {row["agentId"] for row in fleet["proposals"]} == {"default", "ops"}
+
+
+def test_a_token_cannot_read_another_agents_job(client, tokens, ops_job):
+    url = f"/api/jobs/{ops_job.id}"
+    refused = client.get(url, **bearer(tokens["bound"]))
+    assert refused.status_code == 403 and refused.json()["error"] == "forbidden"
+    assert client.get(url, **bearer(tokens["multi"])).status_code == 200
+
+
+@pytest.mark.parametrize("action", ["approve", "reject", "revert"])
+def test_a_review_token_cannot_decide_another_agents_proposal(client, tokens, ops_proposal, action):
+    url = f"/api/proposals/{ops_proposal.id}/{action}"
+    response = post(client, url, {"reason": "not mine"}, bearer(tokens["bound"]))
+    assert response.status_code == 403 and response.json()["error"] == "forbidden"
+    ops_proposal.refresh_from_db()
+    assert (ops_proposal.status, ops_proposal.decided_by) == ("pending", None)
+
+
+def test_a_multi_agent_review_token_may_decide_another_agents_proposal(
+    client, tokens, ops_proposal
+):
+    url = f"/api/proposals/{ops_proposal.id}/reject"
+    response = post(client, url, {"reason": "fleet review"}, bearer(tokens["multi"]))
+    assert response.status_code == 200 and response.json()["status"] == "rejected"

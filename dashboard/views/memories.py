@@ -35,11 +35,9 @@ from dashboard.memory_forms import (
     RecoverForm,
 )
 from memory import keyword, writes
-from memory.content import normalize
 from memory.models import DERIVED_SOURCE_TYPE, Memory, MemoryEntityMention
-from memory.search import Hit, hybrid_search
-from pipeline.config import search_settings
-from pipeline.llm import embed_or_none
+from memory.search import Hit
+from pipeline import memory_ops
 from pipeline.models import Proposal
 
 PAGE_SIZE = 50
@@ -78,25 +76,13 @@ def _filtered(filters: dict[str, str]):
 
 def _search(q: str, agents: list[str]) -> tuple[dict[str, Hit], list[str]]:
     """Hybrid search over each agent's live memories; the query is embedded once, up front."""
-    alpha, min_score = search_settings()
-    warnings = []
-    # A person waits on this page: a slow embedding server must not hold it past a short timeout.
-    vector = embed_or_none(q, timeout=settings.MEMORY_RECALL_EMBED_TIMEOUT_SECONDS)
-    if vector is None:
-        warnings.append("The embedding server is unavailable: keyword matches only.")
-    hits: list[Hit] = []
-    for agent_id in agents:
-        hits += hybrid_search(
-            q,
-            agent_id=agent_id,
-            k=SEARCH_K,
-            alpha=alpha,
-            min_score=min_score,
-            query_vector=vector.values if vector else None,
-            model=vector.model if vector else None,
-        )
-    hits.sort(key=lambda hit: (-hit.score, hit.memory_id))
-    return {hit.memory_id: hit for hit in hits[:SEARCH_K]}, warnings
+    recalled = memory_ops.recall(q, agents, k=SEARCH_K)
+    warnings = (
+        ["The embedding server is unavailable: keyword matches only."]
+        if recalled.keyword_only
+        else []
+    )
+    return {hit.memory_id: hit for hit in recalled.hits}, warnings
 
 
 def _query_words(q: str) -> list[str]:
@@ -337,16 +323,12 @@ def _apply(action: str, form: ActionForm, memory: Memory, actor: writes.Actor) -
         )
         return f"{action.capitalize()}ned (now version {done.version})."
     if action == "edit":
-        # The embedding is a model call: fetch it before the write transaction, never inside.
-        changed = normalize(data["content"]).storage != memory.content
-        vector = embed_or_none(data["content"]) if changed else None
-        done = writes.modify(
-            memory.id,
+        done = memory_ops.modify(
+            memory,
             {"content": data["content"]},
             actor=actor,
             reason=data["reason"],
             if_version=data["if_version"],
-            vector=vector,
         )
         return f"Saved as version {done.version}; the previous text is in the cold tier."
     if action == "forget":

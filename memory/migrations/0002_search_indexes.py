@@ -22,7 +22,7 @@ def create_indexes(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
         _require_vector_extension(schema_editor)
         _execute(schema_editor, keyword_postgres.INDEX_SQL)
-        _execute(schema_editor, vectors_postgres.index_sql(dimensions)[1:])
+        _execute(schema_editor, vectors_postgres.index_sql(dimensions))
         return
     _execute(schema_editor, keyword.FTS_TABLE_SQL)
     # Skipped only when the numpy backend was chosen explicitly and the extension is absent;
@@ -32,9 +32,8 @@ def create_indexes(apps, schema_editor):
 
 
 def _require_vector_extension(schema_editor):
-    create = vectors_postgres.index_sql(settings.MEMORY_EMBEDDING_DIMENSIONS)[0]
     try:
-        schema_editor.execute(create)
+        schema_editor.execute(vectors_postgres.EXTENSION_SQL)
     except DatabaseError as exc:
         settings_dict = schema_editor.connection.settings_dict
         raise ImproperlyConfigured(

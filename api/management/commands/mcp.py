@@ -4,8 +4,13 @@ import logging
 import os
 import sys
 
+import anyio
+import uvicorn
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
+
+from api.auth import authenticate
+from api.mcp_server import http_app, serve_stdio
 
 DEFAULT_BIND = "127.0.0.1:8001"
 
@@ -35,11 +40,6 @@ class Command(BaseCommand):
             self._serve_stdio()
 
     def _serve_stdio(self):
-        import anyio
-
-        from api.auth import authenticate
-        from api.mcp_server import serve_stdio
-
         token = os.environ.get("MEMORY_MCP_TOKEN", "").strip()
         if not token:
             raise CommandError(
@@ -53,10 +53,6 @@ class Command(BaseCommand):
         anyio.run(serve_stdio, token)
 
     def _serve_http(self, bind: str, path: str):
-        import uvicorn
-
-        from api.mcp_server import http_app
-
         host, _, port = bind.rpartition(":")
         if not host or not port.isdigit():
             raise CommandError(f"--bind must be host:port, not {bind!r}")
