@@ -7,8 +7,6 @@ its results while the task asks the model. Adopting goes through the shared revi
 
 from __future__ import annotations
 
-import json
-
 from django import forms
 from django.conf import settings
 from django.contrib import messages
@@ -21,6 +19,7 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseStopPolling, push_url
 
 from dashboard.access import reviewer_actor, role_required
+from dashboard.htmx import review_changed, toast, wants_fragment
 from dashboard.views.review import filtered_queue
 from memory.writes import Refused
 from pipeline import replay as replaying
@@ -189,8 +188,7 @@ def _run_context(run: ReplayRun) -> dict:
 def replay_run(request, run_id: str):
     run = get_object_or_404(ReplayRun, id=run_id)
     context = _run_context(run)
-    # A history restore (back button after a cache miss) needs the whole page, not the fragment.
-    if request.htmx and not request.htmx.history_restore_request:
+    if wants_fragment(request):  # not for a history restore: that needs the whole page
         if context["live"]:
             return render(request, RESULTS, context)
         return HttpResponseStopPolling(render_to_string(RESULTS, context, request=request))
@@ -265,9 +263,7 @@ def adopt(request, proposal_id: str):
             {"p": proposal, "note": message, "note_css": css},
         )
         if css == "ok":
-            response["HX-Trigger"] = json.dumps(
-                {"review-changed": True, "toast": {"message": message}}
-            )
+            review_changed(toast(response, message))
         return response
     (messages.error if css == "bad" else messages.success)(request, message)
     return redirect("dashboard:proposal", proposal_id=proposal_id)
