@@ -271,6 +271,8 @@ MEMORY_PROBE_TIMEOUT_SECONDS = float(env_str("MEMORY_PROBE_TIMEOUT_SECONDS", "1.
 # Decision calls of one job run side by side, at most this many at once (a local Ollama serves
 # 4 requests of one model at a time when memory allows; its queue holds the rest).
 MEMORY_LLM_PARALLEL = max(1, env_int("MEMORY_LLM_PARALLEL", 4))
+# Queue workers lower their CPU priority by this much (nice); 0 keeps them level with the web.
+MEMORY_WORKER_NICE = max(0, min(19, env_int("MEMORY_WORKER_NICE", 10)))
 
 # --- django-q2 (ORM broker on the same database, or Redis) ------------------------------------
 # retry must exceed timeout, and timeout must exceed the slowest model call: otherwise a task is

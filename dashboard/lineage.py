@@ -19,6 +19,7 @@ from django.db.models import Count, Q
 from django.urls import reverse
 from django.utils import timezone
 
+from dashboard import wording
 from memory.models import DERIVED_SOURCE_TYPE as DERIVED
 from memory.models import Job, JobStatus, Memory, MemoryCold, MemoryHistory
 from pipeline.config import PIPELINE_NAME as PIPELINE
@@ -103,7 +104,7 @@ def _clip(text: str | None, limit: int = QUOTE_CHARS) -> str | None:
 
 
 def _short(identifier: str | None) -> str:
-    return (identifier or "")[:8]
+    return wording.short_id(identifier)
 
 
 def _prompt_version(proposal) -> str:

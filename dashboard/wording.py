@@ -8,6 +8,14 @@ from django.utils.text import capfirst
 from memory.writes import Refused
 from pipeline.models import Proposal, ProposalStatus
 
+
+def short_id(identifier: str | None) -> str:
+    """The 8 hex digits that tell ids apart at a glance: the random tail of the UUID. Row ids are
+    time-ordered (version 7), so their first digits are the same for everything made within a
+    minute; the link or title next to a short id carries the whole one."""
+    return (identifier or "")[-8:]
+
+
 # What a reviewer can do next, by refusal code (the message itself says what happened).
 NEXT_STEPS = {
     "already_decided": "Reload the queue to see what is still waiting.",
@@ -44,7 +52,7 @@ def refusal(refused: Refused) -> str:
     """The refusal as a sentence, followed by what to do next when the message does not say."""
     text = sentence(refused.message)
     if refused.code == "duplicate_content_hash" and refused.details.get("duplicateMemoryId"):
-        text = f"{text[:-1]} (memory {refused.details['duplicateMemoryId'][:8]})."
+        text = f"{text[:-1]} (memory {short_id(refused.details['duplicateMemoryId'])})."
     step = NEXT_STEPS.get(refused.code)
     if refused.code == "already_decided" and refused.details.get("currentStatus") == "stale":
         step = None  # the message already says: compare and re-decide
@@ -71,7 +79,7 @@ def outcome(proposal: Proposal, reviewer: str) -> str:
             holder = (
                 "its raw memory"
                 if proposal.deduped_existing_id == proposal.source_memory_id
-                else f"memory {proposal.deduped_existing_id[:8]}"
+                else f"memory {short_id(proposal.deduped_existing_id)}"
             )
             return (
                 f"Approved by {reviewer}: replaced. The old memory is retired and its trail "
@@ -85,7 +93,7 @@ def outcome(proposal: Proposal, reviewer: str) -> str:
         where = (
             "its raw memory"
             if proposal.deduped_existing_id == proposal.source_memory_id
-            else f"memory {(proposal.deduped_existing_id or '')[:8]}"
+            else f"memory {short_id(proposal.deduped_existing_id)}"
         )
         if kept_both:
             return (

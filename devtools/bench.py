@@ -331,10 +331,9 @@ def label(size: int) -> str:
 _SENTENCE_END = re.compile(r"(?<=\.)\s+")
 
 
-def scripted_chat(payload: dict, *, delay: float) -> str:
-    """The model: extraction returns the note's sentences as facts, every decision is an ADD."""
-    if delay:
-        time.sleep(delay)
+def scripted_chat(payload: dict) -> str:
+    """The model: extraction returns the note's sentences as facts, every decision is an ADD.
+    (`delay` is served by the server around the whole answer: see `serve_fake_model`.)"""
     schema = json.dumps(payload.get("format") or {})
     prompt = payload["messages"][-1]["content"]
     if '"facts"' in schema:
@@ -356,13 +355,26 @@ def serve_fake_model(delay: float) -> None:
     from tests.fake_ollama import FakeOllama
 
     class SlowEmbeddings(FakeOllama):
+        def _handler(self):
+            handler = super()._handler()
+            # Like Ollama (and any HTTP/1.1 server): connections stay open between calls, so the
+            # pooled client does not pay a TCP connect and a new server thread per model call.
+            handler.protocol_version = "HTTP/1.1"
+            handler.disable_nagle_algorithm = True  # headers and body go out in separate writes
+            return handler
+
         def _default(self, path: str, payload: dict):
-            if delay and path in {"/api/embed", "/v1/embeddings"}:
-                time.sleep(delay)
-            return super()._default(path, payload)
+            # Each call takes `delay` in all, the fake's own work (embedding the texts, mostly)
+            # included: a model that answers in 200 ms, not one that thinks 200 ms and then
+            # spends the benchmark's time on Python.
+            started = time.perf_counter()
+            answer = super()._default(path, payload)
+            if delay:
+                time.sleep(max(0.0, delay - (time.perf_counter() - started)))
+            return answer
 
     server = SlowEmbeddings(settings.MEMORY_EMBEDDING_DIMENSIONS)
-    server.chat_handler = partial(scripted_chat, delay=delay)
+    server.chat_handler = scripted_chat
     server.start()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     print(server.url, flush=True)
@@ -387,6 +399,16 @@ class FakeModelProcess:
         if not self.url.startswith("http://"):
             self.stop()
             raise RuntimeError("the fake model server did not start")
+
+    def cpu_seconds(self) -> float:
+        """CPU time the fake server has used so far (its own work: JSON, embeddings), from /proc;
+        0.0 where /proc is not available."""
+        try:
+            with open(f"/proc/{self.proc.pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -624,12 +646,13 @@ class Bench:
         legs = self._search_legs(texts[:5], queries[:5])
         found = [[eid for eid, _ in vectors.nearest(v, model=self.model, k=5)] for v in queries]
         recall = exact_recall(np.vstack(queries), found, self.model, k=5)
-        hybrid_recall = self._hybrid_recall(texts[:30], queries[:30])
+        hybrid_recall, keyword_recall = self._hybrid_recall(texts[:30], queries[:30])
         figures = {
             "p50_ms": pct(timings, 50),
             "p95_ms": pct(timings, 95),
             "recall_at_5": round(recall, 4),
             "hybrid_recall_at_5": round(hybrid_recall, 4),
+            "keyword_recall_at_10": round(keyword_recall, 4),
         }
         if engine == "matrix":
             figures["matrix"] = {
@@ -660,6 +683,10 @@ class Bench:
             f">= {BUDGETS['recall']:g}",
             hybrid_recall >= BUDGETS["recall"],
         )
+        self.report.add(
+            f"  keyword leg alone: recall@10 vs exhaustive keyword leg @ {tag}",
+            f"{keyword_recall:.3f}",
+        )
         for name, values in legs.items():
             self.report.add(f"  {name} @ {tag}: p50", f"{pct(values, 50):.2f} ms")
         if engine == "matrix":
@@ -686,25 +713,37 @@ class Bench:
             f"first query {load_ms:.0f} ms, map {map_ms:.1f} ms"
         )
 
-    def _hybrid_recall(self, texts: list[str], queries: list[np.ndarray]) -> float:
-        """Share of the top 5 that the keyword leg's rarest-terms shortcut keeps, against the same
-        search with every term ranked by the index (the exhaustive keyword leg)."""
-        from memory import keyword
+    def _hybrid_recall(self, texts: list[str], queries: list[np.ndarray]) -> tuple[float, float]:
+        """What the keyword leg's rarest-terms shortcut keeps, against the same search with every
+        term ranked by the index (the exhaustive keyword leg): the share of the hybrid top 5, and
+        of the keyword leg's own top 10 (the vector leg hides most misses of the second)."""
+        from memory import bm25, keyword
         from memory.search import hybrid_search
 
         def top(text, vector):
             hits = hybrid_search(text, agent_id=AGENT, k=5, query_vector=vector, model=self.model)
             return [hit.memory_id for hit in hits]
 
+        def keyword_top():
+            found = keyword.search_many(texts, agent_id=AGENT, limit=10)
+            return [[memory_id for memory_id, _ in hits] for hits in found]
+
         fast = [top(t, v) for t, v in zip(texts, queries, strict=True)]
-        saved = keyword.RARE_DOCUMENT_BUDGET
-        keyword.RARE_DOCUMENT_BUDGET = 1 << 62
+        fast_keyword = keyword_top()
+        saved = (keyword.RARE_DOCUMENT_BUDGET, bm25.RARE_DOCUMENT_BUDGET)
+        # SQLite plans its candidate tiers with keyword's budget, PostgreSQL with bm25's.
+        keyword.RARE_DOCUMENT_BUDGET = bm25.RARE_DOCUMENT_BUDGET = 1 << 62
         try:
             exhaustive = [top(t, v) for t, v in zip(texts, queries, strict=True)]
+            exhaustive_keyword = keyword_top()
         finally:
-            keyword.RARE_DOCUMENT_BUDGET = saved
-        kept = sum(len(set(a) & set(b)) for a, b in zip(fast, exhaustive, strict=True))
-        return kept / max(1, sum(len(b) for b in exhaustive))
+            keyword.RARE_DOCUMENT_BUDGET, bm25.RARE_DOCUMENT_BUDGET = saved
+
+        def kept(found, truth):
+            hits = sum(len(set(a) & set(b)) for a, b in zip(found, truth, strict=True))
+            return hits / max(1, sum(len(b) for b in truth))
+
+        return kept(fast, exhaustive), kept(fast_keyword, exhaustive_keyword)
 
     def _search_legs(self, texts: list[str], queries: list[np.ndarray]) -> dict[str, list[float]]:
         """Where a hybrid search spends its time, leg by leg (a few queries)."""
@@ -965,6 +1004,7 @@ class Bench:
             tasks.run_job(warm.id)  # first model call, first matrix catch-up
             overhead, facts = [], []
             cap = Cap(self.o.phase_seconds, 5)
+            server_cpu = fake.cpu_seconds()
             for _ in range(self.o.jobs):
                 if cap.reached(len(overhead)):
                     self.capped("job overhead", len(overhead), self.o.jobs)
@@ -977,7 +1017,8 @@ class Bench:
                     raise RuntimeError(f"job {job.id} ended {status}")
                 job.refresh_from_db()
                 facts.append(len(job.result["facts"]))
-            holds, computes, added = [], [], 0
+            server_ms = (fake.cpu_seconds() - server_cpu) * 1000 / max(1, len(overhead))
+            holds, records, computes, added = [], [], [], 0
             cap = Cap(self.o.phase_seconds, 5)
             for _ in range(self.o.jobs):
                 if cap.reached(len(holds)):
@@ -990,22 +1031,27 @@ class Bench:
                 outcome = tasks.compute(claim, calls)
                 computes.append(ms_since(started))
                 started = time.perf_counter()
-                result = record_job(outcome)
-                holds.append(ms_since(started))
+                result, held_ms = in_transaction(partial(record_job, outcome))
+                records.append(ms_since(started))
+                holds.append(held_ms)
                 added += result["writeStats"]["added"]
             # One more, counted: how many SQL statements run while the write lock is held.
             job = self._raw_job(10)
             claim = claim_job(job.id)
             calls = []
             outcome = tasks.compute(claim, calls)
-            statements = count_statements(lambda: record_job(outcome))
+            statements = count_statements(partial(record_job, outcome), in_transaction_only=True)
             http_calls = len([c for c in calls if c.kind in {"extract", "decide", "embed"}])
         finally:
             settings.MEMORY_LLM_PROVIDER, settings.OLLAMA_URL = saved
             _probe_cache.clear()
             fake.stop()
         per_job = round(float(np.median(facts)))
-        self.results["job_overhead"] = {"p50_ms": pct(overhead, 50), "facts_per_job": per_job}
+        self.results["job_overhead"] = {
+            "p50_ms": pct(overhead, 50),
+            "facts_per_job": per_job,
+            "model_server_cpu_ms": round(server_ms, 1),
+        }
         self.results["lock_hold"] = {"p50_ms": pct(holds, 50), "p99_ms": pct(holds, 99)}
         tag = label(self.size)
         p50 = self.results["job_overhead"]["p50_ms"]
@@ -1019,7 +1065,15 @@ class Bench:
             "  of which compute (model HTTP + 10 candidate searches): p50",
             f"{pct(computes, 50):.1f} ms",
         )
+        self.report.add(
+            "  CPU the fake model server spent per job (its JSON and embeddings): mean",
+            f"{server_ms:.1f} ms",
+        )
         self.report.add("  model HTTP calls per job", str(http_calls))
+        self.report.add(
+            "  the whole record step (rows prepared before BEGIN): p50",
+            f"{pct(records, 50):.1f} ms",
+        )
         self.report.add("job write transaction (lock hold): p50", f"{pct(holds, 50):.2f} ms")
         self.report.add(
             "job write transaction (lock hold): p99",
@@ -1336,12 +1390,39 @@ def exact_recall(queries: np.ndarray, found: list[list[int]], model: str, k: int
     return hits / (k * len(found))
 
 
-def count_statements(work: Callable[[], object]) -> int:
+def in_transaction(work: Callable[[], object]) -> tuple[object, float]:
+    """`work()` and the milliseconds its write transaction was open: from BEGIN (SQLite's BEGIN
+    IMMEDIATE takes the write lock; on PostgreSQL the first statement in the atomic block) to the
+    end of COMMIT. Work done before BEGIN or after COMMIT holds no lock and is not counted."""
+    clock: dict[str, float] = {}
+
+    def timer(execute, sql, params, many, context):
+        if "begin" not in clock and (
+            connection.in_atomic_block or sql.lstrip()[:5].upper() == "BEGIN"
+        ):
+            clock["begin"] = time.perf_counter()
+        if connection.in_atomic_block and "hooked" not in clock:
+            clock["hooked"] = 0.0
+            connection.on_commit(lambda: clock.setdefault("commit", time.perf_counter()))
+        return execute(sql, params, many, context)
+
+    started = time.perf_counter()
+    with connection.execute_wrapper(timer):
+        result = work()
+    ended = clock.get("commit", time.perf_counter())
+    return result, (ended - clock.get("begin", started)) * 1000
+
+
+def count_statements(work: Callable[[], object], *, in_transaction_only: bool = False) -> int:
+    """SQL statements `work()` runs (an executemany is one); with `in_transaction_only`, only
+    those inside its write transaction (BEGIN included), where the write lock is held."""
     count = 0
 
     def counter(execute, sql, params, many, context):
         nonlocal count
-        count += 1
+        begin = sql.lstrip()[:5].upper() == "BEGIN"
+        if not in_transaction_only or connection.in_atomic_block or begin:
+            count += 1
         return execute(sql, params, many, context)
 
     with connection.execute_wrapper(counter):

@@ -10,7 +10,6 @@ import re
 import threading
 import time
 import unicodedata
-from collections import Counter
 from dataclasses import dataclass
 
 from memory.words import NEGATIONS
@@ -24,8 +23,9 @@ MAX_QUERY_TERMS = 24
 # positive for every term, where FTS5's log((N - n + 0.5) / (n + 0.5)) is zero for a term found
 # in half of a two-memory store.
 K1, B = 1.2, 0.75
-# Candidates come from the rarest terms whose posting lists add up to this many memories (at least
-# the rarest one); a store smaller than this always uses every term.
+# PostgreSQL's candidates come from the rarest terms whose posting lists add up to this many
+# memories (at least the rarest one); a store smaller than this always uses every term. (SQLite
+# plans its candidate tiers in memory.keyword, with a budget of its own.)
 RARE_DOCUMENT_BUDGET = 2000
 # Stores this big cache document frequencies per process (smaller ones count them afresh: cheap,
 # and exact); the cache empties when the store grew or shrank by more than CACHE_DRIFT, or aged.
@@ -126,7 +126,8 @@ class _FrequencyCache:
 
 def rarest_terms(terms: list[str], frequencies: dict[str, int]) -> list[str]:
     """The rarest matching terms whose posting lists add up to RARE_DOCUMENT_BUDGET memories (at
-    least the rarest one): FTS5 ranks only these, so common words never make it scan the store."""
+    least the rarest one): the index ranks only these, so common words never make it scan the
+    store."""
     chosen, total = [], 0
     for term in sorted((t for t in terms if frequencies.get(t)), key=lambda t: frequencies[t]):
         if chosen and total + frequencies[term] > RARE_DOCUMENT_BUDGET:
@@ -160,13 +161,21 @@ class _Query:
 
     def score(self, content: str) -> float:
         """Normalised BM25 of one memory's text for this query (0.0 when no term matches)."""
-        if not self.weights:
+        weights = self.weights
+        if not weights:
             return 0.0
         tokens = _tokens(content)
-        counts = Counter(stem(token) for token in tokens)
+        # Only the query's stems are counted: candidates are scored by the hundred per search, and
+        # counting every stem of every candidate was most of the time spent here.
+        counts: dict[str, int] = {}
+        for key in map(stem, tokens):
+            if key in weights:
+                counts[key] = counts.get(key, 0) + 1
+        if not counts:
+            return 0.0
         length = len(tokens) / self.stats.average_length
         raw = 0.0
-        for key, idf in self.weights.items():
+        for key, idf in weights.items():  # the same terms in the same order: the same float sum
             tf = counts.get(key, 0)
             if tf:
                 raw += idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length))

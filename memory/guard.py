@@ -1,4 +1,5 @@
-"""The transaction rule as a runtime check: model and embedding calls refuse to run inside one."""
+"""The transaction rule as a runtime check: model and embedding calls refuse to run inside one;
+and whether work can wait for the current transaction's commit."""
 
 from __future__ import annotations
 
@@ -24,3 +25,11 @@ def ensure_outside_transaction(what: str) -> None:
             f"{what} called inside a database transaction on '{alias}': fetch and embed first, "
             "then write in one short transaction"
         )
+
+
+def runs_after_commit(connection) -> bool:
+    """True inside a write transaction whose commit will run `connection.on_commit` callbacks:
+    work deferred there runs once the write lock is released. False outside a transaction, and
+    inside a test's wrapping transaction (rolled back, never committed): do the work at once."""
+    blocks = connection.atomic_blocks
+    return bool(blocks) and not getattr(blocks[0], "_from_testcase", False)

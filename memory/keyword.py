@@ -6,13 +6,19 @@ and score in [0, 1), stronger matches higher, so the hybrid formula is the same 
 On SQLite, FTS5 finds the candidates and this module scores them (BM25 with an IDF that never
 reaches zero, so a match in a store of a handful of memories still counts):
 1. document frequencies of the query's terms: one counting query, cached per process on big stores;
-2. candidates: FTS5's best matches for the rarest terms only (their posting lists are short, so
-   the cost stays small at 100k memories, where an OR of every term scored most of the store);
+2. candidates, every text of a batch in one query (`_Plan`): the index's bm25 best of the rarest
+   terms (only as many as RARE_DOCUMENT_BUDGET postings: ranking costs about a microsecond a row),
+   the memories holding both of the next two rarest terms (an intersection, not ranked), and the
+   next terms alone only when those came up short. (Ranking an OR of every term scored most of
+   the store at 100k memories; ranking the rarest term alone brought back the thousand memories
+   that share a name with the query and little else, and took 17 ms for a job of ten facts.)
 3. scores: every candidate against every term, from its text, so the same memory gets the same
    score whether the keyword leg or the vector leg found it.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from django.db import connection
 
@@ -24,7 +30,6 @@ from memory.bm25 import (  # noqa: F401 (re-exported: callers use keyword.stem, 
     CACHE_SECONDS,
     K1,
     MAX_QUERY_TERMS,
-    RARE_DOCUMENT_BUDGET,
     STOP_WORDS,
     B,
     _fold,
@@ -35,7 +40,6 @@ from memory.bm25 import (  # noqa: F401 (re-exported: callers use keyword.stem, 
     _tokens,
     normalise_bm25,
     query_terms,
-    rarest_terms,
     stem,
 )
 
@@ -134,6 +138,48 @@ def document_frequencies(cursor, terms: list[str], stats: _Stats) -> dict[str, i
 
 # --- the keyword leg --------------------------------------------------------------------------------
 
+# The index ranks (bm25) only the rarest terms whose posting lists add up to this many memories:
+# ranking costs about a microsecond per row, and at 100k memories even the rarest word of an
+# everyday sentence (a name, a service) is in a thousand of them. A huge budget ranks every term
+# (the exhaustive keyword leg the benchmark compares this one with).
+RARE_DOCUMENT_BUDGET = 100
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Where one query's candidates come from, as FTS5 expressions (None or empty: no such tier).
+    The scorer then ranks every candidate on all of the query's terms.
+
+    ranked: the rarest terms within the budget, OR-ed; the index's best `window` by bm25.
+    both:   memories with both of the next two rarest terms (FTS5 intersects the two posting
+            lists, so a few dozen memories that share two words with the query come back, not a
+            thousand that share one); the first `window` in index order.
+    fills:  the next rarest term alone, then the terms after it OR-ed, in index order, each
+            asked only while the query is still short of `limit` candidates (few memories have
+            both terms, or the term's memories are forgotten or another agent's), and for just
+            enough rows to reach it; without a `both` the first is asked at once.
+    """
+
+    ranked: str | None
+    both: str | None
+    fills: tuple[str, ...]
+
+
+def _plan(terms: list[str], frequencies: dict[str, int]) -> _Plan:
+    matching = sorted((t for t in terms if frequencies.get(t)), key=lambda t: frequencies[t])
+    ranked, total = [], 0
+    for term in matching:
+        if total + frequencies[term] > RARE_DOCUMENT_BUDGET:
+            break
+        ranked.append(term)
+        total += frequencies[term]
+    rest = matching[len(ranked) :]
+    return _Plan(
+        ranked=_quoted(ranked) if ranked else None,
+        both=f'"{rest[0]}" AND "{rest[1]}"' if len(rest) > 1 else None,
+        fills=tuple(_quoted(part) for part in (rest[:1], rest[1:]) if part),
+    )
+
 
 def search(
     text: str, *, agent_id: str, limit: int, exclude_id: str | None = None
@@ -147,7 +193,9 @@ def search(
 def search_many(
     texts: list[str], *, agent_id: str, limit: int, exclude_id: str | None = None
 ) -> list[list[tuple[str, float]]]:
-    """`search` for several texts at once: one frequency query, one candidate query."""
+    """`search` for several texts at once: one frequency query, one candidate query (and one more
+    for the texts whose candidates came up short). Each text's plan, rounds and ranking depend on
+    that text alone, so a batch ranks every text exactly as a search of its own does."""
     if engine := _postgres():
         return [
             engine.search(text, agent_id=agent_id, limit=limit, exclude_id=exclude_id)
@@ -157,14 +205,8 @@ def search_many(
     with connection.cursor() as cursor:
         stats = _stats(cursor)
         frequencies = document_frequencies(cursor, sorted({t for ts in terms for t in ts}), stats)
-        expressions = [_quoted(rarest_terms(ts, frequencies)) for ts in terms]
-        window = max(limit * 4, 40)
-        found = _candidates(cursor, expressions, window, agent_id, exclude_id)
-        for index, expression in enumerate(expressions):
-            if expression and len(found[index]) < limit:
-                found[index] = _widened(
-                    cursor, expression, window, limit, agent_id, exclude_id, found[index]
-                )
+        plans = [_plan(ts, frequencies) for ts in terms]
+        found = _candidates(cursor, plans, max(limit * 4, 40), limit, agent_id, exclude_id)
     results = []
     for index, rows in enumerate(found):
         query = _Query.of(terms[index], frequencies, stats)
@@ -175,48 +217,90 @@ def search_many(
     return results
 
 
-_CANDIDATES_SQL = (
-    "SELECT {index}, m.id, m.content FROM (SELECT rowid, bm25(memories_fts) AS s FROM memories_fts "
-    "WHERE memories_fts MATCH %s ORDER BY s LIMIT %s) f "
-    "CROSS JOIN memories m ON m.rowid = f.rowid WHERE m.is_deleted = 0 AND m.agent_id = %s{exclude}"
+_IN_INDEX_ORDER = "SELECT rowid FROM memories_fts WHERE memories_fts MATCH %s LIMIT %s"
+_TIER_SQL = {
+    "ranked": "SELECT rowid FROM memories_fts WHERE memories_fts MATCH %s "
+    "ORDER BY bm25(memories_fts) LIMIT %s",
+    "both": _IN_INDEX_ORDER,
+    "fill": _IN_INDEX_ORDER,
+}
+_TIER_ORDER = {kind: order for order, kind in enumerate(_TIER_SQL)}
+# Every row a tier gave comes back, its content only when the agent sees the memory: a tier whose
+# rows were forgotten memories or other agents' is told from one the index ran out of. (No
+# "SELECT * FROM (...)" around a part: the LIMIT sits in the subquery already, and that wrapper
+# made compiling the statement cost as much as running it.)
+_TIER_ROWS_SQL = (
+    "SELECT %s, %s, m.id, CASE WHEN m.is_deleted = 0 AND m.agent_id = %s{exclude} "
+    "THEN m.content END FROM ({rows}) f CROSS JOIN memories m ON m.rowid = f.rowid"
 )
 
 
-def _candidate_sql(index: int, expression: str, window: int, agent_id: str, exclude_id):
-    sql = _CANDIDATES_SQL.format(index=index, exclude=" AND m.id != %s" if exclude_id else "")
-    return sql, [expression, window, agent_id, *([exclude_id] if exclude_id else [])]
+def _candidates(cursor, plans, window, limit, agent_id, exclude_id) -> list[list[tuple[str, str]]]:
+    """(memory id, content) of each plan's candidates that the agent sees, in tier order.
+
+    Round one asks every text's ranked and both tiers in one query. A text left with fewer than
+    `limit` candidates asks for its next fill; one still short once the fills are spent, while a
+    tier came back full (the filter dropped rows), asks all its tiers again in windows eight times
+    wider.
+    """
+    found: list[dict[str, str]] = [{} for _ in plans]
+    full = [False] * len(plans)
+    fills = [0 if plan.both else min(1, len(plan.fills)) for plan in plans]  # fills asked so far
+    widen = [1] * len(plans)
+
+    def tiers(i: int) -> list[tuple[str, str, int]]:
+        plan, size = plans[i], window * widen[i]
+        asked = [("ranked", plan.ranked), ("both", plan.both)]
+        asked += [("fill", fill) for fill in plan.fills[: fills[i]]]
+        return [(kind, expression, size) for kind, expression in asked if expression]
+
+    asking = {i: tiers(i) for i, plan in enumerate(plans) if plan.ranked or plan.fills}
+    while asking:
+        fetched = _fetch(cursor, asking, agent_id, exclude_id)
+        again = {}
+        for i, (rows, tier_full) in fetched.items():
+            for memory_id, content in rows:
+                found[i].setdefault(memory_id, content)
+            full[i] = full[i] or tier_full
+            if len(found[i]) >= limit:
+                continue
+            if fills[i] < len(plans[i].fills):
+                # Just enough to reach `limit`: the rows found so far may come back again.
+                again[i] = [("fill", plans[i].fills[fills[i]], limit + len(found[i]))]
+                fills[i] += 1
+            elif full[i] and window * widen[i] < 1_000_000:
+                widen[i] *= 8
+                found[i], full[i] = {}, False
+                again[i] = tiers(i)
+        asking = again
+    return [list(rows.items()) for rows in found]
 
 
-def _candidates(cursor, expressions, window, agent_id, exclude_id) -> list[list[tuple[str, str]]]:
-    """(memory id, content) of each expression's best `window` index rows that the agent sees."""
-    found: list[list[tuple[str, str]]] = [[] for _ in expressions]
+def _fetch(cursor, asking, agent_id, exclude_id) -> dict[int, tuple[list, bool]]:
+    """One UNION ALL over the asked tiers: per text, (memory id, content) of the rows the agent
+    sees, and whether any tier came back with as many rows as it asked for."""
     parts, params = [], []
-    for index, expression in enumerate(expressions):
-        if expression:
-            sql, values = _candidate_sql(index, expression, window, agent_id, exclude_id)
-            parts.append(f"SELECT * FROM ({sql})")
-            params += values
-    if parts:
-        cursor.execute(" UNION ALL ".join(parts), params)
-        for index, memory_id, content in cursor.fetchall():
-            found[index].append((memory_id, content))
-    return found
-
-
-def _widened(cursor, expression, window, limit, agent_id, exclude_id, rows):
-    """Forgotten memories and other agents' rows filled the window: widen it until `limit` rows
-    are left or the index has no more matches."""
-    while len(rows) < limit and window < 1_000_000:
-        cursor.execute(
-            "SELECT COUNT(*) FROM memories_fts WHERE memories_fts MATCH %s", [expression]
-        )
-        if cursor.fetchone()[0] <= window:
-            break
-        window *= 8
-        sql, params = _candidate_sql(0, expression, window, agent_id, exclude_id)
-        cursor.execute(sql, params)
-        rows = [(memory_id, content) for _, memory_id, content in cursor.fetchall()]
-    return rows
+    exclude = " AND m.id != %s" if exclude_id else ""
+    asked = [
+        (kind, i, tier) for i, tiers in asking.items() for tier, (kind, _, _) in enumerate(tiers)
+    ]
+    # Grouped by kind, with the numbers as parameters: batches of the same shape share one SQL
+    # text, which SQLite then compiles once per connection.
+    for kind, i, tier in sorted(asked, key=lambda part: _TIER_ORDER[part[0]]):
+        parts.append(_TIER_ROWS_SQL.format(exclude=exclude, rows=_TIER_SQL[kind]))
+        _, expression, size = asking[i][tier]
+        params += [i, tier, agent_id, *([exclude_id] if exclude_id else []), expression, size]
+    cursor.execute(" UNION ALL ".join(parts), params)
+    fetched: dict[int, tuple[list, bool]] = {i: ([], False) for i in asking}
+    counts: dict[tuple[int, int], int] = {}
+    for i, tier, memory_id, content in cursor.fetchall():
+        counts[i, tier] = counts.get((i, tier), 0) + 1
+        if content is not None:
+            fetched[i][0].append((memory_id, content))
+    for (i, tier), count in counts.items():
+        if count >= asking[i][tier][2]:
+            fetched[i] = (fetched[i][0], True)
+    return fetched
 
 
 def scores_for(text: str, memory_ids: list[str]) -> dict[str, float]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 import uuid
 
 from django.db import models
@@ -12,7 +14,15 @@ DERIVED_SOURCE_TYPE = "pipeline-v2"
 
 
 def new_id() -> str:
-    return str(uuid.uuid4())
+    """A new row id: a version 7 UUID (RFC 9562), its first 48 bits the time in milliseconds and
+    74 random bits after. Ids made later sort later, so new memories, audits and proposals land on
+    the last pages of their primary-key indexes: a job's write of 60 rows dirtied 60 random index
+    pages under the write lock with random (version 4) ids, and now a handful."""
+    millis = (time.time_ns() // 1_000_000) & ((1 << 48) - 1)
+    random = int.from_bytes(os.urandom(10), "big")  # 80 bits: 12 + 62 used
+    value = (millis << 80) | (0x7 << 76) | (((random >> 62) & 0xFFF) << 64)  # time, version
+    value |= (0b10 << 62) | (random & ((1 << 62) - 1))  # variant, random
+    return str(uuid.UUID(int=value))
 
 
 class ActorType(models.TextChoices):
@@ -85,7 +95,10 @@ class MemoryHistory(models.Model):
     """The audit trail. Pipeline decision audits are filed under the source memory."""
 
     id = models.CharField(primary_key=True, max_length=36, default=new_id, editable=False)
-    memory = models.ForeignKey(Memory, on_delete=models.PROTECT, related_name="history")
+    # Indexed by history_memory_time (memory, created_at): no single-column index to write too.
+    memory = models.ForeignKey(
+        Memory, on_delete=models.PROTECT, related_name="history", db_index=False
+    )
     event = models.CharField(max_length=20)
     old_content = models.TextField(null=True, blank=True)
     new_content = models.TextField(null=True, blank=True)
@@ -209,7 +222,10 @@ class Relation(models.Model):
 class MemoryEntityMention(models.Model):
     # DESIGN names (memory, entity) as the key; the admin cannot edit composite primary keys on
     # Django 5.2, so a surrogate id plus a UNIQUE constraint enforces the same rule.
-    memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="entity_mentions")
+    # Indexed by the unique (memory, entity) constraint, which leads with it.
+    memory = models.ForeignKey(
+        Memory, on_delete=models.CASCADE, related_name="entity_mentions", db_index=False
+    )
     entity = models.ForeignKey(Entity, on_delete=models.CASCADE, related_name="memory_mentions")
     mention_text = models.CharField(max_length=300)
     confidence = models.FloatField(default=0.8)

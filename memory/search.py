@@ -77,6 +77,16 @@ def hybrid_search(
     )[0]
 
 
+def keyword_leg(
+    texts: list[str], *, agent_id: str = "default", k: int = 5, exclude_id: str | None = None
+) -> list[list[tuple[str, float]]]:
+    """The keyword leg of `hybrid_search_many` on its own: it needs no vector, so a job runs it
+    while its embedding call is on the wire and passes the result in as `keyword_hits`."""
+    return keyword.search_many(
+        texts, agent_id=agent_id, limit=max(LEG_LIMIT, k * 2), exclude_id=exclude_id
+    )
+
+
 def hybrid_search_many(
     texts: list[str],
     *,
@@ -87,17 +97,18 @@ def hybrid_search_many(
     exclude_id: str | None = None,
     query_vectors: list[np.ndarray | None] | None = None,
     model: str | None = None,
+    keyword_hits: list[list[tuple[str, float]]] | None = None,
 ) -> list[list[Hit]]:
     """`hybrid_search` of each text (with its vector, when given), all legs batched.
 
     With both legs, every memory either leg found is scored on both: its keyword score (0 when no
     term matches) and its similarity. A memory with no vector of this model (not embedded yet, or
     embedded by the previous model during a switch) has only the keyword score, and keeps it.
+    `keyword_hits`, when given, is `keyword_leg` of the same texts, agent, k and exclusion.
     """
     leg_limit = max(LEG_LIMIT, k * 2)
-    keyword_hits = keyword.search_many(
-        texts, agent_id=agent_id, limit=leg_limit, exclude_id=exclude_id
-    )
+    if keyword_hits is None:
+        keyword_hits = keyword_leg(texts, agent_id=agent_id, k=k, exclude_id=exclude_id)
     query_vectors = query_vectors or [None] * len(texts)
     with_vector = [i for i, v in enumerate(query_vectors) if v is not None] if model else []
     vector_hits: list[list[tuple[str, float]]] = [[] for _ in texts]

@@ -5,14 +5,20 @@ connection's vendor, so callers never see the engine."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
+from datetime import timedelta
+from functools import partial
 
 import numpy as np
 from django.conf import settings
-from django.db import connection
+from django.db import DatabaseError, connection
+from django.utils import timezone
 
 from memory import matrix, vectors_postgres
-from memory.guard import open_write_transaction
+from memory.guard import open_write_transaction, runs_after_commit
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -72,48 +78,103 @@ def index_vector(embedding_id: int, vector: np.ndarray, model: str) -> bool:
     """Put one vector into the KNN index (replacing any previous one); False if it cannot go in."""
     if engine := _postgres():
         return engine.index_vector(embedding_id, vector)
-    if not extension_loaded() or vector.shape[0] != settings.MEMORY_EMBEDDING_DIMENSIONS:
-        return False
-    if not np.any(vector):
-        return False  # a zero vector (text without words) has no direction: cosine is undefined
-    with connection.cursor() as cursor:
-        cursor.execute("DELETE FROM vec_embeddings WHERE rowid = %s", [embedding_id])
-        cursor.execute(
-            "INSERT INTO vec_embeddings(rowid, embedding, model) VALUES (%s, %s, %s)",
-            [embedding_id, np.asarray(vector, dtype=np.float32).tobytes(), model],
-        )
-    return True
+    return index_vectors([(embedding_id, vector, model)]) == 1
 
 
 def index_vectors(
     items: list[tuple[int, np.ndarray, str]], *, replacing: set[int] | None = None
 ) -> int:
-    """`index_vector` for many (embedding id, vector, model): on SQLite one insert for all of them,
-    after deleting the previous vectors of `replacing` (the ids that had one; None: all of them).
-    Returns how many went in."""
+    """Mirror many (embedding id, vector, model) into the KNN index; returns how many can go in.
+
+    On SQLite, inside a write transaction, the previous vectors of `replacing` (the ids that had
+    one; None: all of them) leave the index with the transaction, and the new ones go in right
+    after its commit, in the same thread, before the write function returns: a vec0 insert
+    rewrites pages of its chunk blobs, time the write lock is not held for. A commit whose index
+    insert never ran (the process died in between) is caught up by `repair_index`.
+    """
     if engine := _postgres():
         return engine.index_vectors([(embedding_id, vector) for embedding_id, vector, _ in items])
-    if not extension_loaded():
+    if not extension_loaded() or not items:
         return 0
-    dims = settings.MEMORY_EMBEDDING_DIMENSIONS
+    gone = [(eid,) for eid, _, _ in items if replacing is None or eid in replacing]
+    if gone:
+        with connection.cursor() as cursor:
+            # One rowid at a time (vec0 answers `rowid IN (...)` by scanning every vector), in one
+            # executemany; a rowid with no row costs a lookup in vec0's rowid table.
+            cursor.executemany("DELETE FROM vec_embeddings WHERE rowid = %s", gone)
+    usable = [(eid, v, m) for eid, v, m in items if _indexable(v)]
+    if usable:
+        if runs_after_commit(connection):
+            connection.on_commit(partial(_insert_after_commit, usable))
+        else:
+            _insert(usable)
+    return len(usable)
+
+
+def _indexable(vector: np.ndarray) -> bool:
     # A zero vector (text without words) has no direction: cosine is undefined.
-    usable = [(eid, v, m) for eid, v, m in items if v.shape[0] == dims and np.any(v)]
-    if not usable:
-        return 0
+    return vector.shape[0] == settings.MEMORY_EMBEDDING_DIMENSIONS and bool(np.any(vector))
+
+
+def _insert(items: list[tuple[int, np.ndarray, str]]) -> None:
     with connection.cursor() as cursor:
-        for eid, _, _ in usable:
-            # One rowid at a time: vec0 answers `rowid IN (...)` by scanning every vector.
-            if replacing is None or eid in replacing:
-                cursor.execute("DELETE FROM vec_embeddings WHERE rowid = %s", [eid])
         cursor.execute(
             "INSERT INTO vec_embeddings(rowid, embedding, model) VALUES "
-            + ", ".join(["(%s, %s, %s)"] * len(usable)),
+            + ", ".join(["(%s, %s, %s)"] * len(items)),
             [
                 value
-                for eid, vector, model in usable
+                for eid, vector, model in items
                 for value in (eid, np.asarray(vector, dtype=np.float32).tobytes(), model)
             ],
         )
+
+
+def _insert_after_commit(items: list[tuple[int, np.ndarray, str]]) -> None:
+    """After the commit (autocommit statements): the rows still missing go in. A failure leaves
+    them to `repair_index`; the write itself has committed and stands."""
+    try:
+        with connection.cursor() as cursor:
+            marks = ",".join(["%s"] * len(items))
+            cursor.execute(
+                f"SELECT rowid FROM vec_embeddings_rowids WHERE rowid IN ({marks})",
+                [eid for eid, _, _ in items],
+            )
+            present = {row[0] for row in cursor.fetchall()}
+        missing = [item for item in items if item[0] not in present]
+        if missing:
+            _insert(missing)
+    except DatabaseError as exc:
+        log.warning("KNN index insert after commit failed (repair_index will retry): %s", exc)
+
+
+def repair_index(*, older_than: float = 60.0, limit: int = 500) -> int:
+    """Index the stored vectors that have no KNN index row (a commit whose post-commit insert
+    never ran), written more than `older_than` seconds ago (younger ones are their own write's
+    to index); returns how many went in. Vectors that cannot be indexed are left out again."""
+    if engine := _postgres():
+        return engine.index_pending(older_than=older_than, batch=limit)
+    if not extension_loaded():
+        return 0
+    before = timezone.now() - timedelta(seconds=older_than)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT e.id, e.vector, e.model FROM embeddings e WHERE e.dimensions = %s "
+            "AND e.created_at < %s AND NOT EXISTS "
+            "(SELECT 1 FROM vec_embeddings_rowids r WHERE r.rowid = e.id) LIMIT %s",
+            [
+                settings.MEMORY_EMBEDDING_DIMENSIONS,
+                connection.ops.adapt_datetimefield_value(before),
+                limit,
+            ],
+        )
+        rows = cursor.fetchall()
+    usable = [
+        (int(eid), vector, model)
+        for eid, blob, model in rows
+        if _indexable(vector := np.frombuffer(bytes(blob), dtype=np.float32))
+    ]
+    if usable:
+        _insert(usable)
     return len(usable)
 
 
@@ -227,7 +288,9 @@ def search_many(
     """
     results: list[list[tuple[str, float]]] = [[] for _ in queries]
     waiting = list(range(len(queries)))
-    k = max(limit * 4, 20)
+    # Twice what is needed covers the usual share of other agents' and forgotten rows; a query
+    # still short after that widens (x4 a round), so a crowded index costs rounds, not answers.
+    k = max(limit * 2, 20)
     while waiting:
         neighbours = nearest_many([queries[i] for i in waiting], model=model, k=k)
         owners = live_memories_for(

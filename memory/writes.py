@@ -12,8 +12,8 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
-from django.db.models import Case, F, Q, Value, When
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, models, transaction
+from django.db.models import AutoField, Q
 from django.forms.models import model_to_dict
 from django.utils import timezone
 
@@ -35,6 +35,66 @@ from memory.models import (
     Relation,
 )
 from memory.vectors import Vector, vector_to_blob
+
+_INSERTS: dict[tuple[type, str], tuple[str, list]] = {}
+# Fields whose values the job's write already holds in their database form: passed as they are.
+_PLAIN_FIELDS = (
+    models.CharField,
+    models.TextField,
+    models.IntegerField,
+    models.FloatField,
+    models.BooleanField,
+)
+
+
+def _converter(field, database):
+    """value -> database value for one field: `get_db_prep_save` except for plain scalar fields
+    (most of the job's values), whose per-value conversion is most of bulk_create's cost."""
+    if field.is_relation or isinstance(field, _PLAIN_FIELDS):
+        return None
+    if isinstance(field, models.DateTimeField):
+        adapt = database.ops.adapt_datetimefield_value
+        return lambda value: adapt(value) if value is not None else None
+    return lambda value: field.get_db_prep_save(value, database)
+
+
+def insert_rows(model, objects: list) -> None:
+    """`bulk_create` for the job's write, where the write lock is held: one executemany of an
+    INSERT built once per model. Plain scalar values go as they are; other fields through their
+    own `get_db_prep_save`. No ids are read back, so auto-increment keys stay unset on the
+    objects: the callers set their own keys or never read them."""
+    if not objects:
+        return
+    database = connections[DEFAULT_DB_ALIAS]
+    key = (model, database.vendor)
+    if key not in _INSERTS:
+        fields = [
+            f
+            for f in model._meta.concrete_fields
+            if not (f.primary_key and isinstance(f, AutoField)) and not f.generated
+        ]
+        if any(getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False) for f in fields):
+            raise ValueError(f"{model.__name__} has auto_now fields: use bulk_create")
+        quote = database.ops.quote_name
+        _INSERTS[key] = (
+            f"INSERT INTO {quote(model._meta.db_table)} "
+            f"({', '.join(quote(f.column) for f in fields)}) "
+            f"VALUES ({', '.join(['%s'] * len(fields))})",
+            [(f.attname, _converter(f, database)) for f in fields],
+        )
+    sql, columns = _INSERTS[key]
+    rows = [
+        [
+            getattr(obj, attname) if convert is None else convert(getattr(obj, attname))
+            for attname, convert in columns
+        ]
+        for obj in objects
+    ]
+    with database.cursor() as cursor:
+        cursor.executemany(sql, rows)
+    for obj in objects:
+        obj._state.adding = False
+        obj._state.db = database.alias
 
 
 class Refused(Exception):
@@ -398,12 +458,17 @@ def derive_in_transaction(
     return RememberResult(memory, deduped=False, job=None)
 
 
-def set_extraction_status(memory_ids, status: str, *, model: str | None = None) -> int:
+def set_extraction_status(
+    memory_ids, status: str, *, model: str | None = None, embedding_model: str | None = None
+) -> int:
     """Where the extraction of these memories stands (ids or a subquery of ids): bookkeeping of
-    the job, so no version change and no audit. `model` also records which model extracted."""
+    the job, so no version change and no audit. `model` also records which model extracted,
+    `embedding_model` which model made the vector stored for them in the same write."""
     columns: dict[str, Any] = {"extraction_status": status}
     if model is not None:
         columns["extraction_model"] = model
+    if embedding_model is not None:
+        columns["embedding_model"] = embedding_model
     return Memory.objects.filter(id__in=memory_ids).update(**columns)
 
 
@@ -811,8 +876,11 @@ class BatchedWrite:
     anything that reads or changes memories by content (the guarded UPDATE/DELETE path).
     """
 
-    def __init__(self, *, at) -> None:
+    def __init__(self, *, at, entities: dict[tuple[str, str], int] | None = None) -> None:
         self.at = at
+        # (agent, canonical name) -> entity id, read before the write (`entity_ids`): linking
+        # then costs the transaction no lookup. None: looked up inside, at the flush.
+        self.entities = entities
         self.derived: list[Derived] = []
         self.audits: list[MemoryHistory] = []
         self.vectors: dict[str, tuple[Memory, Vector]] = {}  # content hash -> (memory, vector)
@@ -842,17 +910,21 @@ class BatchedWrite:
             self.vectors[memory.content_hash] = (memory, prepared.vector)
         return prepared.memory
 
-    def store_vector(self, memory: Memory, vector: Vector) -> None:
-        """The vector of a memory that is already stored, and the model that made it."""
+    def store_vector(self, memory: Memory, vector: Vector, *, mark_model: bool = True) -> None:
+        """The vector of a memory that is already stored, and (unless the caller records it in
+        an update of its own: `mark_model=False`) the model that made it."""
         self.vectors[memory.content_hash] = (memory, vector)
-        self.vector_models[memory.id] = vector.model
+        if mark_model:
+            self.vector_models[memory.id] = vector.model
 
     def flush_memories(self) -> None:
         """Insert the memories added so far (one statement) and link their entities."""
         prepared, self.derived = self.derived, []
         if prepared:
-            Memory.objects.bulk_create([p.memory for p in prepared])
-            link_entities_of([(p.memory, p.names) for p in prepared], at=self.at)
+            insert_rows(Memory, [p.memory for p in prepared])
+            link_entities_of(
+                [(p.memory, p.names) for p in prepared], at=self.at, entities=self.entities
+            )
 
     def flush(self) -> None:
         """Everything still collected: memories, vectors (one upsert + the KNN index), audits."""
@@ -864,22 +936,43 @@ class BatchedWrite:
             Memory.objects.filter(id__in=ids).update(embedding_model=model)
         self.vector_models = {}
         audits, self.audits = self.audits, []
-        MemoryHistory.objects.bulk_create(audits)
+        insert_rows(MemoryHistory, audits)
 
 
-def link_entities_of(linked: list[tuple[Memory, dict[str, str]]], *, at) -> None:
-    """`link_existing_entities` for many new memories, each with its candidate names (canonical
-    -> as written): one lookup, one insert, one counter update."""
+def entity_ids(linked: list[tuple[Memory, dict[str, str]]]) -> dict[tuple[str, str], int]:
+    """(agent, canonical name) -> entity id of the known entities these memories name: the
+    lookup of `link_entities_of`, which a caller may run before its write transaction. An entity
+    removed in between makes the write fail on its foreign key (and the job retry)."""
     wanted: dict[str, set[str]] = {}  # agent -> canonical names
     for memory, names in linked:
-        wanted.setdefault(memory.agent_id, set()).update(names)
-    if not any(wanted.values()):
-        return
+        if names:
+            wanted.setdefault(memory.agent_id, set()).update(names)
+    if not wanted:
+        return {}
     query = Q()
     for agent_id, names in wanted.items():
-        if names:
-            query |= Q(agent_id=agent_id, canonical_name__in=sorted(names))
-    entities = {(e.agent_id, e.canonical_name): e.pk for e in Entity.objects.filter(query)}
+        query |= Q(agent_id=agent_id, canonical_name__in=sorted(names))
+    return {
+        (agent_id, canonical): pk
+        for pk, agent_id, canonical in Entity.objects.filter(query).values_list(
+            "pk", "agent_id", "canonical_name"
+        )
+    }
+
+
+def link_entities_of(
+    linked: list[tuple[Memory, dict[str, str]]],
+    *,
+    at,
+    entities: dict[tuple[str, str], int] | None = None,
+) -> None:
+    """`link_existing_entities` for many new memories, each with its candidate names (canonical
+    -> as written): one lookup (none when `entities` came from `entity_ids`), one insert, one
+    counter update."""
+    if not any(names for _, names in linked):
+        return
+    if entities is None:
+        entities = entity_ids(linked)
     mentions, added = [], Counter()
     for memory, names in linked:
         for canonical, text in names.items():
@@ -897,12 +990,12 @@ def link_entities_of(linked: list[tuple[Memory, dict[str, str]]], *, at) -> None
                 added[entity_id] += 1
     if not mentions:
         return
-    MemoryEntityMention.objects.bulk_create(mentions)
-    Entity.objects.filter(pk__in=list(added)).update(
-        mentions=F("mentions")
-        + Case(*[When(pk=pk, then=Value(n)) for pk, n in added.items()], default=Value(0)),
-        updated_at=at,
-    )
+    insert_rows(MemoryEntityMention, mentions)
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            "UPDATE entities SET mentions = mentions + %s, updated_at = %s WHERE id = %s",
+            [(n, connection.ops.adapt_datetimefield_value(at), pk) for pk, n in added.items()],
+        )
 
 
 def upsert_embeddings(items: list[tuple[Memory, Vector]], *, at) -> None:
@@ -910,9 +1003,6 @@ def upsert_embeddings(items: list[tuple[Memory, Vector]], *, at) -> None:
     if not items:
         return
     rows = {memory.content_hash: (memory, vector) for memory, vector in items}
-    replaced = dict(
-        Embedding.objects.filter(content_hash__in=list(rows)).values_list("content_hash", "id")
-    )
     values = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(rows))
     params: list = []
     for content_hash, (memory, vector) in rows.items():
@@ -934,7 +1024,6 @@ def upsert_embeddings(items: list[tuple[Memory, Vector]], *, at) -> None:
             params,
         )
         ids = {content_hash: embedding_id for embedding_id, content_hash in cursor.fetchall()}
-    vectors.index_vectors(
-        [(ids[h], v.values, v.model) for h, (_, v) in rows.items()],
-        replacing=set(replaced.values()),
-    )
+    # Every id's previous index row goes (replacing=None): one statement, cheaper than asking
+    # which of them had one.
+    vectors.index_vectors([(ids[h], v.values, v.model) for h, (_, v) in rows.items()])

@@ -1,9 +1,33 @@
-"""The pipeline app: modes, model calls, extraction, decisions, review and jobs."""
+"""The pipeline app: modes, model calls, extraction, decisions, review and jobs. Queue workers run
+at a lower CPU priority (MEMORY_WORKER_NICE) than the web processes they share a machine with."""
+
+import logging
+import os
 
 from django.apps import AppConfig
+from django.conf import settings
+
+log = logging.getLogger(__name__)
+
+
+def lower_worker_priority(sender, proc_name: str = "", **kwargs) -> None:
+    """In each new django-q2 worker process: step back behind the web processes, so a remember
+    call answers promptly while the workers run jobs flat out (they wait on model servers in
+    real life; with a fast model they would otherwise take the machine's cores from requests)."""
+    step = settings.MEMORY_WORKER_NICE
+    if step > 0:
+        try:
+            os.nice(step)
+        except OSError as exc:  # not allowed here: run at the normal priority
+            log.warning("worker %s could not lower its priority: %s", proc_name, exc)
 
 
 class PipelineConfig(AppConfig):
     name = "pipeline"
     verbose_name = "Pipeline"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from django_q.signals import post_spawn  # imports django_q's models: only once apps are
+
+        post_spawn.connect(lower_worker_priority, dispatch_uid="pipeline-worker-nice")

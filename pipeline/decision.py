@@ -6,6 +6,8 @@ with a warning that the job page shows. Reads the store; never writes.
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -14,7 +16,7 @@ import numpy as np
 
 from memory.guard import ensure_outside_transaction
 from memory.models import Memory
-from memory.search import hybrid_search_many
+from memory.search import hybrid_search_many, keyword_leg
 from pipeline import contradiction, parsing
 from pipeline.llm import CallRecord, ChatClient
 from pipeline.models import Proposal
@@ -101,9 +103,11 @@ def find_candidates_many(
     min_score: float,
     vectors: list[np.ndarray | None],
     model: str | None,
+    keyword_hits: list[list[tuple[str, float]]] | None = None,
 ) -> list[list[ScoredCandidate]]:
     """`find_candidates` of every fact of a job in one batched search (the same candidates, in the
-    same order, as one search per fact) and one read of the candidate memories."""
+    same order, as one search per fact) and one read of the candidate memories. `keyword_hits`:
+    `keyword_candidates` of the same facts, found earlier (while the embedding call ran)."""
     found = hybrid_search_many(
         [fact.content for fact in facts],
         agent_id=agent_id,
@@ -113,25 +117,41 @@ def find_candidates_many(
         exclude_id=source_id,
         query_vectors=vectors,
         model=model,
+        keyword_hits=keyword_hits,
     )
-    memories = Memory.objects.in_bulk({hit.memory_id for hits in found for hit in hits})
+    # Plain rows, not model instances: a 10-fact job reads about 50 candidates.
+    rows = {
+        row[0]: row
+        for row in Memory.objects.filter(
+            id__in={hit.memory_id for hits in found for hit in hits}
+        ).values_list("id", "content", "type", "version", "pinned")
+    }
     results = []
     for hits in found:
         scored = []
         for number, hit in enumerate(hits, start=1):
-            memory = memories[hit.memory_id]
+            memory_id, content, memory_type, version, pinned = rows[hit.memory_id]
             scored.append(
                 ScoredCandidate(
-                    Candidate(number, memory.id, memory.content, memory.type),
-                    memory.version,
+                    Candidate(number, memory_id, content, memory_type),
+                    version,
                     hit.score,
                     hit.keyword_score,
                     hit.vector_score,
-                    memory.pinned,
+                    pinned,
                 )
             )
         results.append(scored)
     return results
+
+
+def keyword_candidates(
+    facts: list[Fact], *, agent_id: str, source_id: str
+) -> list[list[tuple[str, float]]]:
+    """The keyword leg of `find_candidates_many` for these facts (it needs no vector)."""
+    return keyword_leg(
+        [fact.content for fact in facts], agent_id=agent_id, k=CANDIDATE_LIMIT, exclude_id=source_id
+    )
 
 
 def decide(
@@ -200,17 +220,30 @@ def decide_all(
         for index, (fact, found) in jobs:
             yield decide(client, index, fact, found, examples)
         return
-    with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="decide") as pool:
-        futures = [
-            pool.submit(decide, client, index, fact, found, examples)
-            for index, (fact, found) in jobs
-        ]
-        try:
-            for future in as_completed(futures):
-                yield future.result()
-        finally:
-            for future in futures:  # a failed call fails the job: do not start the rest
-                future.cancel()
+    pool = _pool(parallel)
+    futures = [
+        pool.submit(decide, client, index, fact, found, examples) for index, (fact, found) in jobs
+    ]
+    try:
+        for future in as_completed(futures):
+            yield future.result()
+    finally:
+        for future in futures:  # a failed call fails the job: do not start the rest
+            future.cancel()
+
+
+_pools: dict[tuple[int, int], ThreadPoolExecutor] = {}
+_pools_lock = threading.Lock()
+
+
+def _pool(parallel: int) -> ThreadPoolExecutor:
+    """This process's decision threads (made after any fork), kept between jobs: starting ten
+    threads per job cost more than the zero-latency calls they made."""
+    key = (os.getpid(), parallel)
+    with _pools_lock:
+        if key not in _pools:
+            _pools[key] = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="decide")
+        return _pools[key]
 
 
 def recent_rejections(agent_id: str, limit: int = 5) -> list[dict]:

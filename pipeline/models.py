@@ -78,9 +78,11 @@ class Proposal(models.Model):
     """One decision the pipeline made about one extracted fact."""
 
     id = models.CharField(primary_key=True, max_length=36, default=new_id, editable=False)
-    job = models.ForeignKey(Job, on_delete=models.PROTECT, related_name="proposals")
+    # No single-column index on job, source and target: the composite indexes in Meta lead with
+    # them, and every extra index is one more b-tree each job's insert writes under the lock.
+    job = models.ForeignKey(Job, on_delete=models.PROTECT, related_name="proposals", db_index=False)
     source_memory = models.ForeignKey(
-        Memory, on_delete=models.PROTECT, related_name="proposals_from"
+        Memory, on_delete=models.PROTECT, related_name="proposals_from", db_index=False
     )
     agent_id = models.CharField(max_length=200, default="default")
     action = models.CharField(max_length=10, choices=Action.choices)
@@ -88,7 +90,12 @@ class Proposal(models.Model):
     fact_type = models.CharField(max_length=40, default="fact")
     fact_confidence = models.FloatField()
     target_memory = models.ForeignKey(
-        Memory, null=True, blank=True, on_delete=models.PROTECT, related_name="proposals_targeting"
+        Memory,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="proposals_targeting",
+        db_index=False,
     )
     target_version = models.PositiveIntegerField(null=True, blank=True)
     target_content = models.TextField(null=True, blank=True)
@@ -166,8 +173,13 @@ class Proposal(models.Model):
 class LlmCall(models.Model):
     """What the model saw and said, for every call a job made."""
 
-    job = models.ForeignKey(
-        Job, null=True, blank=True, on_delete=models.CASCADE, related_name="llm_calls"
+    job = models.ForeignKey(  # indexed by llm_calls_job (job, created_at)
+        Job,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="llm_calls",
+        db_index=False,
     )
     kind = models.CharField(max_length=20)  # extract / decide / embed
     provider = models.CharField(max_length=20)

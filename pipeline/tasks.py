@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 from django.conf import settings
 from django.utils import timezone
 
-from memory import queue, writes
+from memory import queue, vectors, writes
 from memory.content import normalize
+from memory.guard import ensure_outside_transaction
 from memory.models import Job, JobStatus, Memory
 from memory.writes import Vector
 from pipeline import decision, extraction
@@ -70,7 +72,16 @@ def compute(claim: Claim, calls: list[CallRecord], client=None) -> JobOutcome | 
 
     embedder = get_embedder()
     texts = [source.content] + [fact.content for fact in extracted.facts]
-    vectors = _embed(embedder, texts, warnings, calls)  # one call for the memory and every fact
+    # One embedding call for the memory and every fact, on the wire in another thread (HTTP only)
+    # while this one runs the keyword leg of the candidate search, which needs no vector.
+    # The thread cannot see a transaction this one holds: check here, where the caller is.
+    ensure_outside_transaction("embedding call")
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed") as pool:
+        embedding = pool.submit(_embed_call, embedder, texts)
+        keyword_hits = decision.keyword_candidates(
+            extracted.facts, agent_id=source.agent_id, source_id=source.id
+        )
+        vectors = _embedded(embedder, texts, embedding.result(), warnings, calls)
     source_vector = vectors[0] if vectors else None
     fact_vectors = {
         normalize(fact.content).hash: vector
@@ -86,6 +97,7 @@ def compute(claim: Claim, calls: list[CallRecord], client=None) -> JobOutcome | 
         min_score=config.search_min_score,
         vectors=[v.values for v in vectors[1:]] if vectors else [None] * len(extracted.facts),
         model=embedder.model if vectors else None,
+        keyword_hits=keyword_hits,
     )
     examples = (
         decision.recent_rejections(source.agent_id) if config.rejections_as_examples else None
@@ -127,39 +139,49 @@ def compute(claim: Claim, calls: list[CallRecord], client=None) -> JobOutcome | 
     )
 
 
-def _embed(
-    embedder, texts: list[str], warnings: list[str], calls: list[CallRecord]
+def _embed_call(embedder, texts: list[str]) -> tuple[list | ProviderError, float]:
+    """The embedding call alone (any thread: no database): its vectors or its error, and its ms."""
+    started = time.perf_counter()
+    try:
+        values = embedder.embed(texts)
+    except ProviderError as exc:
+        values = exc
+    return values, (time.perf_counter() - started) * 1000
+
+
+def _embedded(
+    embedder, texts: list[str], answer, warnings: list[str], calls: list[CallRecord]
 ) -> list[Vector]:
-    """Vectors for the raw memory and every fact; a failure leaves a warning, not a failed job."""
+    """The call's record and its vectors; a failure leaves a warning, not a failed job."""
+    values, duration_ms = answer
     record = CallRecord(
         kind="embed",
         provider=embedder.provider,
         model=embedder.model,
         prompt=f"{len(texts)} texts",
+        duration_ms=duration_ms,
     )
-    try:
-        started = time.perf_counter()
-        values = embedder.embed(texts)
-        record.duration_ms = (time.perf_counter() - started) * 1000
-        record.raw_response = (
-            f"{len(values)} vectors of {values[0].shape[0] if values else 0} dimensions"
-        )
+    if isinstance(values, ProviderError):
+        record.error = str(values)
         calls.append(record)
-        return [Vector(v, embedder.model) for v in values]
-    except ProviderError as exc:
-        record.error = str(exc)
-        calls.append(record)
-        warnings.append(f"Embedding prefetch failed: {exc}")
+        warnings.append(f"Embedding prefetch failed: {values}")
         return []
+    record.raw_response = (
+        f"{len(values)} vectors of {values[0].shape[0] if values else 0} dimensions"
+    )
+    calls.append(record)
+    return [Vector(v, embedder.model) for v in values]
 
 
 # --- periodic work ------------------------------------------------------------------------------
 
 
 def sweep() -> dict:
-    """Every minute: reclaim stale leases and hand off pending jobs whose hand-off was lost."""
+    """Every minute: reclaim stale leases, hand off pending jobs whose hand-off was lost, and
+    index vectors whose post-commit index insert was lost (see memory.vectors.index_vectors)."""
     config = get_config()
     reclaimed = jobs.reclaim_stale_leases(timedelta(seconds=config.lease_timeout_seconds))
+    repaired = vectors.repair_index()
     handed = 0
     if config.enabled:
         now = timezone.now()
@@ -179,7 +201,10 @@ def sweep() -> dict:
         for job_id in job_ids:
             queue.hand_off(job_id)
         handed = len(job_ids)
-    return {**reclaimed, "handedOff": handed}
+    report = {**reclaimed, "handedOff": handed}
+    if repaired:
+        report["vectorsIndexed"] = repaired
+    return report
 
 
 def tick() -> dict:

@@ -71,17 +71,22 @@ def test_bench_writes_every_figure_and_leaves_no_database_behind(tmp_path):
     for size in SIZES:
         search = figures["search"][size]
         exact = figures["engine"] == "sqlite"
-        assert set(search) == {"p50_ms", "p95_ms", "recall_at_5", "hybrid_recall_at_5"} | (
-            {"matrix"} if exact else set()
-        )
+        assert set(search) == {
+            "p50_ms",
+            "p95_ms",
+            "recall_at_5",
+            "hybrid_recall_at_5",
+            "keyword_recall_at_10",
+        } | ({"matrix"} if exact else set())
         # The shared matrix re-ranks exactly: at these sizes it equals brute force; HNSW is
         # approximate.
         assert search["recall_at_5"] >= (1.0 if exact else 0.95)
         assert 0.9 <= search["hybrid_recall_at_5"] <= 1.0
+        assert 0.0 < search["keyword_recall_at_10"] <= 1.0
         if exact:
             shared = search["matrix"]
             assert 0 < shared["resident_mib_per_process"] <= shared["file_mib_per_machine"]
-    assert set(figures["job_overhead"]) == {"p50_ms", "facts_per_job"}
+    assert set(figures["job_overhead"]) == {"p50_ms", "facts_per_job", "model_server_cpu_ms"}
     assert figures["job_overhead"]["facts_per_job"] == 10
     assert set(figures["lock_hold"]) == {"p50_ms", "p99_ms"}
     assert set(figures["remember_under_load"]) == {"p99_ms"}

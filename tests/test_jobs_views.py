@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from dashboard.wording import short_id
 from memory.models import Job, JobStatus, MemoryHistory
 from memory.writes import Actor, remember
 from pipeline.models import LlmCall
@@ -67,7 +68,7 @@ def test_it_lists_jobs_with_counts_plain_and_htmx(viewer_client, done_job, dead_
     assert page.status_code == 200
     html = page.content.decode()
     assert "<html" in html
-    assert done_job.id[:8] in html and dead_job.id[:8] in html
+    assert short_id(done_job.id) in html and short_id(dead_job.id) in html
     assert f'href="/memories/{done_job.memory_id}/"' in html
     assert "boom" in html
     assert 'data-testid="stat-dead"' in html
@@ -77,13 +78,13 @@ def test_it_lists_jobs_with_counts_plain_and_htmx(viewer_client, done_job, dead_
     body = fragment.content.decode()
     assert "<html" not in body
     assert 'id="job-list"' in body
-    assert dead_job.id[:8] in body
+    assert short_id(dead_job.id) in body
 
 
 def test_it_filters_by_status(viewer_client, done_job, dead_job, hx):
     body = viewer_client.get(reverse("dashboard:jobs"), {"status": "dead"}, **hx).content.decode()
-    assert dead_job.id[:8] in body
-    assert done_job.id[:8] not in body
+    assert short_id(dead_job.id) in body
+    assert short_id(done_job.id) not in body
     # An unknown status is ignored rather than an error.
     assert viewer_client.get(reverse("dashboard:jobs"), {"status": "nope"}).status_code == 200
 

@@ -8,6 +8,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from dashboard import lineage
+from dashboard.wording import short_id
 from memory import writes
 from memory.models import Memory
 from memory.writes import Actor
@@ -155,7 +156,7 @@ def test_an_update_by_a_later_proposal_is_linked(fake_ollama):
     assert update.status == "applied" and update.updated_memory_id == derived.id
     steps = lineage.build(Memory.objects.get(id=derived.id))
     updated = step(steps, "updated")
-    assert f"by proposal {update.id[:8]}" in updated.text
+    assert f"by proposal {short_id(update.id)}" in updated.text
     assert "applied automatically by pipeline-v2 in full mode" in updated.text
     assert {link.href for link in updated.links} >= {
         f"/proposals/{update.id}/",
@@ -175,7 +176,9 @@ def test_a_raw_memory_lists_the_facts_derived_and_what_became_of_each(approved, 
     assert step(steps, "job").text.startswith(f"Extracted by {MODEL} (via offline)")
     facts = [s for s in steps if s.kind == "fact"]
     assert [s.fate for s in facts] == ["applied", "rejected"]
-    assert facts[0].outcome.startswith(f"Became memory {memory.id[:8]}, approved by rita 3 minutes")
+    assert facts[0].outcome.startswith(
+        f"Became memory {short_id(memory.id)}, approved by rita 3 minutes"
+    )
     assert "“matches the wiki”" in facts[0].outcome
     assert {link.href for link in facts[0].links} == {
         f"/proposals/{proposal.id}/",
@@ -218,7 +221,7 @@ def test_the_page_shows_the_lineage_escaped_and_linkable(viewer_client, pipeline
         assert "<img src=x" not in body and "&lt;img src=x onerror=alert(2)&gt;" in body
         assert f'href="/proposals/{proposal.id}/"' in body
     body = viewer_client.get(f"/memories/{memory.id}/").content.decode()
-    assert f'id="lin-review-{proposal.id[:8]}"' in body and 'href="#lin-review-' in body
+    assert f'id="lin-review-{short_id(proposal.id)}"' in body and 'href="#lin-review-' in body
     fragment = viewer_client.get(f"/memories/{memory.id}/", **hx).content.decode()
     assert 'id="lineage"' in fragment
 

@@ -22,6 +22,12 @@ def worddiff(old, new):
 
 
 @register.filter
+def short_id(identifier) -> str:
+    """An id as the dashboard shows it (its link or title carries the whole one)."""
+    return wording.short_id(str(identifier) if identifier else "")
+
+
+@register.filter
 def reveal(text):
     """Escaped text with zero-width and bidi characters made visible."""
     return textdiff.reveal(text or "")

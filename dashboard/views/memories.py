@@ -19,7 +19,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from dashboard import feedback, lineage
+from dashboard import feedback, lineage, wording
 from dashboard.access import reviewer_actor, role_required
 from dashboard.htmx import HtmxHttpRequest, render_page, toast
 from dashboard.memory_forms import (
@@ -187,7 +187,7 @@ def _meta_items(metadata) -> list[dict]:
             text = text[: META_VALUE_CHARS - 1] + "…"
         href = _link(key, value)
         if href and len(text) > 8:
-            text = text[:8]  # ids: the link carries the rest
+            text = wording.short_id(text)  # ids: the link carries the rest
         items.append({"key": key, "value": text, "href": href})
     return items
 

@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseStopPolling, push_url
 
+from dashboard import wording
 from dashboard.access import reviewer_actor, role_required
 from dashboard.htmx import review_changed, toast, wants_fragment
 from dashboard.views.review import filtered_queue
@@ -222,9 +223,9 @@ def _adopt(request, proposal: Proposal, data: dict) -> tuple[str, str]:
             ours = proposal.target_memory_id if proposal.is_destructive else None
             theirs = (data.get("target") or "").strip() or None
             if theirs != ours:
-                where = f"memory {ours[:8]}" if ours else "no existing memory"
+                where = f"memory {wording.short_id(ours)}" if ours else "no existing memory"
                 return "bad", (
-                    f"Not adopted: {model} would {action} memory {(theirs or '?')[:8]}, "
+                    f"Not adopted: {model} would {action} memory {wording.short_id(theirs) or '?'}, "
                     f"but this proposal targets {where}. Adopting only supports the same target; "
                     "open the proposal to decide by hand, or reject it."
                 )

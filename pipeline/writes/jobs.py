@@ -7,13 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
 from memory import queue
 from memory.models import ExtractionStatus, Job, JobStatus, Memory
-from memory.writes import Actor, Refused, audit, set_extraction_status
+from memory.writes import Actor, Refused, audit, insert_rows, set_extraction_status
 from pipeline.config import get_config
 from pipeline.models import LlmCall, PipelineConfig
 
@@ -59,12 +59,22 @@ def claim_job(job_id: str) -> Claim | None:
 
 
 def held(claim: Claim) -> Job | None:
-    """The job row if this claim still holds its lease (a reclaimed lease changes leased_at)."""
-    return (
-        Job.objects.select_for_update()
-        .filter(id=claim.job_id, status=JobStatus.LEASED, leased_at=claim.leased_at)
-        .first()
+    """The job row, locked, if this claim still holds its lease (a reclaimed lease changes
+    leased_at). A raw query: the job's write runs it with the write lock held, where building the
+    same query through the ORM cost half a millisecond more than running it."""
+    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+    found = list(
+        Job.objects.raw(
+            f"SELECT * FROM {Job._meta.db_table} WHERE id = %s AND status = %s AND leased_at = %s"
+            + lock,
+            [
+                claim.job_id,
+                JobStatus.LEASED,
+                connection.ops.adapt_datetimefield_value(claim.leased_at),
+            ],
+        )
     )
+    return found[0] if found else None
 
 
 class LiveCalls(list):
@@ -85,7 +95,8 @@ class LiveCalls(list):
 def log_calls(job_id: str, calls: list, at: datetime) -> None:
     """The job's model calls ("what the model saw"), inside the caller's transaction."""
     calls = [call for call in calls if not getattr(call, "logged", False)]
-    LlmCall.objects.bulk_create(
+    insert_rows(
+        LlmCall,
         [
             LlmCall(
                 job_id=job_id,
@@ -102,7 +113,7 @@ def log_calls(job_id: str, calls: list, at: datetime) -> None:
                 created_at=at,
             )
             for call in calls
-        ]
+        ],
     )
 
 

@@ -13,9 +13,8 @@ import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import transaction
-from django.db.models import CharField, F
-from django.db.models.functions import Cast
+from django.db import connection, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from memory import queue, writes
@@ -132,12 +131,17 @@ def record_job(outcome: JobOutcome) -> dict | None:
             id(d): prepare(d, outcome, outcome.source_text, outcome.agent_id, now)
             for d in outcome.decisions
         }
+    # The entities the new memories name, read before the lock (they change rarely; see
+    # writes.entity_ids for the race).
+    entities = writes.entity_ids(
+        [(r.derived.memory, r.derived.names) for r in ready.values() if r.derived is not None]
+    )
     with transaction.atomic():
         job = held(outcome.claim)
         if job is None:
             return None
         log_calls(job.id, outcome.calls, now)
-        source = Memory.objects.get(id=job.memory_id)
+        source = _source_of(job)
         if source.is_deleted:
             result = {"cancelled": "source memory was forgotten", "warnings": outcome.warnings}
             Job.objects.filter(id=job.id).update(
@@ -163,20 +167,22 @@ def record_job(outcome: JobOutcome) -> dict | None:
             outcome=outcome,
             stats=_blank_stats(),
             at=now,
-            batch=BatchedWrite(at=now),
+            batch=BatchedWrite(at=now, entities=entities),
             ready=ready,
         )
         # PostgreSQL: a fact another job is writing right now is waited for, then deduped.
         lock_contents(source.agent_id, [r.text.hash for r in ready.values()])
         _look_up(write)
         if outcome.source_vector is not None:
-            write.batch.store_vector(source, outcome.source_vector)
+            # Its embedding_model is set with the extraction status below: one update of the row.
+            write.batch.store_vector(source, outcome.source_vector, mark_model=False)
         # Looked up by name on every call: fault tests wrap it to fail inside the open write.
         proposals = [write_proposal(decided, write) for decided in outcome.decisions]
         write.batch.flush_memories()
-        Proposal.objects.bulk_create(proposals)
+        writes.insert_rows(Proposal, proposals)
         write.batch.flush()
-        TripleReview.objects.bulk_create(
+        writes.insert_rows(
+            TripleReview,
             [
                 TripleReview(
                     job=job,
@@ -191,7 +197,7 @@ def record_job(outcome: JobOutcome) -> dict | None:
                     created_at=now,
                 )
                 for index, triple in enumerate(outcome.entities)
-            ]
+            ],
         )
         result = {
             "facts": [fact.as_dict() for fact in outcome.facts],
@@ -205,16 +211,42 @@ def record_job(outcome: JobOutcome) -> dict | None:
             # The lease of the attempt that wrote this: the job page times that attempt alone.
             "leasedAt": outcome.claim.leased_at.isoformat(),
         }
-        writes.set_extraction_status([source.id], ExtractionStatus.COMPLETED, model=outcome.model)
-        Job.objects.filter(id=job.id).update(
-            status=JobStatus.COMPLETED,
-            result=result,
-            completed_at=now,
-            leased_at=None,
-            error=None,
-            updated_at=now,
+        writes.set_extraction_status(
+            [source.id],
+            ExtractionStatus.COMPLETED,
+            model=outcome.model,
+            embedding_model=outcome.source_vector.model if outcome.source_vector else None,
         )
+        _complete(job, result, now)
     return result
+
+
+def _complete(job: Job, result: dict, now: datetime) -> None:
+    """The job's completion: one UPDATE written out (under the write lock the ORM's update took
+    longer to build than to run); the result goes through its field's own JSON encoding."""
+    at = connection.ops.adapt_datetimefield_value(now)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {Job._meta.db_table} SET status = %s, result = %s, completed_at = %s, "
+            "leased_at = NULL, error = NULL, updated_at = %s WHERE id = %s",
+            [
+                JobStatus.COMPLETED,
+                Job._meta.get_field("result").get_db_prep_save(result, connection),
+                at,
+                at,
+                job.id,
+            ],
+        )
+
+
+def _source_of(job: Job) -> Memory:
+    """The job's source memory, read again inside the write (raw, like `held`)."""
+    found = list(
+        Memory.objects.raw(f"SELECT * FROM {Memory._meta.db_table} WHERE id = %s", [job.memory_id])
+    )
+    if not found:
+        raise Memory.DoesNotExist(f"memory {job.memory_id} of job {job.id}")
+    return found[0]
 
 
 def _requeue(job: Job, outcome: JobOutcome, now: datetime) -> dict:
@@ -265,38 +297,43 @@ def _target_id(decided) -> str | None:
 
 def _look_up(write: JobWrite) -> None:
     """One query for every fact: the agent's active memories with an ADD fact's content, and the
-    active rejections a proposal of this job would repeat."""
+    active rejections a proposal of this job would repeat (raw SQL: it runs under the write lock,
+    where the ORM's union took longer to build than to run)."""
     decisions = write.outcome.decisions
     agent_id = write.source.agent_id
-    hashes = {normalize(d.fact.content).hash for d in decisions if d.action == "add"}
-    prints = {
-        fingerprint(d.action, d.fact.content, _target_id(d))
-        for d in decisions
-        if d.action != "none"
-    }
-    parts = []
+    hashes = sorted({normalize(d.fact.content).hash for d in decisions if d.action == "add"})
+    prints = sorted(
+        {
+            fingerprint(d.action, d.fact.content, _target_id(d))
+            for d in decisions
+            if d.action != "none"
+        }
+    )
+    parts, params = [], []
     if hashes:
         parts.append(
-            Memory.objects.filter(
-                agent_id=agent_id, is_deleted=False, content_hash__in=hashes
-            ).values_list("content_hash", "id")
+            # `NOT is_deleted`, as the partial unique index says it: SQLite uses that index only
+            # for the same expression (with `= %s` it scanned every live memory of the agent).
+            f"SELECT 0, content_hash, id FROM {Memory._meta.db_table} WHERE agent_id = %s "
+            f"AND NOT is_deleted AND content_hash IN ({', '.join(['%s'] * len(hashes))})"
         )
+        params += [agent_id, *hashes]
     if prints:
         parts.append(
-            RejectionFingerprint.objects.filter(
-                agent_id=agent_id, active=True, fingerprint__in=prints
-            )
-            .annotate(ref=Cast("pk", CharField()))
-            .values_list("fingerprint", "ref")
+            f"SELECT 1, fingerprint, CAST(id AS TEXT) FROM {RejectionFingerprint._meta.db_table} "
+            f"WHERE agent_id = %s AND active "
+            f"AND fingerprint IN ({', '.join(['%s'] * len(prints))})"
         )
+        params += [agent_id, *prints]
     if not parts:
         return
-    rows = parts[0].union(parts[1], all=True) if len(parts) == 2 else parts[0]
-    for key, ref in rows:
-        if key in hashes:
-            write.active[key] = ref
-        if key in prints:
-            write.rejected[key] = int(ref)
+    with connection.cursor() as cursor:
+        cursor.execute(" UNION ALL ".join(parts), params)
+        for kind, key, ref in cursor.fetchall():
+            if kind == 0:
+                write.active[key] = ref
+            else:
+                write.rejected[key] = int(ref)
 
 
 def _decision_audit(proposal: Proposal, actor: Actor, write: JobWrite) -> None:

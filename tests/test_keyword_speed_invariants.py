@@ -1,0 +1,115 @@
+"""The SQLite keyword leg's candidate tiers (issue 12): the rarest words ranked by the index, the
+memories holding both of the next two rarest words, the next word alone when those come up short.
+What a query is about is still found, the limit is still filled past forgotten and other agents'
+memories, a batch ranks every text as one search each, and the budget the benchmark raises (on
+memory.keyword) turns the shortcut into the exhaustive leg. Each test sets a tiny budget, so a
+store of a few dozen memories takes the paths a store of 100k takes."""
+
+import pytest
+
+from memory import keyword, writes
+from memory.writes import Actor
+
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.sqlite_only(reason="the candidate tiers are FTS5 queries"),
+]
+
+AGENT = Actor("claude-code", "agent")
+
+
+def remember(text, agent_id="default"):
+    return writes.remember(text, actor=AGENT, agent_id=agent_id, create_job=False).memory
+
+
+@pytest.fixture
+def small_budget(monkeypatch):
+    monkeypatch.setattr(keyword, "RARE_DOCUMENT_BUDGET", 5)
+
+
+def ids(hits):
+    return [memory_id for memory_id, _ in hits]
+
+
+def test_a_memory_sharing_two_common_words_is_found_among_many_sharing_one(small_budget):
+    for i in range(45):
+        remember(f"Vera note {i}")
+        remember(f"Celery note {i}")
+    # Longer than the others: FTS5's bm25 of either word alone ranks it last of 46.
+    target = remember("Vera celery workers note")
+    assert ids(keyword.search("Vera celery", agent_id="default", limit=3))[0] == target.id
+
+
+def test_a_rare_word_finds_its_memory_whatever_the_other_words(small_budget):
+    for i in range(30):
+        remember(f"The billing deploy failed on staging again, attempt {i}")
+    target = remember("Somebody mentioned 4821 once, in a long note about lunch and parking")
+    hits = keyword.search(
+        "billing deploy failed on staging, ticket 4821", agent_id="default", limit=5
+    )
+    assert target.id in ids(hits)
+
+
+def test_a_query_whose_two_rarest_words_never_meet_still_fills_its_limit(small_budget):
+    alpha = {remember(f"alpha note {i}").id for i in range(15)}
+    beta = {remember(f"beta note {i}").id for i in range(15)}
+    hits = keyword.search("alpha beta", agent_id="default", limit=5)
+    assert len(hits) == 5 and set(ids(hits)) <= alpha | beta
+    assert all(0 < score < 1 for _, score in hits)
+
+
+def test_forgotten_and_other_agents_rows_never_come_back_and_the_limit_is_still_filled(
+    small_budget,
+):
+    for i in range(45):  # oldest first: they fill the first windows in index order
+        memory = remember(f"gamma delta note {i}")
+        writes.forget(memory.id, actor=Actor("dana"), reason="test")
+    for i in range(5):
+        remember(f"gamma delta note for ops {i}", agent_id="ops")
+    live = {remember(f"gamma delta live note {i}").id for i in range(3)}
+    excluded = remember("gamma delta live note excluded")
+    hits = keyword.search("gamma delta", agent_id="default", limit=3, exclude_id=excluded.id)
+    assert set(ids(hits)) == live
+
+
+def test_a_batch_ranks_every_text_exactly_as_one_search_each(small_budget):
+    for i in range(45):
+        remember(f"Vera reviewed note {i}")
+        remember(f"Celery queue note {i}")
+        memory = remember(f"gamma delta note {i}")
+        writes.forget(memory.id, actor=Actor("dana"), reason="test")
+    for i in range(4):
+        remember(f"gamma delta live note {i}")
+    remember("Vera says the celery workers need a careful review")
+    remember("Somebody mentioned 4821 once")
+    excluded = remember("Vera reviewed the celery note 4821")
+    texts = [
+        "Vera celery",  # both tier
+        "Vera reviewed note 4821",  # ranked tier and both tier
+        "Celery gamma",  # the two rarest never meet: fill tier
+        "gamma delta",  # forgotten rows fill the windows: widened
+        "queue",  # one word: fill tier at once
+        "zzzq",  # no memory has it
+        "",
+        'NEAR(vera "celery*',
+    ]
+    for exclude_id in (None, excluded.id):
+        batched = keyword.search_many(texts, agent_id="default", limit=4, exclude_id=exclude_id)
+        single = [
+            keyword.search(text, agent_id="default", limit=4, exclude_id=exclude_id)
+            for text in texts
+        ]
+        assert batched == single
+        assert [len(hits) for hits in batched][:5] == [4, 4, 4, 4, 4]
+
+
+def test_the_budget_the_benchmark_raises_makes_the_index_rank_every_word(monkeypatch):
+    for word in ("amber", "birch", "cedar"):
+        for i in range(12):
+            remember(f"{word} note {i}")
+    target = remember("Cedar")  # the best match, holding only the commonest of the three words
+    monkeypatch.setattr(keyword, "RARE_DOCUMENT_BUDGET", 1)
+    shortcut = ids(keyword.search("amber birch cedar", agent_id="default", limit=5))
+    monkeypatch.setattr(keyword, "RARE_DOCUMENT_BUDGET", 1 << 62)
+    exhaustive = ids(keyword.search("amber birch cedar", agent_id="default", limit=5))
+    assert target.id not in shortcut and exhaustive[0] == target.id

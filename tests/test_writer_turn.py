@@ -1,0 +1,118 @@
+"""Writers of a SQLite file take turns through a flock beside it (memory.backend.base.WriterTurn):
+held from BEGIN to COMMIT or ROLLBACK, so a waiting writer starts as soon as the last one ends
+instead of on SQLite's sleep schedule; and WAL checkpoints run in a background thread."""
+
+import fcntl
+import os
+import threading
+import time
+
+import pytest
+from django.db import connection, connections, transaction
+
+from memory.backend import checkpoint
+from memory.models import Memory
+from tests.pipeline_support import raw
+
+pytestmark = pytest.mark.sqlite_only(reason="the writer's turn and checkpoints are SQLite's")
+
+
+def turn_is_free(database_path) -> bool:
+    fd = os.open(f"{database_path}-writer.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def test_a_write_transaction_holds_the_turn_until_it_commits_or_rolls_back(file_db):
+    assert turn_is_free(file_db)
+    with transaction.atomic():
+        raw("Kenji deploys billing with Terraform")
+        assert not turn_is_free(file_db)
+    assert turn_is_free(file_db)
+    with pytest.raises(RuntimeError), transaction.atomic():
+        raw("Priya prefers squash merges")
+        assert not turn_is_free(file_db)
+        raise RuntimeError("rolled back")
+    assert turn_is_free(file_db)
+    assert Memory.objects.count() == 1
+
+
+def test_a_second_writer_waits_for_the_turn_then_writes(file_db):
+    started, finished = threading.Event(), threading.Event()
+
+    def second_writer():
+        try:
+            started.set()
+            raw("Written by the second writer")
+            finished.set()
+        finally:
+            connections.close_all()
+
+    with transaction.atomic():
+        raw("Written by the first writer")
+        thread = threading.Thread(target=second_writer)
+        thread.start()
+        started.wait(5)
+        assert not finished.wait(0.3), "the second writer began while the first held the turn"
+    thread.join(10)
+    assert finished.is_set()
+    assert Memory.objects.count() == 2
+
+
+@pytest.mark.parametrize("in_transaction", [True, False], ids=["atomic", "autocommit"])
+def test_a_write_waits_while_another_writer_has_the_turn(file_db, in_transaction):
+    """Here the other writer holds only the turn, not SQLite's lock: a write that ignored the
+    turn would go straight through."""
+    fd = os.open(f"{file_db}-writer.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    done = threading.Event()
+
+    def writer():
+        try:
+            if in_transaction:
+                raw("Written in a transaction")
+            else:
+                Memory.objects.filter(pk="no such memory").update(pinned=True)  # autocommit
+            done.set()
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        assert not done.wait(0.3), "the write did not wait for its turn"
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+    thread.join(10)
+    assert done.is_set()
+
+
+def test_commits_leave_wal_checkpoints_to_the_background_thread(file_db):
+    connection.ensure_connection()
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA wal_autocheckpoint")
+        assert cursor.fetchone()[0] == checkpoint.FALLBACK_PAGES
+    for index in range(30):
+        raw(f"Memory number {index} " + "padding " * 2000)
+    assert os.path.getsize(f"{file_db}-wal") > checkpoint.CHECKPOINT_BYTES
+    os.utime(f"{file_db}-wal")  # a commit just now: the checkpoint waits for a quiet moment
+    assert not checkpoint.checkpoint_if_due(str(file_db))
+    time.sleep(checkpoint.QUIET_SECONDS * 2)
+    assert checkpoint.checkpoint_if_due(str(file_db))
+    for _ in range(50):  # every frame of the log is in the database now (asked again while
+        with connection.cursor() as cursor:  # the background thread holds the checkpointer)
+            cursor.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            busy, log_frames, checkpointed = cursor.fetchone()
+        if not busy:
+            break
+        time.sleep(0.02)
+    assert busy == 0 and log_frames == checkpointed
+    assert not checkpoint.checkpoint_if_due(str(file_db) + ".missing")
+    assert any(t.name == "sqlite-checkpoint" and t.is_alive() for t in threading.enumerate())
