@@ -221,8 +221,12 @@ def link_existing_entities(memory: Memory, *, at) -> list[int]:
     if not names:
         return []
     by_canonical = {linker.canonical_name(name): name for name in names}
+    # In id order, like every write that counts mentions of several entities (link_entities_of):
+    # on PostgreSQL two transactions taking the same rows' locks in different orders deadlock.
     entities = list(
-        Entity.objects.filter(agent_id=memory.agent_id, canonical_name__in=list(by_canonical))
+        Entity.objects.filter(
+            agent_id=memory.agent_id, canonical_name__in=list(by_canonical)
+        ).order_by("pk")
     )
     linked = []
     for entity in entities:
@@ -994,7 +998,11 @@ def link_entities_of(
     with connection.cursor() as cursor:
         cursor.executemany(
             "UPDATE entities SET mentions = mentions + %s, updated_at = %s WHERE id = %s",
-            [(n, connection.ops.adapt_datetimefield_value(at), pk) for pk, n in added.items()],
+            # In id order, as link_existing_entities takes them (see there).
+            [
+                (n, connection.ops.adapt_datetimefield_value(at), pk)
+                for pk, n in sorted(added.items())
+            ],
         )
 
 
