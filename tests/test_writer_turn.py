@@ -3,6 +3,7 @@ held from BEGIN to COMMIT or ROLLBACK, so a waiting writer starts as soon as the
 instead of on SQLite's sleep schedule; and WAL checkpoints run in a background thread."""
 
 import fcntl
+import multiprocessing
 import os
 import threading
 import time
@@ -116,3 +117,26 @@ def test_commits_leave_wal_checkpoints_to_the_background_thread(file_db):
     assert busy == 0 and log_frames == checkpointed
     assert not checkpoint.checkpoint_if_due(str(file_db) + ".missing")
     assert any(t.name == "sqlite-checkpoint" and t.is_alive() for t in threading.enumerate())
+
+
+def _turn_in_child(queue) -> None:
+    turn = connection._writer_turn()
+    turn.acquire(1.0)
+    queue.put((turn.pid, turn.held))
+    turn.release()
+
+
+def test_a_forked_process_takes_turns_with_its_parent_not_through_its_file(file_db):
+    """A flock belongs to the open file: a child that used the parent's would share its turn."""
+    with transaction.atomic():
+        raw("The parent holds the turn")
+        parent = connection._writer_turn()
+        assert parent.held
+        context = multiprocessing.get_context("fork")
+        queue = context.Queue()
+        child = context.Process(target=_turn_in_child, args=(queue,))
+        child.start()
+        pid, held = queue.get(timeout=10)
+        child.join(10)
+    assert pid != os.getpid()
+    assert not held, "the child got the turn while the parent held it"

@@ -109,6 +109,7 @@ class WriterTurn:
 
     def __init__(self, path: str):
         self.path = path
+        self.pid = os.getpid()
         self.fd: int | None = None
         self.held = False
 
@@ -180,11 +181,14 @@ class DatabaseWrapper(sqlite_base.DatabaseWrapper):
         if self.is_in_memory_db():
             return None
         path = f"{self.settings_dict['NAME']}-writer.lock"
-        if self.writer_turn is None or self.writer_turn.path != path:
-            if self.writer_turn is not None:
-                self.writer_turn.close()
-            self.writer_turn = WriterTurn(path)
-        return self.writer_turn
+        turn = self.writer_turn
+        # A forked process opens a file of its own: a flock belongs to the open file, which a
+        # child shares with its parent, so an inherited one would not keep the two apart.
+        if turn is None or turn.path != path or turn.pid != os.getpid():
+            if turn is not None and turn.pid == os.getpid():
+                turn.close()
+            self.writer_turn = turn = WriterTurn(path)
+        return turn
 
     def _end_turn(self) -> None:
         if self.writer_turn is not None:
