@@ -103,10 +103,6 @@ def _clip(text: str | None, limit: int = QUOTE_CHARS) -> str | None:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _short(identifier: str | None) -> str:
-    return wording.short_id(identifier)
-
-
 def _prompt_version(proposal) -> str:
     """The version stored with the proposal; proposals made before it was stored show "v1"."""
     return proposal.prompt_version or "v1"
@@ -117,18 +113,20 @@ def _prompt_version(proposal) -> str:
 
 def _memory_link(memory_id: str, label: str | None = None) -> Link:
     return Link(
-        label or f"memory {_short(memory_id)}", reverse("dashboard:memory", args=[memory_id])
+        label or f"memory {wording.short_id(memory_id)}",
+        reverse("dashboard:memory", args=[memory_id]),
     )
 
 
 def _proposal_link(proposal) -> Link:
     return Link(
-        f"proposal {_short(proposal.id)}", reverse("dashboard:proposal", args=[proposal.id])
+        f"proposal {wording.short_id(proposal.id)}",
+        reverse("dashboard:proposal", args=[proposal.id]),
     )
 
 
 def _job_link(job_id: str, suffix: str = "") -> Link:
-    return Link(f"job {_short(job_id)}", reverse("dashboard:job", args=[job_id]) + suffix)
+    return Link(f"job {wording.short_id(job_id)}", reverse("dashboard:job", args=[job_id]) + suffix)
 
 
 # --- reads (a fixed number of queries) ------------------------------------------------------------------
@@ -198,7 +196,10 @@ def _job_sentence(job: Job, calls: dict, source_label: str) -> tuple[str, str]:
     by = f"{model} (via {provider})" if model and provider else (model or "the model")
     if job.status == JobStatus.COMPLETED:
         if result.get("cancelled"):
-            return f"Extraction job {_short(job.id)} was cancelled: {result['cancelled']}.", "muted"
+            return (
+                f"Extraction job {wording.short_id(job.id)} was cancelled: {result['cancelled']}.",
+                "muted",
+            )
         facts = len(result.get("facts") or [])
         triples = len(result.get("entities") or [])
         mode = result.get("writeMode")
@@ -206,28 +207,28 @@ def _job_sentence(job: Job, calls: dict, source_label: str) -> tuple[str, str]:
         finished = job.completed_at or job.updated_at
         return (
             f"Extracted by {by} from {source_label} on {when_text(finished)} "
-            f"(job {_short(job.id)}{mode_text}): {_plural(facts, 'fact')}, "
+            f"(job {wording.short_id(job.id)}{mode_text}): {_plural(facts, 'fact')}, "
             f"{_plural(triples, 'entity triple')}, {calls_text}.",
             "ok",
         )
     if job.status == JobStatus.DEAD:
         return (
-            f"Extraction job {_short(job.id)} failed after {_plural(job.attempts, 'attempt')}: "
+            f"Extraction job {wording.short_id(job.id)} failed after {_plural(job.attempts, 'attempt')}: "
             f"{job.error or 'no error recorded'}.",
             "bad",
         )
     if job.status == JobStatus.CANCELLED:
         return (
-            f"Extraction job {_short(job.id)} was cancelled: {job.error or 'no reason recorded'}.",
+            f"Extraction job {wording.short_id(job.id)} was cancelled: {job.error or 'no reason recorded'}.",
             "muted",
         )
     if job.status == JobStatus.LEASED:
         return (
-            f"Extraction job {_short(job.id)} is running (attempt {job.attempts} of "
+            f"Extraction job {wording.short_id(job.id)} is running (attempt {job.attempts} of "
             f"{job.max_attempts}).",
             "warn",
         )
-    return f"Extraction job {_short(job.id)} is waiting for a worker.", "warn"
+    return f"Extraction job {wording.short_id(job.id)} is waiting for a worker.", "warn"
 
 
 def _by(verb: str, who: str | None, start, end, note: str | None) -> str:
@@ -269,7 +270,7 @@ def _fate(proposal, derived: dict[str, Memory]) -> tuple[str, str, str]:
             gone = " It has since been forgotten." if made and made.is_deleted else ""
             return (
                 "reverted" if proposal.reverted_at else "applied",
-                f"Became memory {_short(proposal.created_memory_id)}, {decider}{edited}.{reverted}{gone}",
+                f"Became memory {wording.short_id(proposal.created_memory_id)}, {decider}{edited}.{reverted}{gone}",
                 "warn" if proposal.reverted_at else "ok",
             )
         verb = "updated" if proposal.action == "update" else "forgot"
@@ -278,7 +279,7 @@ def _fate(proposal, derived: dict[str, Memory]) -> tuple[str, str, str]:
         )
         return (
             "reverted" if proposal.reverted_at else "applied",
-            f"{verb.capitalize()} memory {_short(target)}, {decider}{edited}.{reverted}",
+            f"{verb.capitalize()} memory {wording.short_id(target)}, {decider}{edited}.{reverted}",
             "warn" if proposal.reverted_at else "ok",
         )
     if status == "pending":
@@ -309,7 +310,7 @@ def _fate(proposal, derived: dict[str, Memory]) -> tuple[str, str, str]:
         )
         return (
             "deduped",
-            f"Already in the store as memory {_short(existing)}: deduplicated, nothing new written{who}.",
+            f"Already in the store as memory {wording.short_id(existing)}: deduplicated, nothing new written{who}.",
             "muted",
         )
     if status == "skipped":
@@ -344,7 +345,11 @@ def _candidates_sentence(proposal) -> str:
 
 
 def _decision_sentence(proposal) -> str:
-    target = f" memory {_short(proposal.target_memory_id)}" if proposal.target_memory_id else ""
+    target = (
+        f" memory {wording.short_id(proposal.target_memory_id)}"
+        if proposal.target_memory_id
+        else ""
+    )
     if not proposal.candidates and proposal.action == "add":
         return (
             f"With nothing to compare it with, the pipeline proposed ADD without a decision call, "
@@ -372,7 +377,7 @@ def _history_steps(
         proposal = by_id.get(meta.get("proposalId"))
         version = meta.get("version")
         links = [_proposal_link(proposal)] if proposal else []
-        anchor = f"lin-h-{_short(event.id)}"
+        anchor = f"lin-h-{wording.short_id(event.id)}"
         reason = f": “{event.reason}”" if event.reason else ""
         quote, quote_label = None, ""
         revert, undo = meta.get("revert"), meta.get("undoRevert")
@@ -394,9 +399,9 @@ def _history_steps(
                 decider = _decider(proposal)
                 text = (
                     f"Updated to version {version} by {_proposal_link(proposal).label} "
-                    f"(UPDATE from raw memory {_short(source)}), {decider}."
+                    f"(UPDATE from raw memory {wording.short_id(source)}), {decider}."
                 )
-                links.append(_memory_link(source, f"raw memory {_short(source)}"))
+                links.append(_memory_link(source, f"raw memory {wording.short_id(source)}"))
             else:
                 fields = ", ".join(meta.get("changedFields") or []) or "fields"
                 text = f"Edited by {event.changed_by} ({event.actor_type}): {fields} changed, now version {version}{reason}."
@@ -407,7 +412,7 @@ def _history_steps(
             if proposal is not None:
                 text = (
                     f"Forgotten by {_proposal_link(proposal).label} (DELETE from raw memory "
-                    f"{_short(proposal.source_memory_id)}), {_decider(proposal)}."
+                    f"{wording.short_id(proposal.source_memory_id)}), {_decider(proposal)}."
                 )
                 links.append(_memory_link(proposal.source_memory_id, "raw memory"))
             else:
@@ -440,7 +445,7 @@ def _history_steps(
         if event.event == "updated" and snap is not None:
             steps.append(
                 Step(
-                    anchor=f"lin-cold-{_short(snap.archive_id)}",
+                    anchor=f"lin-cold-{wording.short_id(snap.archive_id)}",
                     kind="superseded",
                     label="superseded",
                     text=(
@@ -471,34 +476,35 @@ def _targeting_steps(memory: Memory, proposals: list) -> list[Step]:
         links = [
             _proposal_link(proposal),
             _memory_link(
-                proposal.source_memory_id, f"raw memory {_short(proposal.source_memory_id)}"
+                proposal.source_memory_id,
+                f"raw memory {wording.short_id(proposal.source_memory_id)}",
             ),
         ]
         if proposal.deduped_existing_id == memory.id and proposal.target_memory_id != memory.id:
             text = (
-                f"Raw memory {_short(proposal.source_memory_id)} produced the same fact again; "
+                f"Raw memory {wording.short_id(proposal.source_memory_id)} produced the same fact again; "
                 f"it was deduplicated into this memory."
             )
             steps.append(
-                Step(f"lin-target-{_short(proposal.id)}", "deduped", "same fact again", text,
+                Step(f"lin-target-{wording.short_id(proposal.id)}", "deduped", "same fact again", text,
                      proposal.created_at, proposal.model, links=links, tone="muted")
             )  # fmt: skip
             continue
         fate, outcome, tone = _fate(proposal, {})
         if proposal.action == "none":
             text = (
-                f"Raw memory {_short(proposal.source_memory_id)} said this again; "
+                f"Raw memory {wording.short_id(proposal.source_memory_id)} said this again; "
                 f"{proposal.model} decided NONE: nothing to change."
             )
             outcome, tone = "", "muted"
         else:
             text = (
                 f"{proposal.model} proposed to {proposal.action.upper()} this memory, from raw "
-                f"memory {_short(proposal.source_memory_id)}."
+                f"memory {wording.short_id(proposal.source_memory_id)}."
             )
         steps.append(
             Step(
-                anchor=f"lin-target-{_short(proposal.id)}",
+                anchor=f"lin-target-{wording.short_id(proposal.id)}",
                 kind="targeted",
                 label=f"{proposal.action.upper()} proposed",
                 text=text,
@@ -543,14 +549,14 @@ def _derived_story(
                 actor=writer,
                 quote=_clip(source.content),
                 quote_label="raw memory",
-                links=[_memory_link(source.id, f"raw memory {_short(source.id)}")],
+                links=[_memory_link(source.id, f"raw memory {wording.short_id(source.id)}")],
                 tone="muted" if source.is_deleted else "",
             )
         )
     elif memory.source_id:
         steps.append(
             Step("lin-raw", "raw", "raw source",
-                 f"The raw memory {_short(memory.source_id)} it came from is no longer in the store.",
+                 f"The raw memory {wording.short_id(memory.source_id)} it came from is no longer in the store.",
                  tone="bad")
         )  # fmt: skip
     if creator is None:
@@ -572,12 +578,12 @@ def _derived_story(
     if job is not None:
         text, tone = _job_sentence(job, calls, "that raw memory")
         steps.append(
-            Step(f"lin-job-{_short(job.id)}", "job", "extraction", text, job.completed_at or job.created_at,
+            Step(f"lin-job-{wording.short_id(job.id)}", "job", "extraction", text, job.completed_at or job.created_at,
                  proposal.model, links=[_job_link(job.id)], tone=tone)
         )  # fmt: skip
     steps.append(
         Step(
-            anchor=f"lin-fact-{_short(proposal.id)}",
+            anchor=f"lin-fact-{wording.short_id(proposal.id)}",
             kind="fact",
             label="fact",
             text=(
@@ -595,7 +601,7 @@ def _derived_story(
     top = max(candidates, key=lambda c: c.get("score") or 0) if candidates else None
     steps.append(
         Step(
-            anchor=f"lin-cand-{_short(proposal.id)}",
+            anchor=f"lin-cand-{wording.short_id(proposal.id)}",
             kind="candidates",
             label="candidates",
             text=_candidates_sentence(proposal),
@@ -610,7 +616,7 @@ def _derived_story(
     )
     steps.append(
         Step(
-            anchor=f"lin-decision-{_short(proposal.id)}",
+            anchor=f"lin-decision-{wording.short_id(proposal.id)}",
             kind="decision",
             label="decision",
             text=_decision_sentence(proposal),
@@ -639,7 +645,7 @@ def _derived_story(
     edited = _edited(proposal)
     steps.append(
         Step(
-            anchor=f"lin-review-{_short(proposal.id)}",
+            anchor=f"lin-review-{wording.short_id(proposal.id)}",
             kind="review",
             label="approved" if proposal.decided_by != PIPELINE else "automatic",
             text=review_text
@@ -709,7 +715,7 @@ def _raw_story(memory, history, cold, proposals, derived, jobs, calls, triples) 
         text, tone = _job_sentence(job, calls, "this raw memory")
         steps.append(
             Step(
-                anchor=f"lin-job-{_short(job.id)}",
+                anchor=f"lin-job-{wording.short_id(job.id)}",
                 kind="job",
                 label="extraction",
                 text=f"{text[0].upper()}{text[1:]}",
@@ -736,7 +742,7 @@ def _raw_story(memory, history, cold, proposals, derived, jobs, calls, triples) 
                 links.append(_memory_link(proposal.target_memory_id, "target"))
             steps.append(
                 Step(
-                    anchor=f"lin-fact-{_short(proposal.id)}",
+                    anchor=f"lin-fact-{wording.short_id(proposal.id)}",
                     kind="fact",
                     label=f"fact → {proposal.action.upper()}",
                     text=(
@@ -760,7 +766,7 @@ def _raw_story(memory, history, cold, proposals, derived, jobs, calls, triples) 
             parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
             steps.append(
                 Step(
-                    anchor=f"lin-triples-{_short(job.id)}",
+                    anchor=f"lin-triples-{wording.short_id(job.id)}",
                     kind="triples",
                     label="entity triples",
                     text=(

@@ -1390,16 +1390,19 @@ def exact_recall(queries: np.ndarray, found: list[list[int]], model: str, k: int
     return hits / (k * len(found))
 
 
+def holds_write_lock(sql: str) -> bool:
+    """Whether a statement runs inside the write transaction: its BEGIN (SQLite's BEGIN IMMEDIATE
+    takes the write lock; PostgreSQL's begins with the block's first statement) or after it."""
+    return connection.in_atomic_block or sql.lstrip()[:5].upper() == "BEGIN"
+
+
 def in_transaction(work: Callable[[], object]) -> tuple[object, float]:
-    """`work()` and the milliseconds its write transaction was open: from BEGIN (SQLite's BEGIN
-    IMMEDIATE takes the write lock; on PostgreSQL the first statement in the atomic block) to the
-    end of COMMIT. Work done before BEGIN or after COMMIT holds no lock and is not counted."""
+    """`work()` and the milliseconds its write transaction was open, from BEGIN to the end of
+    COMMIT. Work done before BEGIN or after COMMIT holds no lock and is not counted."""
     clock: dict[str, float] = {}
 
     def timer(execute, sql, params, many, context):
-        if "begin" not in clock and (
-            connection.in_atomic_block or sql.lstrip()[:5].upper() == "BEGIN"
-        ):
+        if "begin" not in clock and holds_write_lock(sql):
             clock["begin"] = time.perf_counter()
         if connection.in_atomic_block and "hooked" not in clock:
             clock["hooked"] = 0.0
@@ -1420,8 +1423,7 @@ def count_statements(work: Callable[[], object], *, in_transaction_only: bool = 
 
     def counter(execute, sql, params, many, context):
         nonlocal count
-        begin = sql.lstrip()[:5].upper() == "BEGIN"
-        if not in_transaction_only or connection.in_atomic_block or begin:
+        if not in_transaction_only or holds_write_lock(sql):
             count += 1
         return execute(sql, params, many, context)
 

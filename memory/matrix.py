@@ -25,13 +25,14 @@ import mmap
 import os
 import struct
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 from django.conf import settings
 from django.db import connection
+
+from memory.threads import process_pool
 
 CHUNK = 500
 POOL = 512  # rows scored in int8 after the hamming scan
@@ -186,19 +187,6 @@ def _select_nearest(distance: np.ndarray, count: int) -> np.ndarray:
 
 PARALLEL_SCAN_ROWS = 32768  # fewer rows than this per thread are scanned in the caller's thread
 _SCAN_THREADS = max(1, min(4, os.cpu_count() or 1))
-_scan_pools: dict[int, ThreadPoolExecutor] = {}
-_scan_pools_lock = threading.Lock()
-
-
-def _scan_pool() -> ThreadPoolExecutor:
-    """This process's scan threads (made after any fork)."""
-    with _scan_pools_lock:
-        pool = _scan_pools.get(os.getpid())
-        if pool is None:
-            pool = _scan_pools[os.getpid()] = ThreadPoolExecutor(
-                max_workers=_SCAN_THREADS, thread_name_prefix="matrix-scan"
-            )
-        return pool
 
 
 def _hamming_rows(mapping: _Mapping, query_bits, distance, first: int, last: int) -> None:
@@ -518,7 +506,9 @@ class MatrixIndex:
             return distance
         bounds = np.linspace(0, count, parts + 1).astype(int)
         futures = [
-            _scan_pool().submit(_hamming_rows, mapping, query_bits, distance, start, end)
+            process_pool("matrix-scan", _SCAN_THREADS).submit(
+                _hamming_rows, mapping, query_bits, distance, start, end
+            )
             for start, end in zip(bounds[:-1], bounds[1:], strict=True)
         ]
         for future in futures:

@@ -6,10 +6,8 @@ with a warning that the job page shows. Reads the store; never writes.
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,6 +15,7 @@ import numpy as np
 from memory.guard import ensure_outside_transaction
 from memory.models import Memory
 from memory.search import hybrid_search_many, keyword_leg
+from memory.threads import process_pool
 from pipeline import contradiction, parsing
 from pipeline.llm import CallRecord, ChatClient
 from pipeline.models import Proposal
@@ -220,7 +219,7 @@ def decide_all(
         for index, (fact, found) in jobs:
             yield decide(client, index, fact, found, examples)
         return
-    pool = _pool(parallel)
+    pool = process_pool("decide", parallel)
     futures = [
         pool.submit(decide, client, index, fact, found, examples) for index, (fact, found) in jobs
     ]
@@ -230,20 +229,6 @@ def decide_all(
     finally:
         for future in futures:  # a failed call fails the job: do not start the rest
             future.cancel()
-
-
-_pools: dict[tuple[int, int], ThreadPoolExecutor] = {}
-_pools_lock = threading.Lock()
-
-
-def _pool(parallel: int) -> ThreadPoolExecutor:
-    """This process's decision threads (made after any fork), kept between jobs: starting ten
-    threads per job cost more than the zero-latency calls they made."""
-    key = (os.getpid(), parallel)
-    with _pools_lock:
-        if key not in _pools:
-            _pools[key] = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="decide")
-        return _pools[key]
 
 
 def recent_rejections(agent_id: str, limit: int = 5) -> list[dict]:

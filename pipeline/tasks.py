@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 from django.conf import settings
@@ -15,6 +14,7 @@ from memory import queue, vectors, writes
 from memory.content import normalize
 from memory.guard import ensure_outside_transaction
 from memory.models import Job, JobStatus, Memory
+from memory.threads import process_pool
 from memory.writes import Vector
 from pipeline import decision, extraction
 from pipeline.config import get_config, mode_of
@@ -76,16 +76,15 @@ def compute(claim: Claim, calls: list[CallRecord], client=None) -> JobOutcome | 
     # while this one runs the keyword leg of the candidate search, which needs no vector.
     # The thread cannot see a transaction this one holds: check here, where the caller is.
     ensure_outside_transaction("embedding call")
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed") as pool:
-        embedding = pool.submit(_embed_call, embedder, texts)
-        keyword_hits = decision.keyword_candidates(
-            extracted.facts, agent_id=source.agent_id, source_id=source.id
-        )
-        vectors = _embedded(embedder, texts, embedding.result(), warnings, calls)
-    source_vector = vectors[0] if vectors else None
+    embedding = process_pool("embed", 1).submit(_embed_call, embedder, texts)
+    keyword_hits = decision.keyword_candidates(
+        extracted.facts, agent_id=source.agent_id, source_id=source.id
+    )
+    embedded = _embedded(embedder, texts, embedding.result(), warnings, calls)
+    source_vector = embedded[0] if embedded else None
     fact_vectors = {
         normalize(fact.content).hash: vector
-        for fact, vector in zip(extracted.facts, vectors[1:], strict=False)
+        for fact, vector in zip(extracted.facts, embedded[1:], strict=False)
     }
     # Every fact's candidates come from the store as it is now, before this job writes anything:
     # one batched search, then the decisions side by side.
@@ -95,8 +94,8 @@ def compute(claim: Claim, calls: list[CallRecord], client=None) -> JobOutcome | 
         source_id=source.id,
         alpha=config.search_alpha,
         min_score=config.search_min_score,
-        vectors=[v.values for v in vectors[1:]] if vectors else [None] * len(extracted.facts),
-        model=embedder.model if vectors else None,
+        vectors=[v.values for v in embedded[1:]] if embedded else [None] * len(extracted.facts),
+        model=embedder.model if embedded else None,
         keyword_hits=keyword_hits,
     )
     examples = (

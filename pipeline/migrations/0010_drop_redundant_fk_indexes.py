@@ -8,30 +8,10 @@ indexes (no table rebuild, which SQLite's AlterField would do three times over p
 import django.db.models.deletion
 from django.db import migrations, models
 
+from memory.migration_ops import drop_field_indexes
+
 REDUNDANT = [("proposal", "job"), ("proposal", "source_memory"), ("proposal", "target_memory")]
 REDUNDANT += [("llmcall", "job")]
-
-
-def _index_names(schema_editor, model, field) -> list[str]:
-    table = model._meta.db_table
-    names = [schema_editor._create_index_name(table, [field.column], suffix="")]
-    if schema_editor.connection.vendor == "postgresql":
-        names.append(schema_editor._create_index_name(table, [field.column], suffix="_like"))
-    return names
-
-
-def drop(apps, schema_editor):
-    for model_name, field_name in REDUNDANT:
-        model = apps.get_model("pipeline", model_name)
-        for name in _index_names(schema_editor, model, model._meta.get_field(field_name)):
-            schema_editor.execute(f"DROP INDEX IF EXISTS {schema_editor.quote_name(name)}")
-
-
-def restore(apps, schema_editor):
-    for model_name, field_name in REDUNDANT:
-        model = apps.get_model("pipeline", model_name)
-        field = model._meta.get_field(field_name)
-        schema_editor.execute(schema_editor._create_index_sql(model, fields=[field]))
 
 
 class Migration(migrations.Migration):
@@ -42,7 +22,7 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.SeparateDatabaseAndState(
-            database_operations=[migrations.RunPython(drop, restore)],
+            database_operations=[drop_field_indexes("pipeline", REDUNDANT)],
             state_operations=[
                 migrations.AlterField(
                     model_name="llmcall",

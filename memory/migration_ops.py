@@ -1,0 +1,34 @@
+"""Schema operations that migrations of several apps share."""
+
+from __future__ import annotations
+
+from django.db import migrations
+
+
+def _index_names(schema_editor, model, field) -> list[str]:
+    """The names Django gave the index of a `db_index` field (and its LIKE twin on PostgreSQL)."""
+    table = model._meta.db_table
+    names = [schema_editor._create_index_name(table, [field.column], suffix="")]
+    if schema_editor.connection.vendor == "postgresql":
+        names.append(schema_editor._create_index_name(table, [field.column], suffix="_like"))
+    return names
+
+
+def drop_field_indexes(app_label: str, fields: list[tuple[str, str]]) -> migrations.RunPython:
+    """Drop the single-column indexes Django made for these (model, field) pairs, and only them:
+    SQLite's AlterField would rebuild the whole table. Reversed, the indexes are made again.
+    Pair it with state-only AlterFields that set `db_index=False`."""
+
+    def drop(apps, schema_editor):
+        for model_name, field_name in fields:
+            model = apps.get_model(app_label, model_name)
+            for name in _index_names(schema_editor, model, model._meta.get_field(field_name)):
+                schema_editor.execute(f"DROP INDEX IF EXISTS {schema_editor.quote_name(name)}")
+
+    def restore(apps, schema_editor):
+        for model_name, field_name in fields:
+            model = apps.get_model(app_label, model_name)
+            field = model._meta.get_field(field_name)
+            schema_editor.execute(schema_editor._create_index_sql(model, fields=[field]))
+
+    return migrations.RunPython(drop, restore)
