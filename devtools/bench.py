@@ -1397,21 +1397,31 @@ def holds_write_lock(sql: str) -> bool:
 
 
 def in_transaction(work: Callable[[], object]) -> tuple[object, float]:
-    """`work()` and the milliseconds its write transaction was open, from BEGIN to the end of
-    COMMIT. Work done before BEGIN or after COMMIT holds no lock and is not counted."""
+    """`work()` and the milliseconds its write transaction was open, from BEGIN to the return of
+    the connection's COMMIT (the lock given back). Work done before BEGIN or after COMMIT, such as
+    commit hooks, holds no lock and is not counted."""
     clock: dict[str, float] = {}
 
     def timer(execute, sql, params, many, context):
         if "begin" not in clock and holds_write_lock(sql):
             clock["begin"] = time.perf_counter()
-        if connection.in_atomic_block and "hooked" not in clock:
-            clock["hooked"] = 0.0
-            connection.on_commit(lambda: clock.setdefault("commit", time.perf_counter()))
         return execute(sql, params, many, context)
 
+    commit = connection._commit
+
+    def timed_commit():
+        try:
+            return commit()
+        finally:
+            clock.setdefault("commit", time.perf_counter())
+
     started = time.perf_counter()
-    with connection.execute_wrapper(timer):
-        result = work()
+    connection._commit = timed_commit  # this connection only, for this call
+    try:
+        with connection.execute_wrapper(timer):
+            result = work()
+    finally:
+        del connection._commit
     ended = clock.get("commit", time.perf_counter())
     return result, (ended - clock.get("begin", started)) * 1000
 

@@ -54,7 +54,20 @@ def _converter(field, database):
         return None
     if isinstance(field, models.DateTimeField):
         adapt = database.ops.adapt_datetimefield_value
-        return lambda value: adapt(value) if value is not None else None
+        # A write stamps most of its rows with one `now`: it is converted once, not per row. The
+        # (value, converted) pair is swapped in whole, so threads sharing it never see a mix.
+        last = [(None, None)]
+
+        def convert_time(value):
+            if value is None:
+                return None
+            seen, converted = last[0]
+            if seen is not value:
+                converted = adapt(value)
+                last[0] = (value, converted)
+            return converted
+
+        return convert_time
     return lambda value: field.get_db_prep_save(value, database)
 
 
@@ -473,7 +486,21 @@ def set_extraction_status(
         columns["extraction_model"] = model
     if embedding_model is not None:
         columns["embedding_model"] = embedding_model
-    return Memory.objects.filter(id__in=memory_ids).update(**columns)
+    if not isinstance(memory_ids, list | tuple):
+        return Memory.objects.filter(id__in=memory_ids).update(**columns)
+    if not memory_ids:
+        return 0
+    # Written out for a list of ids: the job's write runs it under the write lock, where the ORM
+    # took six times longer to build this UPDATE than SQLite to run it.
+    quote = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {quote(Memory._meta.db_table)} "
+            f"SET {', '.join(f'{quote(column)} = %s' for column in columns)} "
+            f"WHERE id IN ({', '.join(['%s'] * len(memory_ids))})",
+            [*columns.values(), *memory_ids],
+        )
+        return cursor.rowcount
 
 
 # --- modify / forget / recover --------------------------------------------------------------------

@@ -3,6 +3,7 @@ held from BEGIN to COMMIT or ROLLBACK, so a waiting writer starts as soon as the
 instead of on SQLite's sleep schedule; and WAL checkpoints run in a background thread."""
 
 import fcntl
+import gc
 import multiprocessing
 import os
 import threading
@@ -42,6 +43,29 @@ def test_a_write_transaction_holds_the_turn_until_it_commits_or_rolls_back(file_
         raise RuntimeError("rolled back")
     assert turn_is_free(file_db)
     assert Memory.objects.count() == 1
+
+
+def test_the_garbage_collector_is_off_only_while_the_turn_is_held(file_db):
+    assert gc.isenabled()
+    with transaction.atomic():
+        raw("Kenji deploys billing with Terraform")
+        assert not gc.isenabled(), "a collection could run with the write lock held"
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), transaction.atomic():
+        raw("Priya prefers squash merges")
+        assert not gc.isenabled()
+        raise RuntimeError("rolled back")
+    assert gc.isenabled()
+
+
+def test_a_collector_switched_off_by_the_program_stays_off_after_a_write(file_db):
+    gc.disable()
+    try:
+        with transaction.atomic():
+            raw("Kenji deploys billing with Terraform")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_a_second_writer_waits_for_the_turn_then_writes(file_db):

@@ -291,3 +291,50 @@ def test_a_derived_memory_is_created_from_plain_values_audited_linked_and_embedd
     again = derive("Priya prefers squash merges.", source)  # same normalised content
     assert again.deduped and again.memory == memory
     assert Memory.objects.filter(source_id=source.id).count() == 1
+
+
+def test_extraction_status_changes_only_the_listed_memories():
+    first, second, third = (
+        remember(text).memory for text in ("Ana uses Vim", "Bo uses Emacs", "Cy uses Nano")
+    )
+    changed = writes.set_extraction_status(
+        [first.id, second.id], "completed", model="qwen3:4b", embedding_model="nomic"
+    )
+    assert changed == 2
+    rows = dict(
+        Memory.objects.values_list("id", "extraction_status").filter(
+            id__in=[first.id, second.id, third.id]
+        )
+    )
+    assert rows == {first.id: "completed", second.id: "completed", third.id: "pending"}
+    first.refresh_from_db()
+    assert (first.extraction_model, first.embedding_model) == ("qwen3:4b", "nomic")
+    assert writes.set_extraction_status([], "failed") == 0
+
+
+def test_batched_inserts_keep_each_rows_own_time():
+    memory = remember("Ana uses Vim").memory
+    earlier = timezone.now() - timedelta(days=3)
+    later = earlier + timedelta(hours=5)
+    times = {"a": earlier, "b": earlier, "c": later, "d": earlier}
+    writes.insert_rows(
+        MemoryHistory,
+        [
+            MemoryHistory(
+                memory_id=memory.id,
+                event="none",
+                changed_by="t",
+                actor_type="agent",
+                reason=label,
+                metadata={},
+                created_at=at,
+            )
+            for label, at in times.items()
+        ],
+    )
+    stored = dict(
+        MemoryHistory.objects.filter(memory_id=memory.id, event="none").values_list(
+            "reason", "created_at"
+        )
+    )
+    assert stored == times

@@ -11,8 +11,10 @@ import contextlib
 import datetime
 import decimal
 import fcntl
+import gc
 import os
 import re
+import threading
 import time
 from collections.abc import Mapping
 from itertools import tee
@@ -95,6 +97,36 @@ def load_sqlite_vec(conn) -> bool:
         ) from exc
 
 
+class _CollectorPause:
+    """Python's cyclic garbage collector stays off while this process holds a writer's turn.
+
+    A collection that starts inside a write transaction runs with the write lock held, and one
+    of an old generation walks the whole heap (tens of milliseconds in a worker that holds a
+    Django app and a matrix): every other writer on the machine would wait for it. Objects made
+    in the transaction are collected right after it, when the collector is back on."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.holders = 0
+        self.was_enabled = False
+
+    def enter(self) -> None:
+        with self.lock:
+            if self.holders == 0:
+                self.was_enabled = gc.isenabled()
+                gc.disable()
+            self.holders += 1
+
+    def leave(self) -> None:
+        with self.lock:
+            self.holders -= 1
+            if self.holders == 0 and self.was_enabled:
+                gc.enable()
+
+
+COLLECTOR_PAUSE = _CollectorPause()
+
+
 class WriterTurn:
     """Whose turn it is to write a database file: an exclusive flock on `<database>-writer.lock`,
     taken before BEGIN IMMEDIATE and given back at COMMIT or ROLLBACK.
@@ -121,6 +153,7 @@ class WriterTurn:
             try:
                 fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 self.held = True
+                COLLECTOR_PAUSE.enter()
                 return
             except BlockingIOError:
                 if time.monotonic() > deadline:
@@ -131,6 +164,7 @@ class WriterTurn:
         if self.held:
             self.held = False
             fcntl.flock(self.fd, fcntl.LOCK_UN)
+            COLLECTOR_PAUSE.leave()
 
     def close(self) -> None:
         self.release()

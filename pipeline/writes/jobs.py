@@ -94,27 +94,30 @@ class LiveCalls(list):
 
 def log_calls(job_id: str, calls: list, at: datetime) -> None:
     """The job's model calls ("what the model saw"), inside the caller's transaction."""
-    calls = [call for call in calls if not getattr(call, "logged", False)]
-    insert_rows(
-        LlmCall,
-        [
-            LlmCall(
-                job_id=job_id,
-                kind=call.kind,
-                provider=call.provider,
-                model=call.model,
-                prompt=call.prompt,
-                raw_response=call.raw_response or "",
-                duration_ms=call.duration_ms,
-                prompt_tokens=call.prompt_tokens,
-                completion_tokens=call.completion_tokens,
-                error=call.error,
-                fact_index=call.fact_index,
-                created_at=at,
-            )
-            for call in calls
-        ],
-    )
+    insert_rows(LlmCall, call_rows(job_id, calls, at))
+
+
+def call_rows(job_id: str, calls: list, at: datetime) -> list[LlmCall]:
+    """The rows of the calls not logged yet (no database: the job's write builds them before it
+    takes the write lock and inserts them inside)."""
+    return [
+        LlmCall(
+            job_id=job_id,
+            kind=call.kind,
+            provider=call.provider,
+            model=call.model,
+            prompt=call.prompt,
+            raw_response=call.raw_response or "",
+            duration_ms=call.duration_ms,
+            prompt_tokens=call.prompt_tokens,
+            completion_tokens=call.completion_tokens,
+            error=call.error,
+            fact_index=call.fact_index,
+            created_at=at,
+        )
+        for call in calls
+        if not getattr(call, "logged", False)
+    ]
 
 
 def backoff(attempts: int) -> timedelta:

@@ -36,13 +36,14 @@ from pipeline.config import (
 from pipeline.llm.prompts import PROMPT_VERSION
 from pipeline.models import (
     RISK_OF,
+    LlmCall,
     PipelineConfig,
     Proposal,
     ProposalStatus,
     RejectionFingerprint,
     TripleReview,
 )
-from pipeline.writes.jobs import Claim, held, log_calls
+from pipeline.writes.jobs import Claim, call_rows, held
 
 REQUEUED = "the source memory was edited while the job ran: it runs again on the current text"
 
@@ -136,11 +137,12 @@ def record_job(outcome: JobOutcome) -> dict | None:
     entities = writes.entity_ids(
         [(r.derived.memory, r.derived.names) for r in ready.values() if r.derived is not None]
     )
+    calls = call_rows(outcome.claim.job_id, outcome.calls, now)
     with transaction.atomic():
         job = held(outcome.claim)
         if job is None:
             return None
-        log_calls(job.id, outcome.calls, now)
+        writes.insert_rows(LlmCall, calls)
         source = _source_of(job)
         if source.is_deleted:
             result = {"cancelled": "source memory was forgotten", "warnings": outcome.warnings}
@@ -299,16 +301,20 @@ def _look_up(write: JobWrite) -> None:
     """One query for every fact: the agent's active memories with an ADD fact's content, and the
     active rejections a proposal of this job would repeat (raw SQL: it runs under the write lock,
     where the ORM's union took longer to build than to run)."""
-    decisions = write.outcome.decisions
     agent_id = write.source.agent_id
-    hashes = sorted({normalize(d.fact.content).hash for d in decisions if d.action == "add"})
-    prints = sorted(
-        {
-            fingerprint(d.action, d.fact.content, _target_id(d))
-            for d in decisions
-            if d.action != "none"
-        }
-    )
+    hashes, prints = set(), set()
+    for decided in write.outcome.decisions:
+        # Most were computed with the proposals before BEGIN; not again under the lock.
+        ready = write.ready.get(id(decided))
+        if decided.action == "add":
+            hashes.add(ready.text.hash if ready else normalize(decided.fact.content).hash)
+        if decided.action != "none":
+            prints.add(
+                ready.proposal.fingerprint
+                if ready
+                else fingerprint(decided.action, decided.fact.content, _target_id(decided))
+            )
+    hashes, prints = sorted(hashes), sorted(prints)
     parts, params = [], []
     if hashes:
         parts.append(
