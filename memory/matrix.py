@@ -465,6 +465,11 @@ class MatrixIndex:
         return installed
 
     # -- querying ------------------------------------------------------------------------------------
+    def catch_up(self, model: str, dims: int) -> None:
+        """`refresh` on its own, under the lock a search takes."""
+        with self.lock:
+            self.refresh(model, dims)
+
     def nearest(self, query: np.ndarray, *, model: str, k: int) -> list[tuple[int, float]]:
         """(embedding id, cosine distance) of the k nearest live rows, nearest first."""
         return self.nearest_many(np.asarray(query)[None, :], model=model, k=k)[0]

@@ -215,6 +215,15 @@ def nearest_many(queries: list[np.ndarray], *, model: str, k: int) -> list[list[
     return results
 
 
+def catch_up(model: str, dimensions: int) -> None:
+    """Bring this process's shared matrix of `model` up to the store's last change now, so the
+    search that follows starts scanning at once (a job calls it while its embedding call is on
+    the wire). Nothing to do on PostgreSQL or with the vec0 scan."""
+    if _postgres() or search_engine() != "matrix" or open_write_transaction():
+        return
+    matrix.INDEX.catch_up(model, dimensions)
+
+
 def nearest_vec0(query: np.ndarray, *, model: str, k: int) -> list[tuple[int, float]]:
     """The same KNN through the durable sqlite-vec index."""
     if not extension_loaded() or query.shape[0] != settings.MEMORY_EMBEDDING_DIMENSIONS:

@@ -80,6 +80,8 @@ def compute(claim: Claim, calls: list[CallRecord], client=None) -> JobOutcome | 
     keyword_hits = decision.keyword_candidates(
         extracted.facts, agent_id=source.agent_id, source_id=source.id
     )
+    # The vectors the last jobs stored are taken into the shared matrix while the call is out.
+    vectors.catch_up(embedder.model, embedder.dimensions)
     embedded = _embedded(embedder, texts, embedding.result(), warnings, calls)
     source_vector = embedded[0] if embedded else None
     fact_vectors = {

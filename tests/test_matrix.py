@@ -107,3 +107,18 @@ def test_asking_for_more_neighbours_than_the_candidate_pool_still_returns_them_a
     wide = matrix.INDEX.nearest(query, model="m1", k=matrix.POOL * 2)
     exact = vectors.nearest_vec0(query, model="m1", k=matrix.POOL * 2)
     assert len(wide) == len(exact) == matrix.POOL * 2
+
+
+def test_catching_up_takes_new_vectors_in_before_any_search():
+    rng = np.random.default_rng(3)
+    add(rng, 20)
+    matrix.INDEX.nearest(rng.standard_normal(DIMS).astype(np.float32), model="m1", k=1)
+    new_id, new = add(rng, 1)[0]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT MAX(seq) FROM embedding_changes")
+        last = cursor.fetchone()[0]
+    assert matrix.INDEX.mapping.seq < last
+    vectors.catch_up("m1", DIMS)
+    assert matrix.INDEX.mapping.seq == last
+    assert new_id in matrix.INDEX.mapping.ids[: matrix.INDEX.mapping.count]
+    assert matrix.INDEX.nearest(new, model="m1", k=1)[0][0] == new_id
