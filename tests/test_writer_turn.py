@@ -126,21 +126,64 @@ def test_commits_leave_wal_checkpoints_to_the_background_thread(file_db):
         assert cursor.fetchone()[0] == checkpoint.FALLBACK_PAGES
     for index in range(30):
         raw(f"Memory number {index} " + "padding " * 2000)
-    assert os.path.getsize(f"{file_db}-wal") > checkpoint.CHECKPOINT_BYTES
+    assert checkpoint.uncopied_bytes(str(file_db)) > checkpoint.CHECKPOINT_BYTES
     os.utime(f"{file_db}-wal")  # a commit just now: the checkpoint waits for a quiet moment
     assert not checkpoint.checkpoint_if_due(str(file_db))
-    time.sleep(checkpoint.QUIET_SECONDS * 2)
-    assert checkpoint.checkpoint_if_due(str(file_db))
-    for _ in range(50):  # every frame of the log is in the database now (asked again while
-        with connection.cursor() as cursor:  # the background thread holds the checkpointer)
+    # A quiet moment later the background thread copies the whole log into the database.
+    deadline = time.monotonic() + 5
+    while checkpoint.uncopied_bytes(str(file_db)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert checkpoint.uncopied_bytes(str(file_db)) == 0
+    assert not checkpoint.checkpoint_if_due(str(file_db))  # nothing left to copy
+    assert not checkpoint.checkpoint_if_due(str(file_db) + ".missing")
+    assert any(t.name == "sqlite-checkpoint" and t.is_alive() for t in threading.enumerate())
+
+
+def test_what_is_due_is_the_log_not_copied_yet_not_the_files_size(file_db):
+    """After a big write the log file keeps its size when the next writer starts it over: read
+    by its size, a checkpoint was due every 50 ms in every process, for good."""
+    for index in range(30):
+        raw(f"Memory number {index} " + "padding " * 2000)
+    for _ in range(50):  # copied in full (asked again while the background thread checkpoints)
+        with connection.cursor() as cursor:
             cursor.execute("PRAGMA wal_checkpoint(PASSIVE)")
             busy, log_frames, checkpointed = cursor.fetchone()
         if not busy:
             break
         time.sleep(0.02)
     assert busy == 0 and log_frames == checkpointed
-    assert not checkpoint.checkpoint_if_due(str(file_db) + ".missing")
-    assert any(t.name == "sqlite-checkpoint" and t.is_alive() for t in threading.enumerate())
+    assert checkpoint.uncopied_bytes(str(file_db)) == 0
+    raw("Written after the checkpoint: the log starts over")
+    size = os.path.getsize(f"{file_db}-wal")
+    pending = checkpoint.uncopied_bytes(str(file_db))
+    assert 0 < pending < checkpoint.CHECKPOINT_BYTES < size
+    time.sleep(checkpoint.QUIET_SECONDS * 2)
+    assert not checkpoint.checkpoint_if_due(str(file_db))
+
+
+def test_a_fork_waits_while_the_checkpoint_thread_is_inside_sqlite(file_db):
+    """A child forked while the thread held one of SQLite's mutexes inherited it locked and hung
+    at its first connection (a django-q2 worker did, for good)."""
+    forked = threading.Event()
+
+    def fork():
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        forked.set()
+        os.waitpid(pid, 0)
+
+    checkpoint._in_sqlite.acquire()  # the thread is inside SQLite
+    thread = threading.Thread(target=fork)
+    try:
+        thread.start()
+        assert not forked.wait(0.3), "the process forked while the thread was inside SQLite"
+    finally:
+        checkpoint._in_sqlite.release()
+    assert forked.wait(5)
+    thread.join(5)
+    assert checkpoint._in_sqlite.acquire(timeout=1)  # given back after the fork
+    checkpoint._in_sqlite.release()
 
 
 def _turn_in_child(queue) -> None:

@@ -7,12 +7,20 @@ so every thousandth page written made one unlucky request or job wait for the co
 checkpoint from another connection never blocks readers or writers, and this one waits for a
 quiet moment; the connections themselves keep a far-away auto-checkpoint (FALLBACK_PAGES) only so
 the log stays bounded if no thread runs.
+
+Two things keep the thread harmless. A process that forks (django-q2's sentinel starting a
+worker, a pre-forking web server) waits until the thread is outside SQLite: a child forked while
+the thread held one of SQLite's mutexes inherited it locked and hung at its first connection. And
+what is due is the part of the log not copied yet, read from the WAL-index header in `-shm`
+(SQLite's documented layout), not the log file's size: the file keeps the size a bulk load gave it
+when the next writer starts the log over, so the size said "due" every 50 ms, in every process.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import struct
 import threading
 import time
 
@@ -31,38 +39,88 @@ INTERVAL_SECONDS = 0.05
 
 _started: dict[tuple[int, str], threading.Thread] = {}
 _lock = threading.Lock()
+# Held by the thread whenever it is inside SQLite, and by a fork in progress (see below).
+_in_sqlite = threading.Lock()
+
+
+def _new_lock_in_child() -> None:
+    global _in_sqlite
+    _in_sqlite = threading.Lock()  # the parent's was held for the fork; the thread stays behind
+
+
+# A child process gets a copy of every mutex as it was at the fork, but not the threads holding
+# them: forking only while the thread is outside SQLite means no SQLite mutex is copied locked.
+os.register_at_fork(
+    before=lambda: _in_sqlite.acquire(),
+    after_in_parent=lambda: _in_sqlite.release(),
+    after_in_child=_new_lock_in_child,
+)
+
+
+# The WAL-index header (https://www.sqlite.org/walformat.html), native byte order: version,
+# unused, change counter, is-initialised, big-endian checksums, page size, last valid frame...
+_INDEX_HEADER = struct.Struct("=IIIBBHI")
+_BACKFILL_AT = 96  # ...and, after the header's two copies, the frames already copied back
+_FRAME_HEADER = 24
+
+
+def uncopied_bytes(path: str) -> int | None:
+    """Bytes of the WAL of `path` not copied into the database yet, from the `-shm` file (read
+    without any lock: a torn read only misjudges one round); None when there is no index."""
+    try:
+        with open(f"{path}-shm", "rb") as index:
+            head = index.read(_BACKFILL_AT + 4)
+    except OSError:
+        return None
+    if len(head) < _BACKFILL_AT + 4 or head[:48] != head[48:96]:
+        return None  # not initialised, or being written this instant
+    _, _, _, initialised, _, page_size, last_frame = _INDEX_HEADER.unpack_from(head, 0)
+    if not initialised:
+        return None
+    (copied,) = struct.unpack_from("=I", head, _BACKFILL_AT)
+    page = 65536 if page_size == 1 else page_size
+    return max(0, last_frame - copied) * (page + _FRAME_HEADER)
 
 
 def checkpoint_if_due(path: str, connection=None) -> bool:
-    """One PASSIVE checkpoint of `path` when its WAL holds more than CHECKPOINT_BYTES and no
-    commit wrote to it for QUIET_SECONDS (or it holds more than BUSY_CHECKPOINT_BYTES); True if
+    """One PASSIVE checkpoint of `path` when its WAL holds more than CHECKPOINT_BYTES not copied
+    yet and no commit wrote to it for QUIET_SECONDS (or more than BUSY_CHECKPOINT_BYTES); True if
     one ran. Busy (another checkpoint running) is not an error: the next round tries again."""
     try:
-        log = os.stat(f"{path}-wal")
+        wal = os.stat(f"{path}-wal")
     except OSError:
         return False
-    if log.st_size <= CHECKPOINT_BYTES:
+    pending = uncopied_bytes(path)
+    if pending is None:
+        pending = wal.st_size  # no index to read: the file's size is the most there can be
+    if pending <= CHECKPOINT_BYTES:
         return False
-    quiet = time.time() - log.st_mtime >= QUIET_SECONDS
-    if not quiet and log.st_size <= BUSY_CHECKPOINT_BYTES:
+    quiet = time.time() - wal.st_mtime >= QUIET_SECONDS
+    if not quiet and pending <= BUSY_CHECKPOINT_BYTES:
         return False
     own = connection is None
-    conn = connection or _connect(path)
-    try:
-        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-        return True
-    except sqlean.OperationalError as exc:
-        log.debug("checkpoint of %s skipped: %s", path, exc)
-        return False
-    finally:
-        if own:
-            conn.close()
+    with _in_sqlite:
+        conn = connection or _connect(path)
+        try:
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            return True
+        except sqlean.OperationalError as exc:
+            log.debug("checkpoint of %s skipped: %s", path, exc)
+            return False
+        finally:
+            if own:
+                conn.close()
 
 
 def _connect(path: str):
     conn = sqlean.connect(path, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA busy_timeout = 1000")
     return conn
+
+
+def _close(conn) -> None:
+    with _in_sqlite:
+        conn.close()
 
 
 def _run(path: str) -> None:
@@ -72,12 +130,14 @@ def _run(path: str) -> None:
         try:
             if not os.path.exists(path):
                 continue  # a test's database removed under us: the thread idles
-            conn = conn or _connect(path)
+            if conn is None:
+                with _in_sqlite:
+                    conn = _connect(path)
             checkpoint_if_due(path, conn)
         except Exception as exc:  # never let the thread die: the log would grow to the fallback
             log.warning("background checkpoint of %s failed: %s", path, exc)
             if conn is not None:
-                conn.close()
+                _close(conn)
             conn = None
 
 
