@@ -238,6 +238,8 @@ class DatabaseWrapper(sqlite_base.DatabaseWrapper):
             conn.execute("PRAGMA synchronous = NORMAL")
             # Checkpoints run in a background thread, not inside somebody's COMMIT.
             conn.execute(f"PRAGMA wal_autocheckpoint = {checkpoint.FALLBACK_PAGES}")
+            # A log a bulk load grew is cut back when the next writer starts it over.
+            conn.execute(f"PRAGMA journal_size_limit = {checkpoint.CHECKPOINT_BYTES}")
             checkpoint.ensure_checkpointer(conn_params["database"])
         conn.execute(f"PRAGMA busy_timeout = {int(self.BUSY_TIMEOUT_SECONDS * 1000)}")
         for init_command in self.init_commands:

@@ -11,16 +11,16 @@ the log stays bounded if no thread runs.
 Two things keep the thread harmless. A process that forks (django-q2's sentinel starting a
 worker, a pre-forking web server) waits until the thread is outside SQLite: a child forked while
 the thread held one of SQLite's mutexes inherited it locked and hung at its first connection. And
-what is due is the part of the log not copied yet, read from the WAL-index header in `-shm`
-(SQLite's documented layout), not the log file's size: the file keeps the size a bulk load gave it
-when the next writer starts the log over, so the size said "due" every 50 ms, in every process.
+a log already copied in full is not checkpointed again until a commit writes to it; connections
+keep `journal_size_limit` at CHECKPOINT_BYTES, so the file a bulk load grew is cut back when the
+next writer starts the log over (the size alone said "due" every 50 ms, in every process). The
+`-shm` index is never opened here: closing any descriptor of it would drop SQLite's own locks.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import struct
 import threading
 import time
 
@@ -41,6 +41,8 @@ _started: dict[tuple[int, str], threading.Thread] = {}
 _lock = threading.Lock()
 # Held by the thread whenever it is inside SQLite, and by a fork in progress (see below).
 _in_sqlite = threading.Lock()
+# path -> (size, mtime) of its log when a checkpoint last copied all of it: nothing to copy.
+_copied: dict[str, tuple[int, int]] = {}
 
 
 def _new_lock_in_child() -> None:
@@ -57,59 +59,33 @@ os.register_at_fork(
 )
 
 
-# The WAL-index header (https://www.sqlite.org/walformat.html), native byte order: version,
-# unused, change counter, is-initialised, big-endian checksums, page size, last valid frame...
-_INDEX_HEADER = struct.Struct("=IIIBBHI")
-_BACKFILL_AT = 96  # ...and, after the header's two copies, the frames already copied back
-_FRAME_HEADER = 24
-
-
-def uncopied_bytes(path: str) -> int | None:
-    """Bytes of the WAL of `path` not copied into the database yet, from the `-shm` file (read
-    without any lock: a torn read only misjudges one round); None when there is no index."""
-    try:
-        with open(f"{path}-shm", "rb") as index:
-            head = index.read(_BACKFILL_AT + 4)
-    except OSError:
-        return None
-    if len(head) < _BACKFILL_AT + 4 or head[:48] != head[48:96]:
-        return None  # not initialised, or being written this instant
-    _, _, _, initialised, _, page_size, last_frame = _INDEX_HEADER.unpack_from(head, 0)
-    if not initialised:
-        return None
-    (copied,) = struct.unpack_from("=I", head, _BACKFILL_AT)
-    page = 65536 if page_size == 1 else page_size
-    return max(0, last_frame - copied) * (page + _FRAME_HEADER)
-
-
 def checkpoint_if_due(path: str, connection=None) -> bool:
-    """One PASSIVE checkpoint of `path` when its WAL holds more than CHECKPOINT_BYTES not copied
-    yet and no commit wrote to it for QUIET_SECONDS (or more than BUSY_CHECKPOINT_BYTES); True if
+    """One PASSIVE checkpoint of `path` when its WAL holds more than CHECKPOINT_BYTES and no
+    commit wrote to it for QUIET_SECONDS (or it holds more than BUSY_CHECKPOINT_BYTES); True if
     one ran. Busy (another checkpoint running) is not an error: the next round tries again."""
     try:
         wal = os.stat(f"{path}-wal")
     except OSError:
         return False
-    pending = uncopied_bytes(path)
-    if pending is None:
-        pending = wal.st_size  # no index to read: the file's size is the most there can be
-    if pending <= CHECKPOINT_BYTES:
+    if wal.st_size <= CHECKPOINT_BYTES or _copied.get(path) == (wal.st_size, wal.st_mtime_ns):
         return False
     quiet = time.time() - wal.st_mtime >= QUIET_SECONDS
-    if not quiet and pending <= BUSY_CHECKPOINT_BYTES:
+    if not quiet and wal.st_size <= BUSY_CHECKPOINT_BYTES:
         return False
     own = connection is None
     with _in_sqlite:
         conn = connection or _connect(path)
         try:
-            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-            return True
+            busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         except sqlean.OperationalError as exc:
             log.debug("checkpoint of %s skipped: %s", path, exc)
             return False
         finally:
             if own:
                 conn.close()
+    if not busy and frames == copied:
+        _copied[path] = (wal.st_size, wal.st_mtime_ns)  # until a commit changes the file
+    return True
 
 
 def _connect(path: str):
