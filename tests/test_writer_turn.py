@@ -68,6 +68,23 @@ def test_a_collector_switched_off_by_the_program_stays_off_after_a_write(file_db
         gc.enable()
 
 
+def _collector_in_child(queue) -> None:
+    queue.put(gc.isenabled())
+
+
+def test_a_child_forked_during_a_write_has_its_collector_on(file_db):
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    with transaction.atomic():
+        raw("Kenji deploys billing with Terraform")
+        child = context.Process(target=_collector_in_child, args=(queue,))
+        child.start()
+        child_collector = queue.get(timeout=10)
+        child.join(10)
+    assert child_collector is True
+    assert gc.isenabled()
+
+
 def test_a_second_writer_waits_for_the_turn_then_writes(file_db):
     started, finished = threading.Event(), threading.Event()
 

@@ -123,8 +123,17 @@ class _CollectorPause:
             if self.holders == 0 and self.was_enabled:
                 gc.enable()
 
+    def forget_in_child(self) -> None:
+        """A forked child holds no turn of its parent's (it takes turns through a file of its
+        own): it starts with the collector as the parent had it before its turn."""
+        self.lock = threading.Lock()
+        if self.holders and self.was_enabled:
+            gc.enable()
+        self.holders = 0
+
 
 COLLECTOR_PAUSE = _CollectorPause()
+os.register_at_fork(after_in_child=COLLECTOR_PAUSE.forget_in_child)
 
 
 class WriterTurn:
