@@ -1408,6 +1408,7 @@ def in_transaction(work: Callable[[], object]) -> tuple[object, float]:
         return execute(sql, params, many, context)
 
     commit = connection._commit
+    shadowed = connection.__dict__.get("_commit")
 
     def timed_commit():
         try:
@@ -1421,7 +1422,10 @@ def in_transaction(work: Callable[[], object]) -> tuple[object, float]:
         with connection.execute_wrapper(timer):
             result = work()
     finally:
-        del connection._commit
+        if shadowed is None:
+            del connection._commit
+        else:
+            connection._commit = shadowed
     ended = clock.get("commit", time.perf_counter())
     return result, (ended - clock.get("begin", started)) * 1000
 

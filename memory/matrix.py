@@ -465,10 +465,12 @@ class MatrixIndex:
         return installed
 
     # -- querying ------------------------------------------------------------------------------------
-    def catch_up(self, model: str, dims: int) -> None:
-        """`refresh` on its own, under the lock a search takes."""
+    def catch_up(self, model: str) -> None:
+        """`refresh` of the matrix this process maps, if it is `model`'s, under the lock a search
+        takes. Only the search knows the width of its vectors: nothing else is mapped here."""
         with self.lock:
-            self.refresh(model, dims)
+            if self.mapping is not None and self.model == model:
+                self.refresh(self.model, self.dims)
 
     def nearest(self, query: np.ndarray, *, model: str, k: int) -> list[tuple[int, float]]:
         """(embedding id, cosine distance) of the k nearest live rows, nearest first."""

@@ -215,13 +215,17 @@ def nearest_many(queries: list[np.ndarray], *, model: str, k: int) -> list[list[
     return results
 
 
-def catch_up(model: str, dimensions: int) -> None:
-    """Bring this process's shared matrix of `model` up to the store's last change now, so the
-    search that follows starts scanning at once (a job calls it while its embedding call is on
-    the wire). Nothing to do on PostgreSQL or with the vec0 scan."""
+def catch_up(model: str) -> None:
+    """Bring this process's shared matrix of `model` (if it maps one) up to the store's last
+    change now, so the search that follows starts scanning at once (a job calls it while its
+    embedding call is on the wire). Nothing to do on PostgreSQL or with the vec0 scan. Only a head
+    start: a failure is logged and left to the search, which meets it again."""
     if _postgres() or search_engine() != "matrix" or open_write_transaction():
         return
-    matrix.INDEX.catch_up(model, dimensions)
+    try:
+        matrix.INDEX.catch_up(model)
+    except Exception as exc:
+        log.warning("the shared matrix could not catch up ahead of a search: %s", exc)
 
 
 def nearest_vec0(query: np.ndarray, *, model: str, k: int) -> list[tuple[int, float]]:

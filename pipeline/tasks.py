@@ -81,7 +81,7 @@ def compute(claim: Claim, calls: list[CallRecord], client=None) -> JobOutcome | 
         extracted.facts, agent_id=source.agent_id, source_id=source.id
     )
     # The vectors the last jobs stored are taken into the shared matrix while the call is out.
-    vectors.catch_up(embedder.model, embedder.dimensions)
+    vectors.catch_up(embedder.model)
     embedded = _embedded(embedder, texts, embedding.result(), warnings, calls)
     source_vector = embedded[0] if embedded else None
     fact_vectors = {

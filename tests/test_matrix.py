@@ -118,7 +118,18 @@ def test_catching_up_takes_new_vectors_in_before_any_search():
         cursor.execute("SELECT MAX(seq) FROM embedding_changes")
         last = cursor.fetchone()[0]
     assert matrix.INDEX.mapping.seq < last
-    vectors.catch_up("m1", DIMS)
+    vectors.catch_up("m1")
     assert matrix.INDEX.mapping.seq == last
     assert new_id in matrix.INDEX.mapping.ids[: matrix.INDEX.mapping.count]
     assert matrix.INDEX.nearest(new, model="m1", k=1)[0][0] == new_id
+
+
+def test_catching_up_for_another_model_leaves_the_mapped_matrix_alone():
+    rng = np.random.default_rng(4)
+    add(rng, 20)
+    matrix.INDEX.nearest(rng.standard_normal(DIMS).astype(np.float32), model="m1", k=1)
+    mapped = matrix.INDEX.mapping
+    add(rng, 1)
+    vectors.catch_up("m2")  # the search knows its vectors' width; a guess would re-map
+    assert matrix.INDEX.mapping is mapped
+    assert (matrix.INDEX.model, matrix.INDEX.dims) == ("m1", DIMS)

@@ -12,8 +12,8 @@ Two things keep the thread harmless. A process that forks (django-q2's sentinel 
 worker, a pre-forking web server) waits until the thread is outside SQLite: a child forked while
 the thread held one of SQLite's mutexes inherited it locked and hung at its first connection. And
 a log already copied in full is not checkpointed again until a commit writes to it; connections
-keep `journal_size_limit` at CHECKPOINT_BYTES, so the file a bulk load grew is cut back when the
-next writer starts the log over (the size alone said "due" every 50 ms, in every process). The
+keep `journal_size_limit` at BUSY_CHECKPOINT_BYTES, so the file a bulk load grew is cut back
+when the next writer starts the log over (the size alone said "due" every 50 ms, in every process). The
 `-shm` index is never opened here: closing any descriptor of it would drop SQLite's own locks.
 """
 
