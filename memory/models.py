@@ -6,7 +6,7 @@ import os
 import time
 import uuid
 
-from django.db import models
+from django.db import connections, models
 from django.db.models import Q
 
 # source_type of a memory the pipeline derived from a raw one (the pipeline acts under this name).
@@ -23,6 +23,17 @@ def new_id() -> str:
     value = (millis << 80) | (0x7 << 76) | (((random >> 62) & 0xFFF) << 64)  # time, version
     value |= (0b10 << 62) | (random & ((1 << 62) - 1))  # variant, random
     return str(uuid.UUID(int=value))
+
+
+def raw_first(model, where: str, params=(), *, lock: bool = False):
+    """The first row of `model` matching a WHERE clause written in SQL, or None. For reads under
+    the write lock, where the ORM took longer to build a one-row query than the database to run
+    it. `lock` adds FOR UPDATE on engines that have it."""
+    database = connections[model.objects.db]
+    sql = f"SELECT * FROM {database.ops.quote_name(model._meta.db_table)} WHERE {where}"
+    if lock and database.features.has_select_for_update:
+        sql += " FOR UPDATE"
+    return next(iter(model.objects.raw(sql, params)), None)
 
 
 class ActorType(models.TextChoices):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from memory.models import DERIVED_SOURCE_TYPE, ActorType
+from memory.models import DERIVED_SOURCE_TYPE, ActorType, raw_first
 from memory.writes import Actor
 from pipeline.models import Action, PipelineConfig
 
@@ -94,10 +94,7 @@ def applied_automatically(policy: str) -> set[str]:
 def get_config() -> PipelineConfig:
     """The one settings row (created on first use). A raw query: the job's write reads it again
     under the write lock, where the ORM took three times longer to build it than SQLite to run."""
-    found = list(
-        PipelineConfig.objects.raw(f"SELECT * FROM {PipelineConfig._meta.db_table} WHERE id = 1")
-    )
-    config = found[0] if found else None
+    config = raw_first(PipelineConfig, "id = 1")
     if config is None:
         config, _ = PipelineConfig.objects.get_or_create(pk=1)
     return config

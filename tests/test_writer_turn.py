@@ -68,19 +68,25 @@ def test_a_collector_switched_off_by_the_program_stays_off_after_a_write(file_db
         gc.enable()
 
 
+def in_forked_child(target):
+    """What `target(queue)` puts in its queue, run in a child forked from this process now."""
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=target, args=(queue,))
+    child.start()
+    answer = queue.get(timeout=10)
+    child.join(10)
+    return answer
+
+
 def _collector_in_child(queue) -> None:
     queue.put(gc.isenabled())
 
 
 def test_a_child_forked_during_a_write_has_its_collector_on(file_db):
-    context = multiprocessing.get_context("fork")
-    queue = context.Queue()
     with transaction.atomic():
         raw("Kenji deploys billing with Terraform")
-        child = context.Process(target=_collector_in_child, args=(queue,))
-        child.start()
-        child_collector = queue.get(timeout=10)
-        child.join(10)
+        child_collector = in_forked_child(_collector_in_child)
     assert child_collector is True
     assert gc.isenabled()
 
@@ -141,6 +147,13 @@ def wal_state(path) -> tuple[int, int]:
     return info.st_size, info.st_mtime_ns
 
 
+def wait_until_copied(path) -> None:
+    """Until a checkpoint (the background thread's, or a test's) has copied the whole log."""
+    deadline = time.monotonic() + 5
+    while checkpoint._copied.get(path) != wal_state(path) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 def test_commits_leave_wal_checkpoints_to_the_background_thread(file_db):
     connection.ensure_connection()
     with connection.cursor() as cursor:
@@ -153,9 +166,7 @@ def test_commits_leave_wal_checkpoints_to_the_background_thread(file_db):
     assert not checkpoint.checkpoint_if_due(str(file_db))
     # A quiet moment later the background thread copies the whole log into the database.
     path = os.path.abspath(file_db)
-    deadline = time.monotonic() + 5
-    while checkpoint._copied.get(path) != wal_state(file_db) and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until_copied(path)
     assert checkpoint._copied.get(path) == wal_state(file_db)
     assert not checkpoint.checkpoint_if_due(str(file_db) + ".missing")
     assert any(t.name == "sqlite-checkpoint" and t.is_alive() for t in threading.enumerate())
@@ -172,9 +183,7 @@ def test_a_log_copied_in_full_is_not_checkpointed_again_until_a_commit(file_db):
     time.sleep(checkpoint.QUIET_SECONDS * 2)
     checkpoint.checkpoint_if_due(str(file_db))  # this call or the background thread's copies all
     path = os.path.abspath(file_db)
-    deadline = time.monotonic() + 5
-    while checkpoint._copied.get(path) != wal_state(file_db) and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until_copied(path)
     assert os.path.getsize(f"{file_db}-wal") > checkpoint.CHECKPOINT_BYTES
     assert not checkpoint.checkpoint_if_due(path)  # nothing left to copy
     raw("Written after the checkpoint: the log starts over")
@@ -189,14 +198,9 @@ def _close_inherited_connection(queue) -> None:
 
 
 def test_a_child_closing_its_copy_of_a_connection_leaves_the_parents_turn_held(file_db):
-    context = multiprocessing.get_context("fork")
-    queue = context.Queue()
     with transaction.atomic():
         raw("Kenji deploys billing with Terraform")
-        child = context.Process(target=_close_inherited_connection, args=(queue,))
-        child.start()
-        assert queue.get(timeout=10)
-        child.join(10)
+        assert in_forked_child(_close_inherited_connection)
         assert not turn_is_free(file_db), "the child gave away the parent's turn"
     assert turn_is_free(file_db)
     assert gc.isenabled()
@@ -240,11 +244,6 @@ def test_a_forked_process_takes_turns_with_its_parent_not_through_its_file(file_
         raw("The parent holds the turn")
         parent = connection._writer_turn()
         assert parent.held
-        context = multiprocessing.get_context("fork")
-        queue = context.Queue()
-        child = context.Process(target=_turn_in_child, args=(queue,))
-        child.start()
-        pid, held = queue.get(timeout=10)
-        child.join(10)
+        pid, held = in_forked_child(_turn_in_child)
     assert pid != os.getpid()
     assert not held, "the child got the turn while the parent held it"

@@ -11,10 +11,11 @@ the log stays bounded if no thread runs.
 Two things keep the thread harmless. A process that forks (django-q2's sentinel starting a
 worker, a pre-forking web server) waits until the thread is outside SQLite: a child forked while
 the thread held one of SQLite's mutexes inherited it locked and hung at its first connection. And
-a log already copied in full is not checkpointed again until a commit writes to it; connections
-keep `journal_size_limit` at BUSY_CHECKPOINT_BYTES, so the file a bulk load grew is cut back
-when the next writer starts the log over (the size alone said "due" every 50 ms, in every process). The
-`-shm` index is never opened here: closing any descriptor of it would drop SQLite's own locks.
+a log already copied in full is not checkpointed again until a commit writes to it (the file
+keeps its size when the log starts over, so the size alone said "due" every 50 ms, in every
+process); connections keep `journal_size_limit` at BUSY_CHECKPOINT_BYTES, so only a file a bulk
+load grew is cut back. The `-shm` index is never opened here: closing any descriptor of it would
+drop SQLite's own locks on it.
 """
 
 from __future__ import annotations

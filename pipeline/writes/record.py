@@ -20,7 +20,7 @@ from django.utils import timezone
 from memory import queue, writes
 from memory.backend import lock_contents
 from memory.content import NormalizedContent, normalize
-from memory.models import ActorType, ExtractionStatus, Job, JobStatus, Memory
+from memory.models import ActorType, ExtractionStatus, Job, JobStatus, Memory, raw_first
 from memory.writes import Actor, BatchedWrite, Refused, Vector
 from pipeline import grounding, safety
 from pipeline.config import (
@@ -224,31 +224,27 @@ def record_job(outcome: JobOutcome) -> dict | None:
 
 
 def _complete(job: Job, result: dict, now: datetime) -> None:
-    """The job's completion: one UPDATE written out (under the write lock the ORM's update took
-    longer to build than to run); the result goes through its field's own JSON encoding."""
-    at = connection.ops.adapt_datetimefield_value(now)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {Job._meta.db_table} SET status = %s, result = %s, completed_at = %s, "
-            "leased_at = NULL, error = NULL, updated_at = %s WHERE id = %s",
-            [
-                JobStatus.COMPLETED,
-                Job._meta.get_field("result").get_db_prep_save(result, connection),
-                at,
-                at,
-                job.id,
-            ],
-        )
+    """The job's completion, in one UPDATE."""
+    writes.update_rows(
+        Job,
+        [job.id],
+        {
+            "status": JobStatus.COMPLETED,
+            "result": result,
+            "completed_at": now,
+            "leased_at": None,
+            "error": None,
+            "updated_at": now,
+        },
+    )
 
 
 def _source_of(job: Job) -> Memory:
     """The job's source memory, read again inside the write (raw, like `held`)."""
-    found = list(
-        Memory.objects.raw(f"SELECT * FROM {Memory._meta.db_table} WHERE id = %s", [job.memory_id])
-    )
-    if not found:
+    source = raw_first(Memory, "id = %s", [job.memory_id])
+    if source is None:
         raise Memory.DoesNotExist(f"memory {job.memory_id} of job {job.id}")
-    return found[0]
+    return source
 
 
 def _requeue(job: Job, outcome: JobOutcome, now: datetime) -> dict:
