@@ -992,7 +992,7 @@ class Bench:
         from memory.models import JobStatus
         from pipeline import tasks
         from pipeline.llm.transport import _probe_cache
-        from pipeline.writes.jobs import claim_job
+        from pipeline.writes.jobs import LiveCalls, claim_job
         from pipeline.writes.record import record_job
 
         fake = FakeModelProcess(delay=0.0)
@@ -1026,7 +1026,8 @@ class Bench:
                     break
                 job = self._raw_job(10)
                 claim = claim_job(job.id)
-                calls: list = []
+                # As run_job: each model call logged when it returns, not in the job's write.
+                calls = LiveCalls(job.id)
                 started = time.perf_counter()
                 outcome = tasks.compute(claim, calls)
                 computes.append(ms_since(started))
@@ -1038,7 +1039,7 @@ class Bench:
             # One more, counted: how many SQL statements run while the write lock is held.
             job = self._raw_job(10)
             claim = claim_job(job.id)
-            calls = []
+            calls = LiveCalls(job.id)
             outcome = tasks.compute(claim, calls)
             statements = count_statements(partial(record_job, outcome), in_transaction_only=True)
             http_calls = len([c for c in calls if c.kind in {"extract", "decide", "embed"}])

@@ -103,7 +103,7 @@ def insert_rows(model, objects: list) -> None:
         ]
         for obj in objects
     ]
-    with database.cursor() as cursor:
+    with database.bulk_cursor() as cursor:
         cursor.executemany(sql, rows)
     for obj in objects:
         obj._state.adding = False
@@ -124,7 +124,7 @@ def update_rows(model, ids: list, columns: dict[str, Any]) -> int:
     for model_field, value in zip(fields, columns.values(), strict=True):
         convert = _converter(model_field, database)
         values.append(value if convert is None else convert(value))
-    with database.cursor() as cursor:
+    with database.bulk_cursor() as cursor:
         cursor.execute(
             f"UPDATE {quote(model._meta.db_table)} "
             f"SET {', '.join(f'{quote(f.column)} = %s' for f in fields)} "
@@ -970,16 +970,18 @@ class BatchedWrite:
             )
 
     def flush(self) -> None:
-        """Everything still collected: memories, vectors (one upsert + the KNN index), audits."""
+        """Everything still collected: memories, audits, vectors (one upsert + the KNN index).
+        The vectors go last: their upsert reads its rows' ids back, which in a pipelined write
+        (memory.backend.pipelined) waits for the server to finish everything sent before it."""
         self.flush_memories()
-        upsert_embeddings(list(self.vectors.values()), at=self.at)
-        self.vectors = {}
+        audits, self.audits = self.audits, []
+        insert_rows(MemoryHistory, audits)
         for model in set(self.vector_models.values()):
             ids = [mid for mid, m in self.vector_models.items() if m == model]
             Memory.objects.filter(id__in=ids).update(embedding_model=model)
         self.vector_models = {}
-        audits, self.audits = self.audits, []
-        insert_rows(MemoryHistory, audits)
+        upsert_embeddings(list(self.vectors.values()), at=self.at)
+        self.vectors = {}
 
 
 def entity_ids(linked: list[tuple[Memory, dict[str, str]]]) -> dict[tuple[str, str], int]:
@@ -1034,7 +1036,7 @@ def link_entities_of(
     if not mentions:
         return
     insert_rows(MemoryEntityMention, mentions)
-    with connection.cursor() as cursor:
+    with connection.bulk_cursor() as cursor:
         cursor.executemany(
             "UPDATE entities SET mentions = mentions + %s, updated_at = %s WHERE id = %s",
             # In id order, as link_existing_entities takes them (see there).
@@ -1061,7 +1063,7 @@ def upsert_embeddings(items: list[tuple[Memory, Vector]], *, at) -> None:
             memory.id,
             connection.ops.adapt_datetimefield_value(at),
         ]
-    with connection.cursor() as cursor:
+    with connection.bulk_cursor() as cursor:
         cursor.execute(
             "INSERT INTO embeddings (content_hash, vector, dimensions, model, source_memory_id, "
             f"created_at) VALUES {values} ON CONFLICT (content_hash) DO UPDATE SET "

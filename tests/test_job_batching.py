@@ -16,6 +16,7 @@ from pipeline.llm import get_chat_client
 from pipeline.models import LlmCall, Proposal
 from pipeline.parsing import Fact
 from pipeline.writes import jobs, record
+from tests.conftest import TEST_ENGINE
 from tests.pipeline_support import ScriptedModel, fact, is_extraction, raw, seed, set_mode
 
 pytestmark = pytest.mark.django_db
@@ -47,8 +48,8 @@ def statements(work) -> int:
     return count
 
 
-@pytest.mark.sqlite_only(reason="the statement budget is SQLite's (one write lock for the store)")
-def test_a_job_of_ten_facts_is_written_with_at_most_twenty_statements(fake_ollama):
+def ten_fact_job(fake_ollama):
+    """A raw memory of ten facts, its job computed and ready for its write."""
     set_mode("controlled-write")
     now = timezone.now()
     Entity.objects.create(name="Priya", canonical_name="priya", created_at=now, updated_at=now)
@@ -58,11 +59,10 @@ def test_a_job_of_ten_facts_is_written_with_at_most_twenty_statements(fake_ollam
     result = raw("Notes from the platform sync: " + ". ".join(FACTS) + ".")
     outcome = tasks.compute(jobs.claim_job(result.job.id), [])
     assert len(outcome.decisions) == 10
+    return result, outcome
 
-    written = {}
-    count = statements(lambda: written.update(record.record_job(outcome)))
 
-    assert count <= 20, count
+def assert_every_row_of_the_ten_facts(result, written) -> None:
     assert written["writeStats"]["added"] == 10 and written["writeStats"]["embeddingsAdded"] == 10
     derived = Memory.objects.filter(source_type="pipeline-v2")
     assert sorted(derived.values_list("content", flat=True)) == sorted(FACTS)
@@ -80,6 +80,45 @@ def test_a_job_of_ten_facts_is_written_with_at_most_twenty_statements(fake_ollam
     proposals = Proposal.objects.filter(job=result.job).order_by("position")
     assert [p.position for p in proposals] == list(range(10))
     assert all(p.status == "applied" and p.risk == 2 for p in proposals)
+
+
+@pytest.mark.sqlite_only(reason="the statement budget is SQLite's (one write lock for the store)")
+def test_a_job_of_ten_facts_is_written_with_at_most_twenty_statements(fake_ollama):
+    result, outcome = ten_fact_job(fake_ollama)
+
+    written = {}
+    count = statements(lambda: written.update(record.record_job(outcome)))
+
+    assert count <= 20, count
+    assert_every_row_of_the_ten_facts(result, written)
+
+
+@pytest.mark.skipif(TEST_ENGINE != "postgres", reason="psycopg's pipeline mode: PostgreSQL only")
+def test_on_postgresql_the_job_sends_its_writes_without_waiting_for_each_answer(fake_ollama):
+    """Each statement the write waits for costs a round trip to the server while its locks are
+    held: only the reads the gates need wait; every insert and the completion are pipelined."""
+    from psycopg import pq
+
+    result, outcome = ten_fact_job(fake_ollama)
+    waited, pipelined = [], []
+
+    def watch(execute, sql, params, many, context):
+        on = connection.connection.pgconn.pipeline_status != pq.PipelineStatus.OFF
+        (pipelined if on else waited).append(sql.split("(")[0].split(" WHERE ")[0][:60])
+        return execute(sql, params, many, context)
+
+    written = {}
+    with connection.execute_wrapper(watch):
+        written.update(record.record_job(outcome))
+
+    # The test's own transaction makes the write's atomic() a savepoint: the write is what runs
+    # between SAVEPOINT and RELEASE (the entities are read before it, on purpose).
+    start = next(i for i, sql in enumerate(waited) if sql.startswith("SAVEPOINT"))
+    inside = [sql for sql in waited[start + 1 :] if not sql.startswith("RELEASE")]
+    assert all(sql.startswith("SELECT") for sql in inside), inside
+    assert len(inside) <= 5, inside  # the job, its source, the mode, the locks, the lookups
+    assert any("pipeline_proposals" in sql for sql in pipelined), pipelined
+    assert_every_row_of_the_ten_facts(result, written)
 
 
 def test_two_facts_with_the_same_text_in_one_job_make_one_memory(fake_ollama):

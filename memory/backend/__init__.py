@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 
 def describe() -> dict:
     """Engine and server version of the default database, for the health report."""
@@ -36,3 +38,21 @@ def lock_contents(agent_id: str, content_hashes) -> None:
             "FROM (SELECT unnest(%s::text[]) AS k ORDER BY 1) ordered",
             [keys],
         )
+
+
+@contextmanager
+def pipelined():
+    """Inside a write transaction, for a block of writes whose answers nobody waits for:
+    PostgreSQL gets each statement without the client waiting for the one before (psycopg's
+    pipeline mode), and the block ends once the server has answered them all; the first error
+    is raised by then, as Django's database error. A read in the block must fetch its rows
+    (`fetchall` waits for them) and `rowcount` is unknown: keep reads and version checks
+    outside. SQLite, in the same process as its file, runs the block as it is.
+    """
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        yield
+        return
+    with connection.wrap_database_errors, connection.connection.pipeline():
+        yield

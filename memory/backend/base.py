@@ -192,6 +192,11 @@ class DatabaseWrapper(sqlite_base.DatabaseWrapper):
     BUSY_TIMEOUT_SECONDS = 20.0
     writer_turn: WriterTurn | None = None
 
+    def bulk_cursor(self):
+        """The cursor for batched statements (see the PostgreSQL backend's): SQLite binds every
+        parameter itself, so it is the usual one."""
+        return self.cursor()
+
     # Every atomic() on a database file takes the writer's turn before its BEGIN IMMEDIATE and
     # gives it back when the transaction ends (see WriterTurn).
     def _start_transaction_under_autocommit(self):

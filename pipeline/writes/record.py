@@ -4,7 +4,9 @@ completion in one transaction, plus the guarded apply a reviewer's approval shar
 The write is batched so the write lock is held briefly: one lookup for the dedupe and suppression
 checks of every fact, then one insert per table (memories, proposals, audits, vectors, entity
 mentions) whatever the number of facts. UPDATE and DELETE still go through the guarded one-by-one
-paths (they are rare, and each takes its target's lock and version check).
+paths (they are rare, and each takes its target's lock and version check). On PostgreSQL the
+inserts and the completion that follow the gates' reads are pipelined (memory.backend.pipelined):
+the server gets them back to back instead of one round trip each.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from memory import queue, writes
-from memory.backend import lock_contents
+from memory.backend import lock_contents, pipelined
 from memory.content import NormalizedContent, normalize
 from memory.models import ActorType, ExtractionStatus, Job, JobStatus, Memory, raw_first
 from memory.writes import Actor, BatchedWrite, Refused, Vector
@@ -142,20 +144,12 @@ def record_job(outcome: JobOutcome) -> dict | None:
         job = held(outcome.claim)
         if job is None:
             return None
-        writes.insert_rows(LlmCall, calls)
         source = _source_of(job)
-        if source.is_deleted:
-            result = {"cancelled": "source memory was forgotten", "warnings": outcome.warnings}
-            Job.objects.filter(id=job.id).update(
-                status=JobStatus.CANCELLED,
-                result=result,
-                completed_at=now,
-                leased_at=None,
-                updated_at=now,
-            )
-            return result
-        if outcome.source_hash is not None and source.content_hash != outcome.source_hash:
-            return _requeue(job, outcome, now)
+        if source.is_deleted or (
+            outcome.source_hash is not None and source.content_hash != outcome.source_hash
+        ):
+            writes.insert_rows(LlmCall, calls)
+            return _cancel(job, outcome, now) if source.is_deleted else _requeue(job, outcome, now)
         config = get_config()
         mode = mode_of(config)
         if mode == "disabled":
@@ -180,46 +174,55 @@ def record_job(outcome: JobOutcome) -> dict | None:
             write.batch.store_vector(source, outcome.source_vector, mark_model=False)
         # Looked up by name on every call: fault tests wrap it to fail inside the open write.
         proposals = [write_proposal(decided, write) for decided in outcome.decisions]
-        write.batch.flush_memories()
-        writes.insert_rows(Proposal, proposals)
-        write.batch.flush()
-        writes.insert_rows(
-            TripleReview,
-            [
-                TripleReview(
-                    job=job,
-                    source_memory=source,
-                    position=index,
-                    source=triple.source,
-                    source_type=triple.source_type,
-                    relationship=triple.relationship,
-                    target=triple.target,
-                    target_type=triple.target_type,
-                    confidence=triple.confidence,
-                    created_at=now,
-                )
-                for index, triple in enumerate(outcome.entities)
-            ],
-        )
-        result = {
-            "facts": [fact.as_dict() for fact in outcome.facts],
-            "entities": [entity.as_dict() for entity in outcome.entities],
-            "proposals": [_summary(p) for p in proposals],
-            "writeMode": mode,
-            "writeStats": write.stats,
-            "warnings": outcome.warnings,
-            "provider": outcome.provider,
-            "model": outcome.model,
-            # The lease of the attempt that wrote this: the job page times that attempt alone.
-            "leasedAt": outcome.claim.leased_at.isoformat(),
-        }
-        writes.set_extraction_status(
-            [source.id],
-            ExtractionStatus.COMPLETED,
-            model=outcome.model,
-            embedding_model=outcome.source_vector.model if outcome.source_vector else None,
-        )
-        _complete(job, result, now)
+        # Only writes from here on: PostgreSQL gets them without a round trip each.
+        with pipelined():
+            return _write_rows(write, proposals, calls)
+
+
+def _write_rows(write: JobWrite, proposals: list[Proposal], calls: list[LlmCall]) -> dict:
+    """The rows every gate has decided, the job's result and its completion: writes only."""
+    job, source, outcome, now = write.job, write.source, write.outcome, write.at
+    writes.insert_rows(LlmCall, calls)
+    write.batch.flush_memories()
+    writes.insert_rows(Proposal, proposals)
+    writes.insert_rows(
+        TripleReview,
+        [
+            TripleReview(
+                job=job,
+                source_memory=source,
+                position=index,
+                source=triple.source,
+                source_type=triple.source_type,
+                relationship=triple.relationship,
+                target=triple.target,
+                target_type=triple.target_type,
+                confidence=triple.confidence,
+                created_at=now,
+            )
+            for index, triple in enumerate(outcome.entities)
+        ],
+    )
+    result = {
+        "facts": [fact.as_dict() for fact in outcome.facts],
+        "entities": [entity.as_dict() for entity in outcome.entities],
+        "proposals": [_summary(p) for p in proposals],
+        "writeMode": write.mode,
+        "writeStats": write.stats,
+        "warnings": outcome.warnings,
+        "provider": outcome.provider,
+        "model": outcome.model,
+        # The lease of the attempt that wrote this: the job page times that attempt alone.
+        "leasedAt": outcome.claim.leased_at.isoformat(),
+    }
+    writes.set_extraction_status(
+        [source.id],
+        ExtractionStatus.COMPLETED,
+        model=outcome.model,
+        embedding_model=outcome.source_vector.model if outcome.source_vector else None,
+    )
+    _complete(job, result, now)
+    write.batch.flush()  # last: its vectors' upsert waits for the rows it returns
     return result
 
 
@@ -237,6 +240,19 @@ def _complete(job: Job, result: dict, now: datetime) -> None:
             "updated_at": now,
         },
     )
+
+
+def _cancel(job: Job, outcome: JobOutcome, now: datetime) -> dict:
+    """The source was forgotten while the model read it: nothing is written from it."""
+    result = {"cancelled": "source memory was forgotten", "warnings": outcome.warnings}
+    Job.objects.filter(id=job.id).update(
+        status=JobStatus.CANCELLED,
+        result=result,
+        completed_at=now,
+        leased_at=None,
+        updated_at=now,
+    )
+    return result
 
 
 def _source_of(job: Job) -> Memory:

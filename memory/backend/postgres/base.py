@@ -57,6 +57,17 @@ class NulSafeStrDumper(StrDumperUnknown):
 
 
 class DatabaseWrapper(postgres_base.DatabaseWrapper):
+    def bulk_cursor(self):
+        """A cursor whose parameters the server binds (sent apart from the SQL) instead of
+        psycopg quoting them into it, for the job write's batched statements: a ten-row insert
+        of proposals took twice as long with its JSON and text quoted in Python and parsed back
+        by the server. Django's own cursors keep client-side binding (its default, which every
+        ORM query is written for)."""
+        self.ensure_connection()
+        self.validate_thread_sharing()
+        cursor = postgres_base.ServerBindingCursor(self.connection)
+        return self.make_debug_cursor(cursor) if self.queries_logged else self.make_cursor(cursor)
+
     def get_new_connection(self, conn_params):
         connection = super().get_new_connection(conn_params)
         connection.adapters.register_dumper(str, NulSafeStrDumper)
