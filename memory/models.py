@@ -25,15 +25,63 @@ def new_id() -> str:
     return str(uuid.UUID(int=value))
 
 
+class RowRead:
+    """One row of `model` matching a WHERE clause written in SQL, sent now and read by `get()`:
+    in a `memory.backend.pipelined` block several reads go to PostgreSQL in one round trip. For
+    reads under the write lock, where the ORM took longer to build a one-row query than the
+    database to run it. `lock` adds FOR UPDATE on engines that have it."""
+
+    def __init__(self, model, where: str, params=(), *, lock: bool = False):
+        self.model = model
+        self.database = connections[model.objects.db]
+        sql, self.names, self.converters = _row_read_parts(model, self.database)
+        sql += f" WHERE {where}"
+        if lock and self.database.features.has_select_for_update:
+            sql += " FOR UPDATE"
+        self.cursor = self.database.cursor()
+        self.cursor.execute(sql, params)
+
+    def get(self):
+        """The instance, or None when no row matched."""
+        try:
+            row = self.cursor.fetchone()
+        finally:
+            self.cursor.close()
+        if row is None:
+            return None
+        values = list(row)
+        for position, (converters, column) in self.converters.items():
+            for convert in converters:
+                values[position] = convert(values[position], column, self.database)
+        return self.model.from_db(self.database.alias, self.names, values)
+
+
+_ROW_READS: dict = {}
+
+
+def _row_read_parts(model, database) -> tuple[str, list[str], dict]:
+    """SELECT of every concrete column, their attribute names, and the converters the ORM
+    applies to them (booleans and dates on SQLite, JSON everywhere), built once per model."""
+    key = (model, database.alias, database.vendor)
+    if key not in _ROW_READS:
+        from django.db.models.sql import Query
+
+        fields = model._meta.concrete_fields
+        quote = database.ops.quote_name
+        columns = ", ".join(quote(field.column) for field in fields)
+        compiler = database.ops.compiler("SQLCompiler")(Query(model), database, database.alias)
+        converters = compiler.get_converters([f.get_col(model._meta.db_table) for f in fields])
+        _ROW_READS[key] = (
+            f"SELECT {columns} FROM {quote(model._meta.db_table)}",
+            [field.attname for field in fields],
+            converters,
+        )
+    return _ROW_READS[key]
+
+
 def raw_first(model, where: str, params=(), *, lock: bool = False):
-    """The first row of `model` matching a WHERE clause written in SQL, or None. For reads under
-    the write lock, where the ORM took longer to build a one-row query than the database to run
-    it. `lock` adds FOR UPDATE on engines that have it."""
-    database = connections[model.objects.db]
-    sql = f"SELECT * FROM {database.ops.quote_name(model._meta.db_table)} WHERE {where}"
-    if lock and database.features.has_select_for_update:
-        sql += " FOR UPDATE"
-    return next(iter(model.objects.raw(sql, params)), None)
+    """`RowRead(...).get()`: the first row matching, read right away, or None."""
+    return RowRead(model, where, params, lock=lock).get()
 
 
 class ActorType(models.TextChoices):

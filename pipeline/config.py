@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from memory.models import DERIVED_SOURCE_TYPE, ActorType, raw_first
+from memory.models import DERIVED_SOURCE_TYPE, ActorType, RowRead
 from memory.writes import Actor
 from pipeline.models import Action, PipelineConfig
 
@@ -94,10 +94,15 @@ def applied_automatically(policy: str) -> set[str]:
 def get_config() -> PipelineConfig:
     """The one settings row (created on first use). A raw query: the job's write reads it again
     under the write lock, where the ORM took three times longer to build it than SQLite to run."""
-    config = raw_first(PipelineConfig, "id = 1")
+    config = config_read().get()
     if config is None:
         config, _ = PipelineConfig.objects.get_or_create(pk=1)
     return config
+
+
+def config_read() -> RowRead:
+    """The settings row, sent now and read by `.get()` (None before its first use)."""
+    return RowRead(PipelineConfig, "id = 1")
 
 
 def search_settings() -> tuple[float, float]:

@@ -83,6 +83,20 @@ def test_a_source_edited_back_to_the_same_text_is_recorded_as_usual():
     assert Job.objects.get(id=result.job.id).status == "completed"
 
 
+def test_a_source_moved_to_another_agent_while_its_job_ran_is_requeued_not_written():
+    """The write looks up duplicates among the agent's memories the model's job was read for:
+    under another agent those lookups would miss, so the job runs again for the new owner."""
+    set_mode("controlled-write")
+    result = raw(HOME)
+    outcome = tasks.compute(jobs.claim_job(result.job.id), [])
+    Memory.objects.filter(id=result.memory.id).update(agent_id="another-agent")
+
+    assert "requeued" in record.record_job(outcome)
+    assert Job.objects.get(id=result.job.id).status == "pending"
+    assert not Proposal.objects.exists()
+    assert not Memory.objects.filter(source_type="pipeline-v2").exists()
+
+
 # --- issue 10 item 8: the seed's gate order --------------------------------------------------------
 
 

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connection, connections
+from django.db import connection, connections, transaction
 from django.utils import timezone
 
 from memory import vectors, writes
@@ -228,3 +228,128 @@ def test_the_text_index_keeps_stop_words_like_fts5_so_a_query_of_only_them_still
     writes.remember("Billing runs on Postgres", actor=AGENT, create_job=False)
     hits = keyword.search("the of and", agent_id="default", limit=5)
     assert [memory_id for memory_id, _ in hits] == [memory.memory.id]
+
+
+# --- indexes --------------------------------------------------------------------------------------
+
+
+def _pattern_indexes(tables) -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() "
+            "AND tablename = ANY(%s) AND indexdef ~ '(varchar|text)_pattern_ops'",
+            [list(tables)],
+        )
+        return [name for (name,) in cursor.fetchall()]
+
+
+def _store_tables() -> list[str]:
+    from django.apps import apps
+
+    return [
+        model._meta.db_table
+        for label in ("memory", "pipeline", "dashboard")
+        for model in apps.get_app_config(label).get_models()
+    ]
+
+
+@postgres_only
+@pytest.mark.django_db
+def test_no_text_column_of_the_store_carries_a_second_like_index():
+    """Every row a job writes pays for each index: the store compares its ids and hashes with `=`,
+    so Django's LIKE twins (varchar_pattern_ops) were pure cost. New migrations make none."""
+    assert _store_tables() and not _pattern_indexes(_store_tables())
+
+
+@postgres_only
+@pytest.mark.django_db
+def test_the_migration_drops_like_indexes_an_older_schema_still_has():
+    from django.apps import apps
+
+    from memory.migration_ops import drop_like_indexes
+
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE INDEX memories_id_old_like ON memories (id varchar_pattern_ops)")
+    assert _pattern_indexes(["memories"]) == ["memories_id_old_like"]
+
+    with connection.schema_editor() as editor:
+        drop_like_indexes("memory").code(apps, editor)
+
+    assert not _pattern_indexes(["memories"])
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_a_table_a_later_migration_creates_gets_no_like_index_either():
+    from django.db import models
+    from django.test.utils import isolate_apps
+
+    with isolate_apps("memory"):  # a model of this test only, not in the app's registry
+
+        class Scratch(models.Model):
+            code = models.CharField(max_length=40, primary_key=True)
+            name = models.CharField(max_length=40, db_index=True)
+
+            class Meta:
+                app_label = "memory"
+                db_table = "scratch_like_check"
+
+    with connection.schema_editor() as editor:
+        editor.create_model(Scratch)
+    try:
+        assert not _pattern_indexes(["scratch_like_check"])
+    finally:
+        with connection.schema_editor() as editor:
+            editor.delete_model(Scratch)
+
+
+# --- the garbage collector and the transaction ----------------------------------------------------
+
+
+@postgres_only
+def test_the_garbage_collector_is_off_only_while_a_transaction_is_open(file_db):
+    import gc
+
+    assert gc.isenabled()
+    with transaction.atomic():
+        writes.remember("Kenji deploys billing with Terraform.", actor=AGENT, create_job=False)
+        assert not gc.isenabled(), "a collection could run while the write holds its locks"
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), transaction.atomic():
+        writes.remember("Priya prefers squash merges.", actor=AGENT, create_job=False)
+        raise RuntimeError("rolled back")
+    assert gc.isenabled()
+    with transaction.atomic():
+        connection.close()  # a connection lost mid-transaction ends it
+    assert gc.isenabled()
+
+
+def _child_pause_after_giving_up_its_copy(queue) -> None:
+    import gc
+
+    from memory.backend.collector import COLLECTOR_PAUSE
+
+    # What closing its copy of the parent's connection does (closing it for real would end the
+    # parent's session: the socket is shared).
+    connection._pause_collector(False)
+    states = [gc.isenabled(), COLLECTOR_PAUSE.holders]
+    COLLECTOR_PAUSE.enter()
+    states.append(gc.isenabled())
+    COLLECTOR_PAUSE.leave()
+    states.append(gc.isenabled())
+    queue.put(states)
+
+
+@postgres_only
+def test_a_child_forked_during_a_transaction_keeps_its_own_collector_pause_in_step(file_db):
+    import gc
+
+    from tests.test_writer_turn import in_forked_child
+
+    with transaction.atomic():
+        writes.remember("Lena reviews migrations.", actor=AGENT, create_job=False)
+        in_child = in_forked_child(_child_pause_after_giving_up_its_copy)
+        assert not gc.isenabled()
+    # On in the child, its count of pauses not thrown off by the parent's, and still working.
+    assert in_child == [True, 0, False, True]
+    assert gc.isenabled()

@@ -11,10 +11,8 @@ import contextlib
 import datetime
 import decimal
 import fcntl
-import gc
 import os
 import re
-import threading
 import time
 from collections.abc import Mapping
 from itertools import tee
@@ -26,6 +24,7 @@ from django.db.backends.sqlite3 import base as sqlite_base
 from django.utils.dateparse import parse_date, parse_datetime, parse_time
 
 from memory.backend import checkpoint
+from memory.backend.collector import COLLECTOR_PAUSE
 
 FORMAT_QMARK_REGEX = re.compile(r"(?<!%)%s")
 AUTOCOMMIT_WRITE = re.compile(r"\s*(INSERT|UPDATE|DELETE|REPLACE)\b", re.IGNORECASE)
@@ -95,45 +94,6 @@ def load_sqlite_vec(conn) -> bool:
             "Install the pinned 'sqlite-vec' and 'sqlean.py' packages, or set "
             "MEMORY_VECTOR_BACKEND=numpy to run without the extension."
         ) from exc
-
-
-class _CollectorPause:
-    """Python's cyclic garbage collector stays off while this process holds a writer's turn.
-
-    A collection that starts inside a write transaction runs with the write lock held, and one
-    of an old generation walks the whole heap (tens of milliseconds in a worker that holds a
-    Django app and a matrix): every other writer on the machine would wait for it. Objects made
-    in the transaction are collected right after it, when the collector is back on."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.holders = 0
-        self.was_enabled = False
-
-    def enter(self) -> None:
-        with self.lock:
-            if self.holders == 0:
-                self.was_enabled = gc.isenabled()
-                gc.disable()
-            self.holders += 1
-
-    def leave(self) -> None:
-        with self.lock:
-            self.holders -= 1
-            if self.holders == 0 and self.was_enabled:
-                gc.enable()
-
-    def forget_in_child(self) -> None:
-        """A forked child holds no turn of its parent's (it takes turns through a file of its
-        own): it starts with the collector as the parent had it before its turn."""
-        self.lock = threading.Lock()
-        if self.holders and self.was_enabled:
-            gc.enable()
-        self.holders = 0
-
-
-COLLECTOR_PAUSE = _CollectorPause()
-os.register_at_fork(after_in_child=COLLECTOR_PAUSE.forget_in_child)
 
 
 class WriterTurn:

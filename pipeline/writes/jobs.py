@@ -12,7 +12,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from memory import queue
-from memory.models import ExtractionStatus, Job, JobStatus, Memory, raw_first
+from memory.models import ExtractionStatus, Job, JobStatus, Memory, RowRead
 from memory.writes import Actor, Refused, audit, insert_rows, set_extraction_status
 from pipeline.config import get_config
 from pipeline.models import LlmCall, PipelineConfig
@@ -61,7 +61,12 @@ def claim_job(job_id: str) -> Claim | None:
 def held(claim: Claim) -> Job | None:
     """The job row, locked, if this claim still holds its lease (a reclaimed lease changes
     leased_at). Raw: the job's write runs it with the write lock held."""
-    return raw_first(
+    return held_read(claim).get()
+
+
+def held_read(claim: Claim) -> RowRead:
+    """`held`, sent now and read by `.get()` (in a pipelined block, with other reads)."""
+    return RowRead(
         Job,
         "id = %s AND status = %s AND leased_at = %s",
         [claim.job_id, JobStatus.LEASED, connection.ops.adapt_datetimefield_value(claim.leased_at)],

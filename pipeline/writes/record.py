@@ -22,7 +22,7 @@ from django.utils import timezone
 from memory import queue, writes
 from memory.backend import lock_contents, pipelined
 from memory.content import NormalizedContent, normalize
-from memory.models import ActorType, ExtractionStatus, Job, JobStatus, Memory, raw_first
+from memory.models import ActorType, ExtractionStatus, Job, JobStatus, Memory, RowRead
 from memory.writes import Actor, BatchedWrite, Refused, Vector
 from pipeline import grounding, safety
 from pipeline.config import (
@@ -30,6 +30,7 @@ from pipeline.config import (
     PIPELINE_NAME,
     SHADOW_ACTOR,
     applied_automatically,
+    config_read,
     get_config,
     mode_of,
     policy_mode,
@@ -45,7 +46,7 @@ from pipeline.models import (
     RejectionFingerprint,
     TripleReview,
 )
-from pipeline.writes.jobs import Claim, call_rows, held
+from pipeline.writes.jobs import Claim, call_rows, held_read
 
 REQUEUED = "the source memory was edited while the job ran: it runs again on the current text"
 
@@ -140,17 +141,24 @@ def record_job(outcome: JobOutcome) -> dict | None:
         [(r.derived.memory, r.derived.names) for r in ready.values() if r.derived is not None]
     )
     calls = call_rows(outcome.claim.job_id, outcome.calls, now)
+    claim = outcome.claim
     with transaction.atomic():
-        job = held(outcome.claim)
+        # The reads the gates need, sent together: one round trip on PostgreSQL.
+        with pipelined():
+            job_read = held_read(claim)
+            source_read = RowRead(Memory, "id = %s", [claim.memory_id])
+            settings_read = config_read()
+            found = _look_up(outcome, ready, outcome.agent_id) if outcome.agent_id else None
+        job = job_read.get()
         if job is None:
             return None
-        source = _source_of(job)
-        if source.is_deleted or (
-            outcome.source_hash is not None and source.content_hash != outcome.source_hash
-        ):
+        source = _source_of(job, source_read)
+        if source.is_deleted or _changed_since_read(source, outcome):
             writes.insert_rows(LlmCall, calls)
             return _cancel(job, outcome, now) if source.is_deleted else _requeue(job, outcome, now)
-        config = get_config()
+        if found is None:  # an outcome that does not name its source's agent
+            found = _look_up(outcome, ready, source.agent_id)
+        config = settings_read.get() or get_config()
         mode = mode_of(config)
         if mode == "disabled":
             mode = "shadow"  # disabled while running: record, never write
@@ -166,9 +174,7 @@ def record_job(outcome: JobOutcome) -> dict | None:
             batch=BatchedWrite(at=now, entities=entities),
             ready=ready,
         )
-        # PostgreSQL: a fact another job is writing right now is waited for, then deduped.
-        lock_contents(source.agent_id, [r.text.hash for r in ready.values()])
-        _look_up(write)
+        found(write)
         if outcome.source_vector is not None:
             # Its embedding_model is set with the extraction status below: one update of the row.
             write.batch.store_vector(source, outcome.source_vector, mark_model=False)
@@ -255,12 +261,20 @@ def _cancel(job: Job, outcome: JobOutcome, now: datetime) -> dict:
     return result
 
 
-def _source_of(job: Job) -> Memory:
+def _source_of(job: Job, read: RowRead) -> Memory:
     """The job's source memory, read again inside the write (raw, like `held`)."""
-    source = raw_first(Memory, "id = %s", [job.memory_id])
+    source = read.get()
     if source is None:
         raise Memory.DoesNotExist(f"memory {job.memory_id} of job {job.id}")
     return source
+
+
+def _changed_since_read(source: Memory, outcome: JobOutcome) -> bool:
+    """Whether the source is not what the model read: its text was edited (or it moved to another
+    agent, whose memories the write's dedupe would not have looked at)."""
+    if outcome.source_hash is not None and source.content_hash != outcome.source_hash:
+        return True
+    return outcome.agent_id is not None and source.agent_id != outcome.agent_id
 
 
 def _requeue(job: Job, outcome: JobOutcome, now: datetime) -> dict:
@@ -309,23 +323,25 @@ def _target_id(decided) -> str | None:
     return decided.target.candidate.memory_id if decided.target else None
 
 
-def _look_up(write: JobWrite) -> None:
-    """One query for every fact: the agent's active memories with an ADD fact's content, and the
-    active rejections a proposal of this job would repeat (raw SQL: it runs under the write lock,
-    where the ORM's union took longer to build than to run)."""
-    agent_id = write.source.agent_id
+def _look_up(outcome: JobOutcome, ready: dict, agent_id: str):
+    """Send the one query for every fact: the agent's active memories with an ADD fact's content,
+    and the active rejections a proposal of this job would repeat (raw SQL: it runs under the
+    write lock, where the ORM's union took longer to build than to run). On PostgreSQL the
+    writers of those contents are waited for first (`lock_contents`), so the query, a statement
+    after the wait, sees what they wrote. Returns what puts the rows into the write."""
     hashes, prints = set(), set()
-    for decided in write.outcome.decisions:
+    for decided in outcome.decisions:
         # Most were computed with the proposals before BEGIN; not again under the lock.
-        ready = write.ready.get(id(decided))
+        prepared = ready.get(id(decided))
         if decided.action == "add":
-            hashes.add(ready.text.hash if ready else normalize(decided.fact.content).hash)
+            hashes.add(prepared.text.hash if prepared else normalize(decided.fact.content).hash)
         if decided.action != "none":
             prints.add(
-                ready.proposal.fingerprint
-                if ready
+                prepared.proposal.fingerprint
+                if prepared
                 else fingerprint(decided.action, decided.fact.content, _target_id(decided))
             )
+    lock_contents(agent_id, [r.text.hash for r in ready.values()])
     hashes, prints = sorted(hashes), sorted(prints)
     parts, params = [], []
     if hashes:
@@ -344,14 +360,22 @@ def _look_up(write: JobWrite) -> None:
         )
         params += [agent_id, *prints]
     if not parts:
-        return
-    with connection.cursor() as cursor:
-        cursor.execute(" UNION ALL ".join(parts), params)
-        for kind, key, ref in cursor.fetchall():
+        return lambda write: None
+    cursor = connection.cursor()
+    cursor.execute(" UNION ALL ".join(parts), params)
+
+    def put_into(write: JobWrite) -> None:
+        try:
+            rows = cursor.fetchall()
+        finally:
+            cursor.close()
+        for kind, key, ref in rows:
             if kind == 0:
                 write.active[key] = ref
             else:
                 write.rejected[key] = int(ref)
+
+    return put_into
 
 
 def _decision_audit(proposal: Proposal, actor: Actor, write: JobWrite) -> None:

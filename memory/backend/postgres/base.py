@@ -7,9 +7,14 @@ with a message naming the extension instead of failing later inside a migration 
 
 from __future__ import annotations
 
+import os
+
 from django.core.exceptions import ImproperlyConfigured
 from django.db.backends.postgresql import base as postgres_base
+from django.db.backends.postgresql import schema as postgres_schema
 from psycopg.types.string import StrDumperUnknown
+
+from memory.backend.collector import COLLECTOR_PAUSE
 
 EXTENSION = "vector"
 
@@ -56,7 +61,43 @@ class NulSafeStrDumper(StrDumperUnknown):
         return super().dump(obj.replace("\x00", "\ufffd"))
 
 
+class DatabaseSchemaEditor(postgres_schema.DatabaseSchemaEditor):
+    def _create_like_index_sql(self, model, field):
+        """No second index with a pattern operator class for every indexed text column: Django
+        adds one so LIKE 'abc%' can use an index under a non-C collation, but the store only
+        compares its ids, hashes and names with `=` (which the plain index serves), and each
+        twin was one more index entry to write for every row of a job's write."""
+        return None
+
+
 class DatabaseWrapper(postgres_base.DatabaseWrapper):
+    SchemaEditorClass = DatabaseSchemaEditor
+    collector_paused: int | bool = False  # the pid that paused the collector
+
+    # A transaction holds row and advisory locks other writers wait for: the garbage collector
+    # waits until it ends (memory.backend.collector), as it does for SQLite's writer's turn.
+    def _set_autocommit(self, autocommit):
+        super()._set_autocommit(autocommit)
+        self._pause_collector(not autocommit)
+
+    def close(self):
+        try:
+            super().close()
+        finally:
+            self._pause_collector(False)  # a closed connection has no transaction left
+
+    def _pause_collector(self, pause: bool) -> None:
+        if pause and not self.collector_paused:
+            COLLECTOR_PAUSE.enter()
+            self.collector_paused = os.getpid()
+        elif not pause and self.collector_paused:
+            # A forked child's copy of this connection: its pause was the parent's, and the
+            # child started with its collector on (CollectorPause.forget_in_child).
+            mine = self.collector_paused == os.getpid()
+            self.collector_paused = False
+            if mine:
+                COLLECTOR_PAUSE.leave()
+
     def bulk_cursor(self):
         """A cursor whose parameters the server binds (sent apart from the SQL) instead of
         psycopg quoting them into it, for the job write's batched statements: a ten-row insert

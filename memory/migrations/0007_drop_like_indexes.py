@@ -1,0 +1,11 @@
+"""PostgreSQL: no LIKE twin indexes on the memory app's text columns (see memory.migration_ops)."""
+
+from django.db import migrations
+
+from memory.migration_ops import drop_like_indexes
+
+
+class Migration(migrations.Migration):
+    dependencies = [("memory", "0006_drop_redundant_fk_indexes")]
+
+    operations = [drop_like_indexes("memory")]
