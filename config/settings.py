@@ -153,6 +153,11 @@ def postgres_database(url: str) -> dict:
     if parts.scheme not in {"postgres", "postgresql"}:
         raise ValueError(f"DATABASE_URL must start with postgres://, not {parts.scheme}://")
     options = dict(parse_qsl(parts.query))
+    if "prepare_threshold" in options:  # psycopg takes a number, or None for never
+        value = options["prepare_threshold"].strip().lower()
+        if value not in {"none", "off"} and not value.isdigit():
+            raise ValueError(f"DATABASE_URL: prepare_threshold must be a number or none: {value}")
+        options["prepare_threshold"] = None if value in {"none", "off"} else int(value)
     return {
         "ENGINE": "memory.backend.postgres",
         "NAME": unquote(parts.path.lstrip("/")) or "postgres",

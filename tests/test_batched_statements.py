@@ -112,3 +112,33 @@ def test_on_postgresql_batched_inserts_send_their_values_apart_from_the_sql():
         writes.insert_rows(MemoryHistory, [audit_row(memory.id, "bound by the server", {})])
 
     assert cursors and not any(issubclass(c, psycopg.ClientCursor) for c in cursors), cursors
+
+
+@pytest.mark.skipif(TEST_ENGINE != "postgres", reason="prepared statements: PostgreSQL only")
+def test_on_postgresql_each_batched_insert_is_parsed_once_per_connection_not_once_per_row():
+    memory = writes.remember("Omar owns the runbook.", actor=AGENT, create_job=False).memory
+    for batch in range(3):
+        with transaction.atomic(), pipelined():
+            rows = [audit_row(memory.id, f"batch {batch} row {i}", {}) for i in range(4)]
+            writes.insert_rows(MemoryHistory, rows)
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE strpos(statement, %s) = 1",
+            ['INSERT INTO "memory_history"'],
+        )
+        assert cursor.fetchone()[0] == 1
+    assert MemoryHistory.objects.filter(reason__startswith="batch ").count() == 12
+
+
+def test_database_url_can_turn_prepared_statements_off_for_older_connection_poolers():
+    from config.settings import postgres_database
+
+    assert postgres_database("postgres://u@db/memory")["OPTIONS"] == {}
+    off = postgres_database("postgres://u@db/memory?prepare_threshold=none")
+    assert off["OPTIONS"]["prepare_threshold"] is None
+    assert postgres_database("postgres://u@db/m?prepare_threshold=5")["OPTIONS"] == {
+        "prepare_threshold": 5
+    }
+    with pytest.raises(ValueError, match="prepare_threshold"):
+        postgres_database("postgres://u@db/memory?prepare_threshold=sometimes")
