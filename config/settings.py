@@ -156,7 +156,9 @@ def postgres_database(url: str) -> dict:
     if "prepare_threshold" in options:  # psycopg takes a number, or None for never
         value = options["prepare_threshold"].strip().lower()
         if value not in {"none", "off"} and not value.isdigit():
-            raise ValueError(f"DATABASE_URL: prepare_threshold must be a number or none: {value}")
+            raise ValueError(
+                f"DATABASE_URL: prepare_threshold must be a number, none or off: {value}"
+            )
         options["prepare_threshold"] = None if value in {"none", "off"} else int(value)
     return {
         "ENGINE": "memory.backend.postgres",

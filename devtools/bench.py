@@ -1026,7 +1026,8 @@ class Bench:
                     break
                 job = self._raw_job(10)
                 claim = claim_job(job.id)
-                # As run_job: each model call logged when it returns, not in the job's write.
+                # As run_job: the extraction and embedding calls are logged as they return, not in
+                # the job's write (the decision calls still are, as in run_job).
                 calls = LiveCalls(job.id)
                 started = time.perf_counter()
                 outcome = tasks.compute(claim, calls)

@@ -35,10 +35,12 @@ def drop_field_indexes(app_label: str, fields: list[tuple[str, str]]) -> migrati
 
 
 def drop_like_indexes(app_label: str) -> migrations.RunPython:
-    """PostgreSQL: drop the LIKE twins (`varchar_pattern_ops`, `text_pattern_ops`) Django made for
-    the indexed text columns of this app's tables; the backend makes no new ones (see
-    memory.backend.postgres.base.DatabaseSchemaEditor). Nothing to do on SQLite; reversed, the
-    plain indexes stay, which every query of the store uses."""
+    """PostgreSQL: drop the LIKE twins (`varchar_pattern_ops`, `text_pattern_ops`, named
+    `..._like`) Django made for the indexed text columns of this app's tables; the backend makes
+    no new ones (see memory.backend.postgres.base.DatabaseSchemaEditor). Each goes with
+    `DROP INDEX CONCURRENTLY`, so a live store keeps writing meanwhile: the migration must say
+    `atomic = False`. Nothing to do on SQLite; reversed, the plain indexes stay, which every
+    query of the store uses."""
 
     def drop(apps, schema_editor):
         if schema_editor.connection.vendor != "postgresql":
@@ -47,11 +49,14 @@ def drop_like_indexes(app_label: str) -> migrations.RunPython:
         with schema_editor.connection.cursor() as cursor:
             cursor.execute(
                 "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() "
-                "AND tablename = ANY(%s) AND indexdef ~ '(varchar|text)_pattern_ops'",
+                "AND tablename = ANY(%s) AND indexname LIKE '%%\\_like' "
+                "AND indexdef ~ '(varchar|text)_pattern_ops'",
                 [tables],
             )
             names = [name for (name,) in cursor.fetchall()]
         for name in names:
-            schema_editor.execute(f"DROP INDEX IF EXISTS {schema_editor.quote_name(name)}")
+            schema_editor.execute(
+                f"DROP INDEX CONCURRENTLY IF EXISTS {schema_editor.quote_name(name)}"
+            )
 
-    return migrations.RunPython(drop, migrations.RunPython.noop)
+    return migrations.RunPython(drop, migrations.RunPython.noop, atomic=False)

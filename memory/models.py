@@ -6,7 +6,7 @@ import os
 import time
 import uuid
 
-from django.db import connections, models
+from django.db import DEFAULT_DB_ALIAS, connections, models
 from django.db.models import Q
 
 # source_type of a memory the pipeline derived from a raw one (the pipeline acts under this name).
@@ -42,7 +42,7 @@ class RowRead:
         self.cursor.execute(sql, params)
 
     def get(self):
-        """The instance, or None when no row matched."""
+        """The instance, or None when no row matched (the ORM's conversions applied)."""
         try:
             row = self.cursor.fetchone()
         finally:
@@ -56,14 +56,26 @@ class RowRead:
         return self.model.from_db(self.database.alias, self.names, values)
 
 
-_ROW_READS: dict = {}
+class RowsRead:
+    """The rows of a raw SELECT, sent now and read by `all()` (see RowRead)."""
+
+    def __init__(self, sql: str, params=()):
+        self.cursor = connections[DEFAULT_DB_ALIAS].cursor()
+        self.cursor.execute(sql, params)
+
+    def all(self) -> list[tuple]:
+        try:
+            return self.cursor.fetchall()
+        finally:
+            self.cursor.close()
 
 
 def _row_read_parts(model, database) -> tuple[str, list[str], dict]:
     """SELECT of every concrete column, their attribute names, and the converters the ORM
-    applies to them (booleans and dates on SQLite, JSON everywhere), built once per model."""
-    key = (model, database.alias, database.vendor)
-    if key not in _ROW_READS:
+    applies to them (booleans and dates on SQLite, JSON everywhere), built once per model and
+    connection (the converters belong to the connection's thread)."""
+    cache = database.__dict__.setdefault("_memory_row_reads", {})
+    if model not in cache:
         from django.db.models.sql import Query
 
         fields = model._meta.concrete_fields
@@ -71,17 +83,12 @@ def _row_read_parts(model, database) -> tuple[str, list[str], dict]:
         columns = ", ".join(quote(field.column) for field in fields)
         compiler = database.ops.compiler("SQLCompiler")(Query(model), database, database.alias)
         converters = compiler.get_converters([f.get_col(model._meta.db_table) for f in fields])
-        _ROW_READS[key] = (
+        cache[model] = (
             f"SELECT {columns} FROM {quote(model._meta.db_table)}",
             [field.attname for field in fields],
             converters,
         )
-    return _ROW_READS[key]
-
-
-def raw_first(model, where: str, params=(), *, lock: bool = False):
-    """`RowRead(...).get()`: the first row matching, read right away, or None."""
-    return RowRead(model, where, params, lock=lock).get()
+    return cache[model]
 
 
 class ActorType(models.TextChoices):

@@ -114,7 +114,7 @@ def update_rows(model, ids: list, columns: dict[str, Any]) -> int:
     """`model.objects.filter(pk__in=ids).update(**columns)` for plain values, written out: the
     job's write runs these under the write lock, where the ORM took several times longer to build
     an UPDATE than the database to run it. Values go through the same conversion as insert_rows;
-    returns the number of rows changed."""
+    returns the number of rows changed (-1 inside memory.backend.pipelined: not known yet)."""
     if not ids:
         return 0
     database = connections[DEFAULT_DB_ALIAS]
@@ -1051,7 +1051,10 @@ def upsert_embeddings(items: list[tuple[Memory, Vector]], *, at) -> None:
     """`upsert_embedding` for many memories: one upsert by content hash, then the KNN index."""
     if not items:
         return
+    # In content-hash order: two writes upserting some of the same vectors (the table is shared by
+    # every agent) then lock their rows in one order and cannot deadlock on each other.
     rows = {memory.content_hash: (memory, vector) for memory, vector in items}
+    rows = dict(sorted(rows.items()))
     values = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(rows))
     params: list = []
     for content_hash, (memory, vector) in rows.items():

@@ -142,3 +142,38 @@ def test_database_url_can_turn_prepared_statements_off_for_older_connection_pool
     }
     with pytest.raises(ValueError, match="prepare_threshold"):
         postgres_database("postgres://u@db/memory?prepare_threshold=sometimes")
+
+
+def test_a_row_read_gives_the_same_instance_as_the_orm():
+    """RowRead applies the ORM's own conversions (SQLite's dates and booleans, JSON)."""
+    from memory.models import Job, Memory, RowRead
+    from pipeline.config import get_config
+    from pipeline.models import PipelineConfig
+
+    result = writes.remember(
+        "Mara rotates the pager on Mondays.", actor=AGENT, tags=["on-call", "ops"], pinned=True
+    )
+    get_config()
+    for model, pk in ((Memory, result.memory.id), (Job, result.job.id), (PipelineConfig, 1)):
+        raw = RowRead(model, "id = %s", [pk]).get()
+        orm = model.objects.get(pk=pk)
+        for field in model._meta.concrete_fields:
+            assert getattr(raw, field.attname) == getattr(orm, field.attname), field.name
+    assert RowRead(Memory, "id = %s", ["no-such-memory"]).get() is None
+
+
+def test_a_write_that_found_its_lease_gone_leaves_the_connection_ready_for_the_next(fake_ollama):
+    """The gates' reads are all read before the write decides anything: a write that returns
+    early leaves no statement half-read behind it (on SQLite that would pin an old snapshot)."""
+    from memory.models import Job
+    from pipeline import tasks
+    from pipeline.writes import jobs, record
+    from tests.pipeline_support import raw
+
+    result = raw("Ivo documents the public API in the handbook.")
+    outcome = tasks.compute(jobs.claim_job(result.job.id), [])
+    Job.objects.filter(id=result.job.id).update(leased_at=timezone.now())  # another lease
+
+    assert record.record_job(outcome) is None
+    later = writes.remember("Written after the early return.", actor=AGENT).memory
+    assert MemoryHistory.objects.filter(memory_id=later.id, event="created").count() == 1

@@ -91,7 +91,7 @@ def test_a_source_moved_to_another_agent_while_its_job_ran_is_requeued_not_writt
     outcome = tasks.compute(jobs.claim_job(result.job.id), [])
     Memory.objects.filter(id=result.memory.id).update(agent_id="another-agent")
 
-    assert "requeued" in record.record_job(outcome)
+    assert record.record_job(outcome)["requeued"] == record.MOVED
     assert Job.objects.get(id=result.job.id).status == "pending"
     assert not Proposal.objects.exists()
     assert not Memory.objects.filter(source_type="pipeline-v2").exists()

@@ -6,6 +6,7 @@ from memory.migration_ops import drop_like_indexes
 
 
 class Migration(migrations.Migration):
+    atomic = False  # DROP INDEX CONCURRENTLY (see drop_like_indexes)
     dependencies = [("dashboard", "0001_initial")]
 
     operations = [drop_like_indexes("dashboard")]

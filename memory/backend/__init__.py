@@ -42,17 +42,21 @@ def lock_contents(agent_id: str, content_hashes) -> None:
 
 @contextmanager
 def pipelined():
-    """Inside a write transaction, for a block of writes whose answers nobody waits for:
-    PostgreSQL gets each statement without the client waiting for the one before (psycopg's
-    pipeline mode), and the block ends once the server has answered them all; the first error
-    is raised by then, as Django's database error. A read in the block must fetch its rows
-    (`fetchall` waits for them) and `rowcount` is unknown: keep reads and version checks
-    outside. SQLite, in the same process as its file, runs the block as it is.
+    """A block of statements PostgreSQL gets without the client waiting for each answer
+    (psycopg's pipeline mode); the block ends once the server has answered them all.
+
+    Reads may be sent in the block and fetched after it (memory.models.RowRead). Nothing in the
+    block may depend on `rowcount` (unknown until the end) or catch a statement's error: the
+    first error is raised by a later fetch or at the end of the block, as Django's database
+    error, and the enclosing transaction must roll back. SQLite, in the same process as its file,
+    runs the block as it is; so does a client library without pipeline mode.
     """
     from django.db import connection
+    from psycopg import Pipeline
 
-    if connection.vendor != "postgresql":
+    if connection.vendor != "postgresql" or not Pipeline.is_supported():
         yield
         return
+    connection.ensure_connection()
     with connection.wrap_database_errors, connection.connection.pipeline():
         yield

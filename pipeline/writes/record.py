@@ -15,14 +15,23 @@ import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
 from memory import queue, writes
 from memory.backend import lock_contents, pipelined
+from memory.backend.collector import COLLECTOR_PAUSE
 from memory.content import NormalizedContent, normalize
-from memory.models import ActorType, ExtractionStatus, Job, JobStatus, Memory, RowRead
+from memory.models import (
+    ActorType,
+    ExtractionStatus,
+    Job,
+    JobStatus,
+    Memory,
+    RowRead,
+    RowsRead,
+)
 from memory.writes import Actor, BatchedWrite, Refused, Vector
 from pipeline import grounding, safety
 from pipeline.config import (
@@ -49,6 +58,7 @@ from pipeline.models import (
 from pipeline.writes.jobs import Claim, call_rows, held_read
 
 REQUEUED = "the source memory was edited while the job ran: it runs again on the current text"
+MOVED = "the source memory moved to another agent while the job ran: it runs again for that agent"
 
 
 @dataclass
@@ -142,23 +152,31 @@ def record_job(outcome: JobOutcome) -> dict | None:
     )
     calls = call_rows(outcome.claim.job_id, outcome.calls, now)
     claim = outcome.claim
-    with transaction.atomic():
-        # The reads the gates need, sent together: one round trip on PostgreSQL.
+    # No garbage collection while the write holds its locks (see CollectorPause).
+    with COLLECTOR_PAUSE.paused(), transaction.atomic():
+        # The reads the gates need, sent together: one round trip on PostgreSQL (after its
+        # BEGIN), and all read before anything is decided.
         with pipelined():
             job_read = held_read(claim)
             source_read = RowRead(Memory, "id = %s", [claim.memory_id])
             settings_read = config_read()
-            found = _look_up(outcome, ready, outcome.agent_id) if outcome.agent_id else None
-        job = job_read.get()
+            lookup = _look_up(outcome, ready, outcome.agent_id)
+        job, source, config = job_read.get(), source_read.get(), settings_read.get()
+        found = lookup.all() if lookup else []
         if job is None:
             return None
-        source = _source_of(job, source_read)
-        if source.is_deleted or _changed_since_read(source, outcome):
+        if source is None:
+            raise Memory.DoesNotExist(f"memory {job.memory_id} of job {job.id}")
+        changed = _changed_since_read(source, outcome)
+        if source.is_deleted or changed:
             writes.insert_rows(LlmCall, calls)
-            return _cancel(job, outcome, now) if source.is_deleted else _requeue(job, outcome, now)
-        if found is None:  # an outcome that does not name its source's agent
-            found = _look_up(outcome, ready, source.agent_id)
-        config = settings_read.get() or get_config()
+            if source.is_deleted:
+                return _cancel(job, outcome, now)
+            return _requeue(job, outcome, now, changed)
+        if outcome.agent_id is None and outcome.decisions:  # an outcome without its agent
+            lookup = _look_up(outcome, ready, source.agent_id)
+            found = lookup.all() if lookup else []
+        config = config or get_config()
         mode = mode_of(config)
         if mode == "disabled":
             mode = "shadow"  # disabled while running: record, never write
@@ -174,7 +192,11 @@ def record_job(outcome: JobOutcome) -> dict | None:
             batch=BatchedWrite(at=now, entities=entities),
             ready=ready,
         )
-        found(write)
+        for kind, key, ref in found:
+            if kind == 0:
+                write.active[key] = ref
+            else:
+                write.rejected[key] = int(ref)
         if outcome.source_vector is not None:
             # Its embedding_model is set with the extraction status below: one update of the row.
             write.batch.store_vector(source, outcome.source_vector, mark_model=False)
@@ -261,26 +283,20 @@ def _cancel(job: Job, outcome: JobOutcome, now: datetime) -> dict:
     return result
 
 
-def _source_of(job: Job, read: RowRead) -> Memory:
-    """The job's source memory, read again inside the write (raw, like `held`)."""
-    source = read.get()
-    if source is None:
-        raise Memory.DoesNotExist(f"memory {job.memory_id} of job {job.id}")
-    return source
-
-
-def _changed_since_read(source: Memory, outcome: JobOutcome) -> bool:
-    """Whether the source is not what the model read: its text was edited (or it moved to another
-    agent, whose memories the write's dedupe would not have looked at)."""
+def _changed_since_read(source: Memory, outcome: JobOutcome) -> str | None:
+    """Why the source is not what the model read, or None: its text was edited, or it moved to
+    another agent (whose memories the write's dedupe lookups did not look at)."""
     if outcome.source_hash is not None and source.content_hash != outcome.source_hash:
-        return True
-    return outcome.agent_id is not None and source.agent_id != outcome.agent_id
+        return REQUEUED
+    if outcome.agent_id is not None and source.agent_id != outcome.agent_id:
+        return MOVED
+    return None
 
 
-def _requeue(job: Job, outcome: JobOutcome, now: datetime) -> dict:
-    """The source was edited after the model read it: no vector and no proposal from the old text;
+def _requeue(job: Job, outcome: JobOutcome, now: datetime, why: str = REQUEUED) -> dict:
+    """The source changed after the model read it: no vector and no proposal from the old read;
     the job goes back to the queue (its attempt given back: an edit is not a failure)."""
-    result = {"requeued": REQUEUED, "warnings": outcome.warnings}
+    result = {"requeued": why, "warnings": outcome.warnings}
     Job.objects.filter(id=job.id).update(
         status=JobStatus.PENDING,
         result=result,
@@ -323,12 +339,15 @@ def _target_id(decided) -> str | None:
     return decided.target.candidate.memory_id if decided.target else None
 
 
-def _look_up(outcome: JobOutcome, ready: dict, agent_id: str):
-    """Send the one query for every fact: the agent's active memories with an ADD fact's content,
-    and the active rejections a proposal of this job would repeat (raw SQL: it runs under the
-    write lock, where the ORM's union took longer to build than to run). On PostgreSQL the
-    writers of those contents are waited for first (`lock_contents`), so the query, a statement
-    after the wait, sees what they wrote. Returns what puts the rows into the write."""
+def _look_up(outcome: JobOutcome, ready: dict, agent_id: str | None) -> RowsRead | None:
+    """Send the one query for every fact: the agent's active memories with an ADD fact's content
+    (rows `0, hash, memory id`), and the active rejections a proposal of this job would repeat
+    (`1, fingerprint, rejection id`); raw SQL: it runs under the write lock, where the ORM's
+    union took longer to build than to run. On PostgreSQL the writers of those contents are
+    waited for first (`lock_contents`), so the query, a statement after the wait, sees what they
+    wrote. None when there is nothing to look up (or no agent to look it up for)."""
+    if agent_id is None:
+        return None
     hashes, prints = set(), set()
     for decided in outcome.decisions:
         # Most were computed with the proposals before BEGIN; not again under the lock.
@@ -360,22 +379,8 @@ def _look_up(outcome: JobOutcome, ready: dict, agent_id: str):
         )
         params += [agent_id, *prints]
     if not parts:
-        return lambda write: None
-    cursor = connection.cursor()
-    cursor.execute(" UNION ALL ".join(parts), params)
-
-    def put_into(write: JobWrite) -> None:
-        try:
-            rows = cursor.fetchall()
-        finally:
-            cursor.close()
-        for kind, key, ref in rows:
-            if kind == 0:
-                write.active[key] = ref
-            else:
-                write.rejected[key] = int(ref)
-
-    return put_into
+        return None
+    return RowsRead(" UNION ALL ".join(parts), params)
 
 
 def _decision_audit(proposal: Proposal, actor: Actor, write: JobWrite) -> None:

@@ -7,14 +7,10 @@ with a message naming the extension instead of failing later inside a migration 
 
 from __future__ import annotations
 
-import os
-
 from django.core.exceptions import ImproperlyConfigured
 from django.db.backends.postgresql import base as postgres_base
 from django.db.backends.postgresql import schema as postgres_schema
 from psycopg.types.string import StrDumperUnknown
-
-from memory.backend.collector import COLLECTOR_PAUSE
 
 EXTENSION = "vector"
 
@@ -54,10 +50,11 @@ def extension_problem(cursor, name: str = EXTENSION) -> str | None:
 
 
 # psycopg prepares a server-bound statement on the server after this many runs (0: at once).
-# Only the batched statements of bulk_cursor are server-bound, and each runs once per row of a
-# write: prepared, the server skips parsing and planning every row, which was a third of the
-# job write's time. Behind PgBouncer in transaction mode older than 1.21, turn it off with
-# DATABASE_URL's `?prepare_threshold=none` (Django's default, which this one replaces).
+# Only the batched statements of bulk_cursor are server-bound; an executemany runs once per row
+# of a write: prepared, the server skips parsing and planning every row, which was a third of
+# the job write's time. Behind PgBouncer in transaction mode, prepared statements need 1.22 or
+# later with `max_prepared_statements` above 0 (its default from 1.24); otherwise turn them off
+# with DATABASE_URL's `?prepare_threshold=none` (Django's default, which this one replaces).
 BULK_PREPARE_THRESHOLD = 0
 
 
@@ -66,7 +63,10 @@ class NulSafeStrDumper(StrDumperUnknown):
     a model reply or a memory with a stray NUL is kept instead of failing the whole write."""
 
     def dump(self, obj: str):
-        return super().dump(obj.replace("\x00", "\ufffd"))
+        # One Python call per value (the job's write dumps ~500 strings): no super().dump().
+        if "\x00" in obj:
+            obj = obj.replace("\x00", "\ufffd")
+        return obj.encode(self._encoding)
 
 
 class DatabaseSchemaEditor(postgres_schema.DatabaseSchemaEditor):
@@ -80,31 +80,6 @@ class DatabaseSchemaEditor(postgres_schema.DatabaseSchemaEditor):
 
 class DatabaseWrapper(postgres_base.DatabaseWrapper):
     SchemaEditorClass = DatabaseSchemaEditor
-    collector_paused: int | bool = False  # the pid that paused the collector
-
-    # A transaction holds row and advisory locks other writers wait for: the garbage collector
-    # waits until it ends (memory.backend.collector), as it does for SQLite's writer's turn.
-    def _set_autocommit(self, autocommit):
-        super()._set_autocommit(autocommit)
-        self._pause_collector(not autocommit)
-
-    def close(self):
-        try:
-            super().close()
-        finally:
-            self._pause_collector(False)  # a closed connection has no transaction left
-
-    def _pause_collector(self, pause: bool) -> None:
-        if pause and not self.collector_paused:
-            COLLECTOR_PAUSE.enter()
-            self.collector_paused = os.getpid()
-        elif not pause and self.collector_paused:
-            # A forked child's copy of this connection: its pause was the parent's, and the
-            # child started with its collector on (CollectorPause.forget_in_child).
-            mine = self.collector_paused == os.getpid()
-            self.collector_paused = False
-            if mine:
-                COLLECTOR_PAUSE.leave()
 
     def get_connection_params(self):
         params = super().get_connection_params()
@@ -119,10 +94,11 @@ class DatabaseWrapper(postgres_base.DatabaseWrapper):
         by the server. The server also keeps each statement prepared (BULK_PREPARE_THRESHOLD).
         Django's own cursors keep client-side binding (its default, which every ORM query is
         written for, and which never prepares)."""
+        # As Django's own `cursor()`, with the server-binding cursor class instead.
+        self.close_if_health_check_failed()
         self.ensure_connection()
-        self.validate_thread_sharing()
-        cursor = postgres_base.ServerBindingCursor(self.connection)
-        return self.make_debug_cursor(cursor) if self.queries_logged else self.make_cursor(cursor)
+        with self.wrap_database_errors:
+            return self._prepare_cursor(postgres_base.ServerBindingCursor(self.connection))
 
     def get_new_connection(self, conn_params):
         connection = super().get_new_connection(conn_params)
