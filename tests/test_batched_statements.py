@@ -75,8 +75,9 @@ def test_a_failing_statement_in_a_pipelined_write_raises_a_database_error_and_ke
 
 
 def test_rows_a_statement_returns_inside_a_pipelined_block_are_read_and_used():
-    """upsert_embeddings reads back the ids of its rows (RETURNING) to index the vectors after the
-    commit: inside a pipelined block the read waits for them instead of finding none."""
+    """upsert_embeddings reads back the ids of its rows (RETURNING) to index the vectors (after
+    the commit; within a test's own transaction, right away): inside a pipelined block the read
+    waits for them instead of finding none."""
     memory = writes.remember("Kenji deploys billing.", actor=AGENT, create_job=False).memory
     values = np.random.default_rng(7).standard_normal(settings.MEMORY_EMBEDDING_DIMENSIONS)
     vector = Vector((values / np.linalg.norm(values)).astype(np.float32), "nomic-embed-text")
@@ -177,3 +178,21 @@ def test_a_write_that_found_its_lease_gone_leaves_the_connection_ready_for_the_n
     assert record.record_job(outcome) is None
     later = writes.remember("Written after the early return.", actor=AGENT).memory
     assert MemoryHistory.objects.filter(memory_id=later.id, event="created").count() == 1
+
+
+@pytest.mark.skipif(TEST_ENGINE != "postgres", reason="SQLite JSON holds NUL; jsonb cannot")
+def test_a_nul_in_json_is_stored_as_a_replacement_character_on_every_path():
+    """A fact with a stray NUL ends up in the job's JSON (its result, the audits' metadata):
+    jsonb refuses U+0000, which failed the whole write. An escaped backslash before "u0000"
+    is text, not a NUL, and stays as written."""
+    memory = writes.remember("Yuki tests the mobile app.", actor=AGENT, create_job=False).memory
+    metadata = {"fact": "model said\x00this", "literal": "\\u0000 stays", "list": ["a\x00"]}
+    batched = audit_row(memory.id, "batched", metadata)
+    with transaction.atomic(), pipelined():
+        writes.insert_rows(MemoryHistory, [batched])
+    orm = audit_row(memory.id, "orm", metadata)
+    orm.save(force_insert=True)  # the ORM's own path (client-side binding)
+
+    expected = {"fact": "model said\ufffdthis", "literal": "\\u0000 stays", "list": ["a\ufffd"]}
+    for row in (batched, orm):
+        assert MemoryHistory.objects.get(id=row.id).metadata == expected

@@ -7,9 +7,12 @@ with a message naming the extension instead of failing later inside a migration 
 
 from __future__ import annotations
 
+import re
+
 from django.core.exceptions import ImproperlyConfigured
 from django.db.backends.postgresql import base as postgres_base
 from django.db.backends.postgresql import schema as postgres_schema
+from psycopg.types.json import Jsonb, JsonbBinaryDumper, JsonbDumper
 from psycopg.types.string import StrDumperUnknown
 
 EXTENSION = "vector"
@@ -58,6 +61,26 @@ def extension_problem(cursor, name: str = EXTENSION) -> str | None:
 BULK_PREPARE_THRESHOLD = 0
 
 
+# A JSON "\u0000" escape: its backslash not itself escaped (preceded by an even run of them).
+_JSON_NUL = re.compile(rb"(?<!\\)((?:\\\\)*)\\u0000")
+
+
+def _json_without_nul(data) -> bytes:
+    """jsonb cannot hold U+0000 either: the escape becomes U+FFFD, as NUL does in text."""
+    data = bytes(data)
+    return _JSON_NUL.sub(rb"\1\\ufffd", data) if b"\\u0000" in data else data
+
+
+class NulSafeJsonbDumper(JsonbDumper):
+    def dump(self, obj):
+        return _json_without_nul(super().dump(obj))
+
+
+class NulSafeJsonbBinaryDumper(JsonbBinaryDumper):
+    def dump(self, obj):
+        return _json_without_nul(super().dump(obj))
+
+
 class NulSafeStrDumper(StrDumperUnknown):
     """PostgreSQL text cannot hold NUL (0x00), which SQLite stores: U+FFFD takes its place, so
     a model reply or a memory with a stray NUL is kept instead of failing the whole write."""
@@ -103,6 +126,8 @@ class DatabaseWrapper(postgres_base.DatabaseWrapper):
     def get_new_connection(self, conn_params):
         connection = super().get_new_connection(conn_params)
         connection.adapters.register_dumper(str, NulSafeStrDumper)
+        connection.adapters.register_dumper(Jsonb, NulSafeJsonbDumper)
+        connection.adapters.register_dumper(Jsonb, NulSafeJsonbBinaryDumper)
         return connection
 
     def init_connection_state(self):
