@@ -293,7 +293,7 @@ def _changed_since_read(source: Memory, outcome: JobOutcome) -> str | None:
     return None
 
 
-def _requeue(job: Job, outcome: JobOutcome, now: datetime, why: str = REQUEUED) -> dict:
+def _requeue(job: Job, outcome: JobOutcome, now: datetime, why: str) -> dict:
     """The source changed after the model read it: no vector and no proposal from the old read;
     the job goes back to the queue (its attempt given back: an edit is not a failure)."""
     result = {"requeued": why, "warnings": outcome.warnings}
