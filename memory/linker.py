@@ -45,8 +45,13 @@ SKIP_WORDS = STOP_WORDS | NEGATIONS | _NOT_NAMES
 # A sentence ends at . ! ? followed by a space or the end, or at a line break: the dot inside
 # "Node.js" or "v2.1" is part of a name.
 _SENTENCES = re.compile(r"[.!?]+(?=\s|$)|\n+")
-_STRIP_TRAILING = ",;:'\"()[]{}"
-_STRIP_LEADING = "'\"([]{}"
+_APOSTROPHES = "'\u2019\u02bc"  # straight, curly (’) and the modifier letter (ʼ)
+_STRIP_TRAILING = ',;:"()[]{}\u201c\u201d\u2018' + _APOSTROPHES
+_STRIP_LEADING = '"([]{}\u201c\u201d\u2018' + _APOSTROPHES
+# "Priya's team", "Priya’s team": the name is the word without its possessive ending. A plain
+# trailing apostrophe ("James' laptop") is stripped like a closing quote.
+_POSSESSIVE = re.compile(f"[{_APOSTROPHES}]s$")
+_ENDS_NAME = re.compile(f"(?:[,;:]|s[{_APOSTROPHES}]s?)$")
 
 
 def canonical_name(name: str) -> str:
@@ -55,6 +60,9 @@ def canonical_name(name: str) -> str:
 
 def _capitalised(word: str) -> bool:
     # Any script's capitals count ("Émile", "Łukasz"); the second letter shows it is not an acronym.
+    # "O'Brien" and "D’Angelo" are capitalised after their apostrophe.
+    if len(word) >= 4 and word[0].isupper() and word[1] in _APOSTROPHES:
+        word = word[2:]
     return len(word) >= 2 and word[0].isupper() and word[1].islower()
 
 
@@ -75,10 +83,14 @@ def candidate_names(text: str) -> list[str]:
         run: list[str] = []
         for raw in sentence.split() + [""]:
             word = raw.rstrip(_STRIP_TRAILING).lstrip(_STRIP_LEADING)
+            possessive = _POSSESSIVE.search(word)
+            if possessive:
+                word = word[: possessive.start()]
             if _qualifies(word):
                 run.append(word)
-                # A trailing comma ends a name ("Alice, Bob"): flush after adding the word.
-                if raw.endswith((",", ";", ":")):
+                # A trailing comma ends a name ("Alice, Bob"), and so does a possessive
+                # ("Marco Rossi's Kafka cluster"): flush after adding the word.
+                if possessive or _ENDS_NAME.search(raw.rstrip('.!?")]}\u201d')):
                     names.append(" ".join(run))
                     run = []
                 continue

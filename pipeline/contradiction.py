@@ -1,5 +1,13 @@
-"""Syntactic contradiction detector: given real lexical overlap, a negation on one side of the very
-words the other side states, or a conflicting antonym pair; words are compared by their stems."""
+"""Syntactic contradiction detector: given real lexical overlap, a negation on one side of what the
+other side states, or a conflicting antonym pair, when both texts speak of the same thing.
+
+Words are compared by their roots: a light stem, a noun of the verb ("owner" / "owns") and a few
+synonyms ("need" / "require"). A negation is a negation word ("not", "don't", "no longer", "never",
+"without"), "stopped doing" or "used to do". Two things keep precision: what a negation negates
+must be stated on the other side ("does not drink coffee" / "drinks tea" is no conflict), and two
+texts that each say something the other does not in the same place are about different things
+("Alice is not on the team" / "Bob is on the team"). A negated antonym agrees ("not enabled" /
+"disabled")."""
 
 from __future__ import annotations
 
@@ -13,8 +21,10 @@ __all__ = [
     "NEGATIONS",
     "POSITIONAL_PAIRS",
     "STOP_WORDS",
+    "SYNONYMS",
     "Contradiction",
     "detect",
+    "root",
     "stem",
     "tokenize",
 ]
@@ -53,6 +63,9 @@ ANTONYM_PAIRS: tuple[tuple[str, str], ...] = (
     ("love", "hate"),
     ("like", "dislike"),
     ("like", "hate"),
+    ("enjoy", "hate"),
+    ("enjoy", "dislike"),
+    ("love", "dislike"),
     ("prefer", "avoid"),
     ("use", "avoid"),
     ("want", "avoid"),
@@ -92,6 +105,7 @@ ANTONYM_PAIRS: tuple[tuple[str, str], ...] = (
     ("early", "late"),
     ("schedule", "cancel"),
     ("confirm", "cancel"),
+    ("renew", "cancel"),
     ("allowlist", "denylist"),
     ("whitelist", "blacklist"),
     ("subscribe", "unsubscribe"),
@@ -114,6 +128,31 @@ POSITIONAL_PAIRS: tuple[tuple[str, str], ...] = (
 # "encrypted", "disallow" / "allow"). Short stems are left out: "in" + "to" is not an antonym.
 _NEGATING_PREFIXES = ("un", "in", "dis", "non")
 _MIN_PREFIXED_STEM = 4
+
+# Words in a negation's reach that do not say what is negated ("does not need an API key any
+# longer", "is not currently enabled", "is not allowed to deploy"), and that never show that two
+# texts speak of different things.
+_FILLERS = frozenset(
+    [
+        "longer",
+        "anymore",
+        "currently",
+        "really",
+        "actually",
+        "necessarily",
+        "allowed",
+        "able",
+        "permitted",
+        "supposed",
+        "going",
+    ]
+)
+# "stopped using Jenkins", "quit commuting": the verb after them is no longer done.
+_CEASING = frozenset(["stop", "stops", "stopped", "quit", "quits", "ceased", "ceases"])
+# "is used to working nights" and "got used to it" are not "used to" a habit that ended.
+_BE_OR_GET = frozenset(
+    ["is", "am", "are", "was", "were", "be", "been", "being", "get", "gets", "got", "getting"]
+)
 
 _ADVERB_ENDINGS = ("ously", "ally", "ively", "ently", "antly", "fully", "lessly")
 _APOSTROPHES = re.compile(r"[\u2018\u2019\u02bc\u0060\u00b4]")
@@ -141,6 +180,8 @@ def tokenize(text: str) -> list[str]:
 def stem(word: str) -> str:
     """A light suffix stemmer for comparison only: allows / allowed / allowing -> "allow",
     denies / denied -> "deny", enables / enabled -> "enabl". Not a dictionary form."""
+    if word == "using":  # like "uses" and "used": too short for the "-ing" rule below
+        return "us"
     # Adverbs of adjectives: "synchronously" -> "synchronous" (not "apply" or "reply").
     if len(word) > 6 and word.endswith(_ADVERB_ENDINGS):
         word = word[:-2]
@@ -163,6 +204,31 @@ def stem(word: str) -> str:
     if len(word) > 2 and word.endswith("e"):
         word = word[:-1]
     return word
+
+
+# Words that name the same thing for comparison: "does not need an API key" / "requires an API
+# key".
+SYNONYMS: tuple[tuple[str, str], ...] = (
+    ("need", "require"),
+    ("mandatory", "require"),
+    ("permit", "allow"),
+    ("enjoy", "like"),
+    ("want", "prefer"),
+)
+_SYNONYM_OF = {stem(a): stem(b) for a, b in SYNONYMS}
+# Endings that make a noun of a verb: "owner" / "owns", "ownership", "requirement", "deployment".
+_DERIVED = ("ership", "ement", "ment", "ion", "er")
+_MIN_ROOT = 3
+
+
+def root(stem_: str) -> str:
+    """What a stem means for comparison: "owner" and "owns" -> "own", "need" -> "requir"."""
+    stem_ = _SYNONYM_OF.get(stem_, stem_)
+    for ending in _DERIVED:
+        plain = stem_[: -len(ending)]
+        if stem_.endswith(ending) and len(plain) >= _MIN_ROOT:
+            return plain
+    return stem_
 
 
 _ANTONYMS = tuple((stem(a), stem(b)) for a, b in ANTONYM_PAIRS)
@@ -190,30 +256,66 @@ class Contradiction:
 
 
 @dataclass
+class _Negation:
+    word: str  # as written, for the reason ("don't", "no", "stopped", "used to")
+    at: int  # index of the negation's (first) token
+    reach: range  # the tokens it can negate
+    scope: list[int]  # the content words it negates: what the other side must state
+
+
+@dataclass
 class _Side:
     tokens: list[str]
     stems: list[str]
+    roots: list[str]
     stem_set: frozenset[str]
+    root_set: frozenset[str]
+    negations: list[_Negation]
+    # Tokens that only carry a negation ("stopped" in "stopped using", "used" in "used to").
+    triggers: frozenset[int]
 
     @classmethod
     def of(cls, text: str) -> _Side:
         tokens = tokenize(text)
         stems = [stem(t) for t in tokens]
-        return cls(tokens, stems, frozenset(stems))
+        roots = [t if t in STOP_WORDS else root(s) for t, s in zip(tokens, stems, strict=True)]
+        negations, triggers = _negations(tokens)
+        return cls(
+            tokens,
+            stems,
+            roots,
+            frozenset(stems),
+            frozenset(roots),
+            negations,
+            frozenset(triggers),
+        )
 
-    def content_stems(self) -> set[str]:
-        """Stems of the words that say what the text is about (no stop words, no negations)."""
-        return {
-            s
-            for t, s in zip(self.tokens, self.stems, strict=True)
-            if t not in STOP_WORDS and t not in NEGATIONS
-        }
+    def content(self) -> list[int]:
+        """Positions of the words that say what the text is about: no stop words, no negations,
+        no fillers ("any longer", "currently")."""
+        return [
+            i
+            for i, t in enumerate(self.tokens)
+            if t not in STOP_WORDS
+            and t not in NEGATIONS
+            and t not in _FILLERS
+            and i not in self.triggers
+        ]
 
-    def words_with(self, stems: set[str]) -> set[str]:
-        return {t for t, s in zip(self.tokens, self.stems, strict=True) if s in stems}
+    def content_roots(self) -> set[str]:
+        return {self.roots[i] for i in self.content()}
+
+    def words_with(self, roots: set[str]) -> set[str]:
+        return {t for t, r in zip(self.tokens, self.roots, strict=True) if r in roots}
 
     def first_with(self, wanted: str) -> str | None:
         return next((t for t, s in zip(self.tokens, self.stems, strict=True) if s == wanted), None)
+
+    def positions(self, wanted: str) -> set[int]:
+        return {i for i, s in enumerate(self.stems) if s == wanted}
+
+    def negated(self, position: int) -> bool:
+        return any(position in n.reach for n in self.negations)
 
     def neighbours(self, wanted: str) -> set[tuple[str | None, str | None]]:
         """(previous stem, next stem) around each occurrence of a stem; None at either end."""
@@ -225,42 +327,65 @@ class _Side:
                 found.add((before, after))
         return found
 
-    def negations(self) -> list[tuple[str, set[str]]]:
-        """Each negation with the stems it negates: the next content words within reach.
 
-        "no longer" and "no more" negate what follows them; two negations close together cancel
-        ("cannot merge without approval" says merging needs approval, not that it never happens).
-        """
-        found = []
-        i = 0
-        while i < len(self.tokens):
-            word = self.tokens[i]
-            if word not in NEGATIONS:
-                i += 1
-                continue
-            start = i + 1
-            if (
-                word == "no"
-                and start < len(self.tokens)
-                and self.tokens[start] in ("longer", "more")
-            ):
-                start += 1
-            reach = self.tokens[start : start + NEGATION_REACH]
-            second = next((n for n, t in enumerate(reach) if t in NEGATIONS), None)
-            if second is not None:
-                i = start + second + 1
-                continue
-            content = [t for t in reach if t not in STOP_WORDS][:NEGATED_WORDS]
-            # "is not here": the negated word may itself be a stop word; with nothing after the
-            # negation at all, nothing can be checked and the negation counts on its own.
-            found.append((word, {stem(t) for t in (content or reach[:1])}))
-            i = start
-        return found
+def _trigger(tokens: list[str], i: int) -> tuple[str, int] | None:
+    """(the negation as written, where its reach starts) when tokens[i] starts a negation.
+
+    Besides the negation words: "no longer" and "no more"; "stopped doing" and "quit doing"; and
+    "used to do", which says it is no longer done ("is used to" and "got used to" do not).
+    """
+    word = tokens[i]
+    after = tokens[i + 1] if i + 1 < len(tokens) else ""
+    if word in NEGATIONS:
+        if word == "no" and after in ("longer", "more"):
+            return word, i + 2
+        return word, i + 1
+    if word in _CEASING and after.endswith("ing") and len(after) >= 5:
+        return word, i + 1
+    if word == "used" and after == "to" and (i == 0 or tokens[i - 1] not in _BE_OR_GET):
+        return "used to", i + 2
+    return None
+
+
+def _negations(tokens: list[str]) -> tuple[list[_Negation], set[int]]:
+    """Each negation with the words it negates: the next content words within reach.
+
+    Two negations close together cancel ("cannot merge without approval" says merging needs
+    approval, not that it never happens). A negation with nothing after it ("production is not")
+    is about the word before it.
+    """
+    found, triggers = [], set()
+    i = 0
+    while i < len(tokens):
+        started = _trigger(tokens, i)
+        if started is None:
+            i += 1
+            continue
+        word, start = started
+        if tokens[i] not in NEGATIONS:
+            triggers.add(i)
+        reach = range(start, min(start + NEGATION_REACH, len(tokens)))
+        second = next((j for j in reach if tokens[j] in NEGATIONS), None)
+        if second is not None:
+            i = second + 1
+            continue
+        words = [j for j in reach if tokens[j] not in STOP_WORDS]
+        # "is not allowed to deploy" negates the deploying; "is not allowed" negates allowing.
+        scope = [j for j in words if tokens[j] not in _FILLERS][:NEGATED_WORDS]
+        scope = scope or words[:NEGATED_WORDS] or list(reach)[:1]
+        if not scope:
+            before = [
+                j for j in range(i) if tokens[j] not in STOP_WORDS and tokens[j] not in NEGATIONS
+            ]
+            scope = before[-1:]
+        found.append(_Negation(word, i, reach, scope))
+        i = start
+    return found, triggers
 
 
 def _shown(negation: str) -> str:
     # Show contractions the way people write them ("dont" -> "don't").
-    if negation.endswith("nt"):
+    if negation.endswith("nt") and negation in NEGATIONS:
         return negation[:-2] + "n't"
     return negation
 
@@ -269,24 +394,62 @@ def _clear(overlap: list[str], reason: str) -> Contradiction:
     return Contradiction(False, None, overlap, None, None, reason)
 
 
+def _apart(a: _Side, b: _Side, skip_a: set[int], skip_b: set[int], near_a: range) -> bool:
+    """True when each side says something the other does not, in the same place: "Alice" / "Bob"
+    before "is on the billing team", "mobile" / "web" in "dark mode is enabled in the ... app".
+    Then the texts are about different things, and a negation or an antonym between them is no
+    conflict. A word only one side adds ("nightly", "every morning") is a detail.
+
+    The place of a word is the shared words around it. Past the last shared word both sides often
+    go on differently ("... to cut write latency" / "... with AOF fsync every second"): that only
+    counts within `near_a`, a negation's reach on side a ("doesn't use Vim for Go" / "uses Vim for
+    Python").
+    """
+    words_a = [(i, a.roots[i]) for i in a.content() if i not in skip_a]
+    words_b = [(i, b.roots[i]) for i in b.content() if i not in skip_b]
+    shared = {r for _, r in words_a} & {r for _, r in words_b}
+
+    def places(words: list[tuple[int, str]], near: range | None) -> set:
+        found, before, pending = set(), None, []
+        for i, r in words + [(None, None)]:
+            if r is None or r in shared:
+                after = r
+                found |= {
+                    (before, after)
+                    for j in pending
+                    if after is not None or near is None or j in near
+                }
+                before, pending = r, []
+            else:
+                pending.append(i)
+        return found
+
+    return bool(places(words_a, near_a) & places(words_b, None))
+
+
 def _negation(fact: _Side, existing: _Side, overlap: list[str]) -> Contradiction | None:
-    """Exactly one side negated, and what it negates is stated on the other side."""
-    fact_negations, existing_negations = fact.negations(), existing.negations()
-    if bool(fact_negations) == bool(existing_negations):
+    """Exactly one side negated, what it negates is stated on the other side, and both speak of
+    the same thing."""
+    if bool(fact.negations) == bool(existing.negations):
         return None
     side, negated, other = (
-        ("fact", fact_negations, existing)
-        if fact_negations
-        else ("existing", existing_negations, fact)
+        ("fact", fact, existing) if fact.negations else ("existing", existing, fact)
     )
-    word = next((w for w, stems in negated if stems <= other.stem_set), None)
-    if word is None:
-        return None
-    if side == "fact":
-        reason = f'The new fact is negated ("{_shown(word)}") while the existing memory is not'
-    else:
-        reason = f'The existing memory is negated ("{_shown(word)}") while the new fact is not'
-    return Contradiction(True, "negation", overlap, side, None, reason)
+    for negation in negated.negations:
+        if not all(negated.roots[j] in other.root_set for j in negation.scope):
+            continue
+        # "works without a shared secret" / "needs a shared secret": the verb before "without"
+        # is part of saying it is not needed.
+        skip = {negation.at - 1} if negation.word == "without" else set()
+        if _apart(negated, other, skip, set(), negation.reach):
+            continue
+        word = _shown(negation.word)
+        if side == "fact":
+            reason = f'The new fact is negated ("{word}") while the existing memory is not'
+        else:
+            reason = f'The existing memory is negated ("{word}") while the new fact is not'
+        return Contradiction(True, "negation", overlap, side, None, reason)
+    return None
 
 
 def _prefixed_pairs(fact: _Side, existing: _Side) -> list[tuple[str, str]]:
@@ -327,14 +490,23 @@ def _antonym(fact: _Side, existing: _Side, overlap: list[str]) -> Contradiction 
             if fact.neighbours(x) & existing.neighbours(y):
                 candidates.append((x, y))
     for fact_stem, existing_stem in candidates:
-        if _one_sided(fact, existing, fact_stem, existing_stem):
-            fact_word = fact.first_with(fact_stem)
-            existing_word = existing.first_with(existing_stem)
-            reason = (
-                f'Antonyms "{fact_word}" / "{existing_word}" on opposite sides: the new fact '
-                f'says "{fact_word}", the existing memory says "{existing_word}"'
-            )
-            return Contradiction(True, "antonym", overlap, None, (fact_word, existing_word), reason)
+        if not _one_sided(fact, existing, fact_stem, existing_stem):
+            continue
+        at_fact, at_existing = fact.positions(fact_stem), existing.positions(existing_stem)
+        # "is not enabled" / "is disabled" agree: a negated antonym says the same thing.
+        fact_negated = all(fact.negated(i) for i in at_fact)
+        existing_negated = all(existing.negated(i) for i in at_existing)
+        if fact_negated != existing_negated:
+            continue
+        if _apart(fact, existing, at_fact, at_existing, range(0)):
+            continue
+        fact_word = fact.first_with(fact_stem)
+        existing_word = existing.first_with(existing_stem)
+        reason = (
+            f'Antonyms "{fact_word}" / "{existing_word}" on opposite sides: the new fact '
+            f'says "{fact_word}", the existing memory says "{existing_word}"'
+        )
+        return Contradiction(True, "antonym", overlap, None, (fact_word, existing_word), reason)
     return None
 
 
@@ -346,7 +518,7 @@ def detect(fact_text: str, existing_text: str | None) -> Contradiction:
     if not fact.tokens or not existing.tokens:
         return _clear([], "One side has no words to compare")
     # Shared stop words ("the", "is") say nothing about being on the same topic.
-    shared = fact.content_stems() & existing.content_stems()
+    shared = fact.content_roots() & existing.content_roots()
     overlap = sorted(
         (fact.words_with(shared) | existing.words_with(shared)) - STOP_WORDS - NEGATIONS
     )

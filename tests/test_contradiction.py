@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from pipeline.contradiction import (
@@ -573,3 +576,174 @@ def test_precision_and_recall_on_labelled_pairs():
     precision = true_positives / sum(1 for got, _ in flagged if got)
     recall = true_positives / sum(1 for _, truth in flagged if truth)
     assert (precision >= 0.90, recall >= 0.85) == (True, True), (precision, recall)
+
+
+# --- Issue 20 item 1: one-sided negations the other side states in other words ----------------
+
+
+@pytest.mark.parametrize(
+    ("fact", "existing", "word"),
+    [
+        # The issue's two: "owner" / "owns", "need" / "requires", "any longer" says nothing.
+        ("Alice is not the owner of the billing service", "Alice owns the billing service", "not"),
+        (
+            "The billing API does not need an API key any longer",
+            "The billing API requires an API key",
+            "not",
+        ),
+        (
+            "Code review is not mandatory for the infra repo",
+            "Code review is required for the infra repo",
+            "not",
+        ),
+        ("Alice is not allowed to deploy to production", "Alice can deploy to production", "not"),
+        ("The team stopped using Jenkins for CI", "The team uses Jenkins for CI", "stopped"),
+        ("Omar has stopped running the Monday sync", "Omar runs the Monday sync", "stopped"),
+        ("Bob used to work on payments", "Bob works on payments", "used to"),
+        (
+            "The webhook works without a shared secret",
+            "The webhook needs a shared secret",
+            "without",
+        ),
+        ("Priya no longer wants squash merges", "Priya prefers squash merges", "no"),
+        (
+            "Marco is no longer the owner of the payments runbook",
+            "Marco owns the payments runbook",
+            "no",
+        ),
+    ],
+)
+def test_a_one_sided_negation_of_the_same_statement_in_other_words_is_flagged(fact, existing, word):
+    found = detect(fact, existing)
+    assert (found.flagged, found.kind, found.negated_side) == (True, "negation", "fact")
+    assert found.reason == f'The new fact is negated ("{word}") while the existing memory is not'
+    # And the other way round: the existing memory is the negated one.
+    assert detect(existing, fact).negated_side == "existing"
+
+
+@pytest.mark.parametrize(
+    ("fact", "existing"),
+    [
+        # A negated antonym says the same thing.
+        ("The metrics endpoint is not enabled", "The metrics endpoint is disabled"),
+        ("Uploads over 10 MB are not accepted", "Uploads over 10 MB are rejected"),
+        ("The feature is not required for free users", "The feature is optional for free users"),
+        ("The legacy endpoint is no longer active", "The legacy endpoint is inactive"),
+        # The same words about another subject, or in another place.
+        ("Alice is not on the billing team", "Bob is on the billing team"),
+        ("Marta does not own the search service", "Kenji owns the search service"),
+        ("The desktop client doesn't cache images", "The web client caches images"),
+        ("Dark mode is disabled in the web app", "Dark mode is enabled in the mobile app"),
+        ("Bob never reviews frontend changes", "Alice always reviews frontend changes"),
+        ("Tom doesn't use Vim for Go", "Tom uses Vim for Python"),
+        # "used to" is itself a "no longer"; "production is not" is about production.
+        ("The old importer is no longer used", "The old importer used to crash on big files"),
+        ("Bob doesn't work on payments", "Bob used to work on payments"),
+        (
+            "Staging is deployed automatically, production is not",
+            "Staging is deployed automatically",
+        ),
+        # "is used to" and "stopped the" are no negation.
+        ("Sphinx is used to build the docs site", "Sphinx builds the docs site"),
+        ("Bob stopped the deploy of the billing service", "Bob deploys the billing service"),
+    ],
+)
+def test_negations_that_agree_or_speak_of_something_else_are_not_flagged(fact, existing):
+    found = detect(fact, existing)
+    assert found.flagged is False, found.reason
+    assert detect(existing, fact).flagged is False
+
+
+def test_a_detail_only_one_side_adds_does_not_hide_the_conflict():
+    # Several sentences, each side going on differently after the conflict (demo memories).
+    assert detect(
+        "Debug logging is on in production for billing-api until the rounding bug is found.",
+        "Debug logging is off in production for billing-api. Turn it up in staging for traces.",
+    ).flagged
+    assert detect(
+        "The Redis cluster for sessions has persistence disabled to cut write latency.",
+        "The Redis cluster for sessions has persistence enabled with AOF fsync every second.",
+    ).flagged
+    assert detect(
+        "Alice no longer owns the billing service", "Alice owns the billing service since 2023"
+    ).flagged
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _labelled(name: str) -> list[dict]:
+    path = FIXTURES / f"contradiction_pairs_{name}.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def _precision_recall(rows: list[dict]) -> tuple[float, float]:
+    got = [(detect(row["new"], row["existing"]).flagged, row["contradicts"]) for row in rows]
+    true_positives = sum(1 for flagged, truth in got if flagged and truth)
+    return (
+        true_positives / sum(1 for flagged, _ in got if flagged),
+        true_positives / sum(1 for _, truth in got if truth),
+    )
+
+
+def test_the_labelled_pair_files_are_disjoint_and_varied():
+    tune, held_out = _labelled("tune"), _labelled("heldout")
+    assert len(tune) + len(held_out) >= 200 and len(held_out) >= 100
+    key = lambda row: (row["existing"], row["new"])  # noqa: E731
+    assert not {key(r) for r in tune} & {key(r) for r in held_out}
+    for rows in (tune, held_out):
+        assert {r["kind"] for r in rows} == {r["kind"] for r in tune + held_out}
+        assert 0.4 <= sum(r["contradicts"] for r in rows) / len(rows) <= 0.6
+
+
+@pytest.mark.parametrize("name", ["heldout", "tune"])
+def test_precision_and_recall_on_the_labelled_pair_files(name):
+    # Written before the detector changed; tuned on "tune" only. Measured before: tune 0.79 /
+    # 0.80, held-out 0.80 / 0.87; after: tune 1.00 / 0.95, held-out 0.93 / 0.92.
+    precision, recall = _precision_recall(_labelled(name))
+    assert (precision >= 0.90, recall >= 0.85) == (True, True), (precision, recall)
+
+
+# --- in the pipeline's own terms: full mode holds such an UPDATE for review --------------------
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("existing", "fact", "flagged"),
+    [
+        ("Alice owns the billing service", "Alice is not the owner of the billing service", True),
+        (
+            "The billing API requires an API key",
+            "The billing API does not need an API key any longer",
+            True,
+        ),
+        # The control: an UPDATE that does not contradict is applied in full mode.
+        ("Alice owns the billing service", "Alice owns the billing service and its runbook", False),
+    ],
+)
+def test_full_mode_holds_a_one_sided_negation_for_review(fake_ollama, existing, fact, flagged):
+    from memory.models import Memory, MemoryCold
+    from pipeline import tasks
+    from pipeline.models import Proposal
+    from tests.pipeline_support import ScriptedModel, decision, raw, seed, set_mode
+
+    set_mode("full")
+    target = seed(existing)
+    seed("The staging cluster lives in the eu-west-1 region")
+    seed("Kenji prefers tabs over spaces in Go files")
+    ScriptedModel(fake_ollama, facts=[fact], decisions={fact: decision("update", target)})
+    job = raw(f"From today's notes: {fact}.").job
+    tasks.process_pending()
+
+    proposal = Proposal.objects.get(job=job)
+    assert proposal.action == "update" and proposal.target_memory_id == target.id
+    target.refresh_from_db()
+    if flagged:
+        assert proposal.status == "pending" and proposal.review_needed
+        assert proposal.blocked_reason == "contradiction_review"
+        assert proposal.contradiction["kind"] == "negation"
+        assert target.content == existing and target.version == 1
+        assert not MemoryCold.objects.exists()
+    else:
+        assert proposal.status == "applied" and not proposal.review_needed
+        assert Memory.objects.get(id=target.id).content == fact
