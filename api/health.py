@@ -13,8 +13,8 @@ from django.http import JsonResponse
 
 from api.auth import authenticate
 from api.http import api
-from memory import backend, vectors
-from memory.models import Job
+from memory import backend, processes, vectors
+from memory.models import Job, JobStatus
 from pipeline.config import get_config, mode_of
 from pipeline.llm import ProviderError, get_chat_client, get_embedder
 from pipeline.llm.ollama import ollama_reachable
@@ -55,14 +55,13 @@ def health_report() -> dict:
     counts = dict(
         Job.objects.values_list("status").annotate(n=Count("id")).values_list("status", "n")
     )
-    report["queue"] = {
-        status: counts.get(status, 0)
-        for status in ("pending", "leased", "completed", "dead", "cancelled")
-    }
+    report["queue"] = {status: counts.get(status, 0) for status in JobStatus.values}
     try:
         report["mode"] = mode_of(get_config())
     except Exception:
         report["mode"] = None
+    # The processes `manage.py serve` supervises (None under another process manager).
+    report["processes"] = processes.read()
     report["ok"] = True
     return report
 

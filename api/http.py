@@ -9,11 +9,13 @@ from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
+from django.db import DatabaseError
 from django.http import HttpRequest, JsonResponse
 from django.views import defaults
 from django.views.decorators.csrf import csrf_exempt
 
 from api.auth import authenticate, has_scope
+from memory.backend import storage_full
 from memory.writes import Refused
 
 REFUSAL_STATUS = {
@@ -39,6 +41,17 @@ class BadRequest(Exception):
 
 def error(status: int, code: str, message: str, **details: Any) -> JsonResponse:
     return JsonResponse({"error": code, "message": message, **details}, status=status)
+
+
+def storage_full_response() -> JsonResponse:
+    """507: the disk (or the database's size limit) is full. The write failed whole (one
+    transaction), so nothing of the request was stored."""
+    return error(
+        507,
+        "storage_full",
+        "the server has no storage left: nothing of this request was stored; "
+        "free disk space (or raise the database's limit) and send it again",
+    )
 
 
 def refusal_response(refused: Refused) -> JsonResponse:
@@ -151,6 +164,10 @@ def api(methods: tuple[str, ...], scope: str | None = None, *, public: bool = Fa
                 return error(exc.status, exc.code, exc.message)
             except Refused as refused:
                 return refusal_response(refused)
+            except (DatabaseError, OSError) as exc:
+                if not storage_full(exc):
+                    raise
+                return storage_full_response()
 
         return wrapper
 

@@ -19,6 +19,8 @@ from django.conf import settings
 from django.db import close_old_connections
 from mcp import types
 from mcp.server import Server, ServerRequestContext
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
@@ -546,10 +548,14 @@ def _http_authorization(ctx: ServerRequestContext) -> str | None:
 
 
 def _transport_security(host: str) -> TransportSecuritySettings | None:
-    """DNS-rebinding protection with the hosts Django accepts (the SDK's default for localhost)."""
-    if "*" in settings.ALLOWED_HOSTS:
+    """DNS-rebinding protection: the Host and Origin headers must name one of MCP's own allowed
+    hosts (MEMORY_MCP_ALLOWED_HOSTS; by default the bind host, loopback and Django's hosts). A
+    wildcard in DJANGO_ALLOWED_HOSTS never turns it off: only `*` in MCP's own setting does."""
+    configured = list(settings.MEMORY_MCP_ALLOWED_HOSTS)
+    if "*" in configured:
         return TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    hosts = sorted({host, "127.0.0.1", "localhost", *settings.ALLOWED_HOSTS})
+    named = [h for h in (*configured, *settings.ALLOWED_HOSTS) if h != "*" and "*" not in h]
+    hosts = sorted({host, "127.0.0.1", "localhost", *named})
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=[*hosts, *(f"{h}:*" for h in hosts)],
@@ -563,30 +569,73 @@ def _transport_security(host: str) -> TransportSecuritySettings | None:
 
 
 class BearerTokenRequired:
-    """ASGI guard in front of the MCP endpoint: no valid token, a 401 JSON error like the API's."""
+    """ASGI guard in front of the MCP endpoint: no valid token, a 401 JSON error like the API's.
 
-    def __init__(self, app):
+    It names the token as the request's principal, so the SDK binds each session to the token
+    that opened it (another token using or deleting it gets 404), and it caps the sessions one
+    token may hold open (MEMORY_MCP_SESSIONS_PER_TOKEN): one agent cannot take every session of
+    the server (MEMORY_MCP_MAX_SESSIONS in all; idle ones end after MEMORY_MCP_SESSION_IDLE_SECONDS).
+    """
+
+    def __init__(self, app, sessions: Callable[[], dict] | None = None):
         self.app = app
+        self.sessions = sessions or dict  # session id -> owner, as the SDK's manager keeps them
+        self.opening: dict[str, int] = {}  # new-session requests in flight, per principal
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "http":
-            header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
-            token = await anyio.to_thread.run_sync(_in_thread, authenticate, header or None)
-            if token is None:
-                response = JSONResponse(
-                    _error("unauthorized", UNAUTHORIZED),
-                    status_code=401,
-                    headers={"WWW-Authenticate": 'Bearer realm="memory-curation"'},
-                )
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        header = headers.get(b"authorization", b"").decode("latin-1")
+        token = await anyio.to_thread.run_sync(_in_thread, authenticate, header or None)
+        if token is None:
+            response = JSONResponse(
+                _error("unauthorized", UNAUTHORIZED),
+                status_code=401,
+                headers={"WWW-Authenticate": 'Bearer realm="memory-curation"'},
+            )
+            await response(scope, receive, send)
+            return
+        principal = f"api-token-{token.pk}"
+        scope["user"] = AuthenticatedUser(
+            AccessToken(token=principal, client_id=principal, scopes=list(token.scopes or []))
+        )
+        opens = scope.get("method") == "POST" and b"mcp-session-id" not in headers
+        if not opens:
+            await self.app(scope, receive, send)
+            return
+        held = sum(1 for owner in self.sessions().values() if owner["client_id"] == principal)
+        if held + self.opening.get(principal, 0) >= settings.MEMORY_MCP_SESSIONS_PER_TOKEN:
+            response = JSONResponse(
+                _error(
+                    "too_many_sessions",
+                    f"this token already holds {held} open MCP sessions (at most "
+                    f"{settings.MEMORY_MCP_SESSIONS_PER_TOKEN}): reuse one, or end one with "
+                    "DELETE; idle sessions end by themselves",
+                ),
+                status_code=429,
+            )
+            await response(scope, receive, send)
+            return
+        self.opening[principal] = self.opening.get(principal, 0) + 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.opening[principal] -= 1
+            if not self.opening[principal]:
+                del self.opening[principal]
 
 
 def http_app(*, host: str = "127.0.0.1", path: str = "/mcp"):
     """The streamable HTTP ASGI app (run it under uvicorn; sessions live in this one process)."""
     server = build_server(_http_authorization)
     app = server.streamable_http_app(
-        streamable_http_path=path, host=host, transport_security=_transport_security(host)
+        streamable_http_path=path,
+        host=host,
+        transport_security=_transport_security(host),
+        max_sessions=settings.MEMORY_MCP_MAX_SESSIONS,
+        session_idle_timeout=settings.MEMORY_MCP_SESSION_IDLE_SECONDS,
     )
-    return BearerTokenRequired(app)
+    manager = server._session_manager  # pinned SDK (mcp==2.3.0): who owns each open session
+    return BearerTokenRequired(app, sessions=lambda: manager._session_owners)

@@ -7,18 +7,14 @@ shape of DESIGN §7. Refusals of the store (`Refused`) pass through for the call
 
 from __future__ import annotations
 
-import json
-
 from django.conf import settings
-from django.db import connection
-from django.db.models import Q
 
 from api.auth import has_scope, may_act_for
 from api.http import BadRequest, optional
 from api.serializers import history_json, memory_json, proposal_json
-from memory import writes
+from memory import backend, writes
 from memory.content import is_effectively_empty
-from memory.models import ApiToken, Job, JobStatus, Memory
+from memory.models import ActorType, ApiToken, Job, JobStatus, Memory
 from memory.writes import Actor, Refused, Triple
 from pipeline import memory_ops
 from pipeline.config import get_config, mode_of
@@ -40,7 +36,7 @@ def require_scope(token: ApiToken, scope: str) -> None:
         raise BadRequest(f"this token lacks the '{scope}' scope", 403, "forbidden")
 
 
-def actor(token: ApiToken, body: dict | None = None, default_type: str = "agent") -> Actor:
+def actor(token: ApiToken, body: dict | None = None, default_type: str = ActorType.AGENT) -> Actor:
     # The token is the authenticated principal; an explicit changedBy only adds detail.
     name = token.name
     if body and isinstance(body.get("changedBy"), str) and body["changedBy"].strip():
@@ -210,14 +206,6 @@ def filters_field(body: dict) -> dict:
     }
 
 
-def _has_tag(tag: str) -> Q:
-    if connection.features.supports_json_field_contains:
-        return Q(tags__contains=[tag])
-    # SQLite has no JSON containment lookup: match the tag's JSON text inside the stored list
-    # (case-insensitive, the only flaw, and fine for a filter).
-    return Q(tags__icontains=json.dumps(tag))
-
-
 def filtered(agent_id: str, filters: dict):
     query = Memory.objects.filter(agent_id=agent_id)
     if not filters["include_deleted"]:
@@ -229,7 +217,7 @@ def filtered(agent_id: str, filters: dict):
     if filters["pinned"] is not None:
         query = query.filter(pinned=filters["pinned"])
     for tag in filters["tags"]:
-        query = query.filter(_has_tag(tag))
+        query = query.filter(backend.list_holds("tags", tag))
     return query
 
 
@@ -297,7 +285,7 @@ def modify(token: ApiToken, memory_id: str, body: dict) -> dict:
         memory = memory_ops.modify(
             memory,
             changes,
-            actor=actor(token, body, "operator"),
+            actor=actor(token, body, ActorType.OPERATOR),
             reason=reason,
             if_version=if_version,
         )
@@ -319,7 +307,7 @@ def forget(token: ApiToken, memory_id: str, body: dict) -> dict:
     memory_or_404(token, memory_id)
     memory = writes.forget(
         memory_id,
-        actor=actor(token, body, "operator"),
+        actor=actor(token, body, ActorType.OPERATOR),
         reason=reason.strip(),
         force=force,
         if_version=if_version,
@@ -334,7 +322,7 @@ def recover(token: ApiToken, memory_id: str, body: dict) -> dict:
     memory_or_404(token, memory_id)
     memory = writes.recover(
         memory_id,
-        actor=actor(token, body, "operator"),
+        actor=actor(token, body, ActorType.OPERATOR),
         reason=reason.strip(),
         if_version=if_version,
     )

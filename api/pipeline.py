@@ -13,14 +13,14 @@ from api.http import MAX_INT, BadRequest, api, json_body, optional
 from api.memory_service import require_agent
 from api.serializers import iso, job_json, proposal_json
 from memory.content import is_effectively_empty
-from memory.models import Job
+from memory.models import ActorType, Job
 from memory.writes import Actor, Refused
 from pipeline import review
 from pipeline.config import ConfigError, config_json, get_config
 from pipeline.models import Action, Proposal, ProposalStatus
-from pipeline.writes.config import update_config
 
 MAX_PAGE = 500
+APPROVE_AS = (Action.ADD, Action.UPDATE, Action.DELETE)  # what an approval may apply instead
 
 
 @api(("GET",), None)
@@ -85,7 +85,7 @@ def proposals(request):
 
 
 def _reviewer(request) -> Actor:
-    return Actor(request.api_token.name, "operator")
+    return Actor(request.api_token.name, ActorType.OPERATOR)
 
 
 @api(("POST",), "review")
@@ -99,7 +99,7 @@ def approve(request, proposal_id: str):
         # Refused before the model call; the store's own gate refuses it on every other path.
         raise BadRequest("content is empty after normalisation")
     action = optional(body, "action", str, "one of add, update, delete")
-    if action is not None and action not in {"add", "update", "delete"}:
+    if action is not None and action not in APPROVE_AS:
         raise BadRequest("action must be one of add, update, delete")
     note = optional(body, "note", str, "a string")
     proposal = review.approve(
@@ -152,6 +152,8 @@ def pipeline_config(request):
     body.pop("mode", None)  # derived, never set
     body.pop("updatedAt", None)  # read-only; lets a client PATCH back what GET returned
     try:
-        return JsonResponse(update_config(body, changed_by=request.api_token.name, reason=reason))
+        return JsonResponse(
+            review.update_config(body, changed_by=request.api_token.name, reason=reason)
+        )
     except ConfigError as exc:
         raise BadRequest(str(exc)) from exc

@@ -52,27 +52,14 @@ def history_json(row: MemoryHistory) -> dict:
 
 
 def proposal_json(p: Proposal) -> dict:
+    """The API's proposal: `Proposal.summary()` plus who, where, when and how it was decided."""
     return {
-        "id": p.id,
+        **p.summary(),
         "jobId": p.job_id,
         "sourceMemoryId": p.source_memory_id,
         "agentId": p.agent_id,
-        "action": p.action,
-        "fact": {"content": p.fact_content, "type": p.fact_type, "confidence": p.fact_confidence},
-        "targetMemoryId": p.target_memory_id,
         "targetVersion": p.target_version,
-        "targetContent": p.target_content,
-        "confidence": p.confidence,
-        "reason": p.reason,
-        "status": p.status,
-        "reviewNeeded": p.review_needed,
         "contradiction": p.contradiction,
-        "blockedReason": p.blocked_reason,
-        "skippedReason": p.skipped_reason,
-        "createdMemoryId": p.created_memory_id,
-        "updatedMemoryId": p.updated_memory_id,
-        "deletedMemoryId": p.deleted_memory_id,
-        "dedupedExistingId": p.deduped_existing_id,
         "model": p.model,
         "promptVersion": p.prompt_version,
         "mode": p.mode,

@@ -6,6 +6,8 @@ import os
 import secrets
 from pathlib import Path
 
+from memory.backend.postgres.url import database_settings
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -71,6 +73,15 @@ ALLOWED_HOSTS = [
     for h in env_str("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")
     if h.strip()
 ]
+# The MCP server's own Host/Origin allow-list (DNS-rebinding protection), beside Django's: a `*`
+# in DJANGO_ALLOWED_HOSTS does not reach it; only `*` here turns the check off.
+MEMORY_MCP_ALLOWED_HOSTS = [
+    h.strip() for h in env_str("MEMORY_MCP_ALLOWED_HOSTS", "").split(",") if h.strip()
+]
+# MCP sessions live in the server's memory: bounded in all, per token, and in idle time.
+MEMORY_MCP_MAX_SESSIONS = env_int("MEMORY_MCP_MAX_SESSIONS", 500)
+MEMORY_MCP_SESSIONS_PER_TOKEN = env_int("MEMORY_MCP_SESSIONS_PER_TOKEN", 20)
+MEMORY_MCP_SESSION_IDLE_SECONDS = env_int("MEMORY_MCP_SESSION_IDLE_SECONDS", 600)
 
 INSTALLED_APPS = [
     "dashboard.apps.CurationAdminConfig",  # django.contrib.admin with the role-aware site
@@ -101,6 +112,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "dashboard.security.StorageFullMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -146,32 +158,14 @@ SQLITE_DATABASE = {
 
 
 def postgres_database(url: str) -> dict:
-    """DATABASES entry for postgres://user:pass@host:port/db (query keys go to libpq as options)."""
-    from urllib.parse import parse_qsl, unquote, urlsplit
-
-    parts = urlsplit(url)
-    if parts.scheme not in {"postgres", "postgresql"}:
-        raise ValueError(f"DATABASE_URL must start with postgres://, not {parts.scheme}://")
-    options = dict(parse_qsl(parts.query))
-    if "prepare_threshold" in options:  # psycopg takes a number, or None for never
-        value = options["prepare_threshold"].strip().lower()
-        if value not in {"none", "off"} and not value.isdigit():
-            raise ValueError(
-                f"DATABASE_URL: prepare_threshold must be a number, none or off: {value}"
-            )
-        options["prepare_threshold"] = None if value in {"none", "off"} else int(value)
-    return {
-        "ENGINE": "memory.backend.postgres",
-        "NAME": unquote(parts.path.lstrip("/")) or "postgres",
-        "USER": unquote(parts.username or ""),
-        "PASSWORD": unquote(parts.password or ""),
-        "HOST": options.pop("host", parts.hostname or ""),
-        "PORT": str(parts.port or ""),
-        "OPTIONS": options,
-        "TEST": {"NAME": os.environ.get("MEMORY_TEST_DB_NAME") or None},
-        "CONN_MAX_AGE": env_int("MEMORY_CONN_MAX_AGE", 300),
-        "CONN_HEALTH_CHECKS": True,
-    }
+    """DATABASES entry for a postgres:// URL (memory.backend.postgres.url parses it), with the
+    connection settings of this file."""
+    return database_settings(
+        url,
+        TEST={"NAME": os.environ.get("MEMORY_TEST_DB_NAME") or None},
+        CONN_MAX_AGE=env_int("MEMORY_CONN_MAX_AGE", 300),
+        CONN_HEALTH_CHECKS=True,
+    )
 
 
 # One setting picks the engine: DATABASE_URL=postgres://... for PostgreSQL + pgvector (several
@@ -228,6 +222,9 @@ PERMISSIONS_POLICY = (
 )
 # Failed sign-ins slow down, then lock, per username and per address (dashboard.throttle).
 AUTHENTICATION_BACKENDS = ["dashboard.throttle.ThrottledModelBackend"]
+# Proxies (addresses or networks) whose X-Forwarded-For is believed for the sign-in throttle's
+# client address; nobody's by default, so a client cannot pick its own address.
+TRUSTED_PROXIES = [p.strip() for p in env_str("DJANGO_TRUSTED_PROXIES", "").split(",") if p.strip()]
 
 
 def private_sqlite_files(database: dict) -> None:

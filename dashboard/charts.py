@@ -17,19 +17,26 @@ from django.utils.safestring import SafeString, mark_safe
 
 from pipeline.analytics import week_label
 from pipeline.config import PIPELINE_NAME
-from pipeline.models import Proposal
+from pipeline.models import Action, Proposal, ProposalStatus
 
-ACTION_COLOURS = {"add": "#0f9d58", "update": "#2563eb", "delete": "#c62828", "none": "#9ca3af"}
-OUTCOME_COLOURS = {
-    "applied": "#0f9d58",
-    "pending": "#7c3aed",
-    "rejected": "#c62828",
-    "skipped": "#f59e0b",
-    "deduped": "#06b6d4",
-    "recorded": "#9ca3af",
-    "stale": "#78716c",
-    "cancelled": "#d1d5db",
+ACTION_COLOURS = {
+    Action.ADD: "#0f9d58",
+    Action.UPDATE: "#2563eb",
+    Action.DELETE: "#c62828",
+    Action.NONE: "#9ca3af",
 }
+OUTCOME_COLOURS = {
+    ProposalStatus.APPLIED: "#0f9d58",
+    ProposalStatus.PENDING: "#7c3aed",
+    ProposalStatus.REJECTED: "#c62828",
+    ProposalStatus.SKIPPED: "#f59e0b",
+    ProposalStatus.DEDUPED: "#06b6d4",
+    ProposalStatus.RECORDED: "#9ca3af",
+    ProposalStatus.STALE: "#78716c",
+    ProposalStatus.CANCELLED: "#d1d5db",
+}
+# A human decision counted as approved (the change was applied or already stored) or rejected.
+HUMAN_DECIDED = {ProposalStatus.APPLIED, ProposalStatus.DEDUPED, ProposalStatus.REJECTED}
 HISTOGRAM_COLOUR = "#6366f1"
 WIDTH = 640
 
@@ -208,11 +215,11 @@ def approval_rates() -> list[dict]:
     rows = Proposal.objects.filter(decided_by__isnull=False).exclude(decided_by=PIPELINE_NAME)
     counts: dict = defaultdict(lambda: {"approved": 0, "rejected": 0})
     for row in rows.values("action", "status").annotate(n=Count("id")):
-        bucket = "rejected" if row["status"] == "rejected" else "approved"
-        if row["status"] in {"applied", "deduped", "rejected"}:
+        bucket = "rejected" if row["status"] == ProposalStatus.REJECTED else "approved"
+        if row["status"] in HUMAN_DECIDED:
             counts[row["action"]][bucket] += row["n"]
     result = []
-    for action in ("add", "update", "delete"):
+    for action in (Action.ADD, Action.UPDATE, Action.DELETE):
         approved, rejected = counts[action]["approved"], counts[action]["rejected"]
         total = approved + rejected
         result.append(

@@ -7,7 +7,7 @@ from typing import Any
 from django import forms
 
 from memory.models import JobStatus
-from pipeline.config import FIELDS, ConfigError, flatten, preview
+from pipeline.config import FIELDS, ConfigError, Mode, flatten, preview
 
 
 class JobFilterForm(forms.Form):
@@ -32,7 +32,7 @@ def flat_config(config: dict[str, Any]) -> dict[str, Any]:
 def risky_switches(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     """What in a change needs an explicit confirmation (DESIGN §5: full, disabled, frozen)."""
     risky = []
-    if after["mode"] == "full" and before["mode"] != "full":
+    if after["mode"] == Mode.FULL and before["mode"] != Mode.FULL:
         risky.append("switch to full mode (UPDATE and DELETE applied without review)")
     if before["enabled"] and not after["enabled"]:
         risky.append("disable the pipeline (no job is processed)")

@@ -1,16 +1,21 @@
-"""Forms of the review queue, the bulk action and the per-proposal decision."""
+"""Forms of the review queue, the bulk action and the per-proposal decision. The queue's rules
+are Proposal.objects.queue(); the forms only read what the reviewer asked for."""
 
 from __future__ import annotations
 
 from django import forms
+from django.db.models import QuerySet
+from django.http import QueryDict
 
+from pipeline import safety
 from pipeline.models import Action, Proposal, ProposalStatus
+from pipeline.review import Decision
 
 STATUS_CHOICES = [
-    ("pending", "Pending"),
-    ("skipped", "Skipped (low confidence)"),
-    ("stale", "Stale"),
-    ("suppressed", "Suppressed (rejected before)"),
+    (ProposalStatus.PENDING, "Pending"),
+    (ProposalStatus.SKIPPED, "Skipped (low confidence)"),
+    (ProposalStatus.STALE, "Stale"),
+    (ProposalStatus.SUPPRESSED, "Suppressed (rejected before)"),
 ]
 SORT_CHOICES = [
     ("risk", "Risk: DELETE, UPDATE, ADD"),
@@ -32,10 +37,7 @@ FLAG_CHOICES = [
     ("", "Any"),
     ("unsupported", "Unsupported by source"),
     ("safety", "Any safety finding"),
-    ("secret", "Secret"),
-    ("pii", "Personal data"),
-    ("hidden", "Hidden characters"),
-    ("injection", "Prompt injection"),
+    *((name, kind.words[:1].upper() + kind.words[1:]) for name, kind in safety.KINDS.items()),
 ]
 
 
@@ -68,19 +70,26 @@ class QueueFilterForm(forms.Form):
             self.add_error("conf_max", "Must be at least the lower bound.")
         return data
 
+    def filters(self) -> dict:
+        """The valid fields as Proposal.objects.queue() arguments (an invalid field is left out)."""
+        self.is_valid()
+        f = getattr(self, "cleaned_data", {})
+        review_needed = f.get("review_needed")
+        return {
+            **{name: f.get(name) for name in ("status", "action", "conf_min", "conf_max", "age")},
+            **{name: f.get(name) for name in ("agent", "model", "source", "flag", "sort")},
+            "review_needed": review_needed == "yes" if review_needed in {"yes", "no"} else None,
+        }
 
-DECISIONS = [
-    ("approve", "Approve"),
-    ("reject", "Reject"),
-    ("keep_both", "Keep both"),
-    ("delete_old", "Delete the old one"),
-    ("merge", "Merge"),
-    ("redecide", "Apply to the current version"),
-]
+
+def queue_for(data: QueryDict | None) -> tuple[QueueFilterForm, QuerySet[Proposal]]:
+    """The filter form for a request's data and the queue it selects, in its order."""
+    form = QueueFilterForm(data or None)
+    return form, Proposal.objects.queue(**form.filters())
 
 
 class DecideForm(forms.Form):
-    decision = forms.ChoiceField(choices=DECISIONS)
+    decision = forms.ChoiceField(choices=Decision.choices)
     content = forms.CharField(required=False, widget=forms.Textarea, max_length=100_000)
     reason = forms.CharField(required=False, max_length=2000)
     confirm_secret = forms.BooleanField(required=False)
@@ -90,21 +99,35 @@ class DecideForm(forms.Form):
     def clean(self):
         data = super().clean()
         decision = data.get("decision")
-        if decision == "reject" and not (data.get("reason") or "").strip():
+        if decision == Decision.REJECT and not (data.get("reason") or "").strip():
             self.add_error(
                 "reason", "Say why you reject it: the reason is kept in the audit trail."
             )
-        if decision == "merge" and not (data.get("content") or "").strip():
+        if decision == Decision.MERGE and not (data.get("content") or "").strip():
             self.add_error("content", "Write the merged text.")
         return data
 
 
+class IdsField(forms.CharField):
+    """Every `ids` value posted, as one space-separated string: a ticked checkbox sends one
+    `ids=<id>` each (a CharField would keep only the last), the confirm form one joined list."""
+
+    widget = forms.MultipleHiddenInput
+
+    def to_python(self, value):
+        if isinstance(value, (list, tuple)):
+            value = " ".join(str(part) for part in value)
+        return super().to_python(value)
+
+
 class BulkForm(forms.Form):
-    decision = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject")])
+    decision = forms.ChoiceField(
+        choices=[(Decision.APPROVE, "Approve"), (Decision.REJECT, "Reject")]
+    )
     scope = forms.ChoiceField(
         choices=[("selected", "Selected rows"), ("all", "All matching the filter")]
     )
-    ids = forms.CharField(required=False)
+    ids = IdsField(required=False)
     reason = forms.CharField(required=False, max_length=2000)
     step = forms.ChoiceField(choices=[("preview", "Preview"), ("apply", "Apply")])
     after = forms.CharField(required=False)
@@ -115,7 +138,7 @@ class BulkForm(forms.Form):
 
     def clean(self):
         data = super().clean()
-        if data.get("decision") == "reject" and not (data.get("reason") or "").strip():
+        if data.get("decision") == Decision.REJECT and not (data.get("reason") or "").strip():
             self.add_error("reason", "A bulk rejection needs a reason.")
         if data.get("scope") == "selected" and not self.id_list():
             self.add_error("ids", "Select at least one row, or choose all matching the filter.")

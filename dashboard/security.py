@@ -5,6 +5,9 @@ served by WhiteNoise before this runs): Content-Security-Policy, Permissions-Pol
 from __future__ import annotations
 
 from django.conf import settings
+from django.shortcuts import render
+
+from memory.backend import storage_full
 
 
 class SecurityHeadersMiddleware:
@@ -20,3 +23,21 @@ class SecurityHeadersMiddleware:
         if "Cache-Control" not in response.headers:
             response.headers["Cache-Control"] = "no-store"
         return response
+
+
+class StorageFullMiddleware:
+    """A page or htmx action that fails because the disk is full answers 507 with a message that
+    says so (nothing was saved), instead of a generic server error."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        if not storage_full(exception):
+            return None
+        if request.path.startswith("/api/"):
+            return None  # the API's own wrapper answers JSON
+        return render(request, "507.html", status=507)

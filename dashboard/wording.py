@@ -6,7 +6,8 @@ from __future__ import annotations
 from django.utils.text import capfirst
 
 from memory.writes import Refused
-from pipeline.models import Proposal, ProposalStatus
+from pipeline.config import FROZEN
+from pipeline.models import Action, Proposal, ProposalStatus
 
 
 def short_id(identifier: str | None) -> str:
@@ -40,7 +41,11 @@ WAITING = {
     "target_changed": "stale: the memory it changes was edited since the decision",
     "target_deleted": "stale: the memory it changes was deleted since the decision",
 }
+# What an approval did to the memory, by the action it applied.
+APPLIED_VERB = {Action.ADD: "added", Action.UPDATE: "updated", Action.DELETE: "deleted"}
 FROZEN_NOW = "held: the emergency brake is on, nobody can apply it until an admin lifts it"
+# An htmx request arrived without a session (dashboard.access.session_ended): nothing was done.
+SESSION_ENDED = "Your session ended — sign in again. Nothing was saved."
 
 
 def sentence(text: str) -> str:
@@ -54,18 +59,17 @@ def refusal(refused: Refused) -> str:
     if refused.code == "duplicate_content_hash" and refused.details.get("duplicateMemoryId"):
         text = f"{text[:-1]} (memory {short_id(refused.details['duplicateMemoryId'])})."
     step = NEXT_STEPS.get(refused.code)
-    if refused.code == "already_decided" and refused.details.get("currentStatus") == "stale":
+    if (
+        refused.code == "already_decided"
+        and refused.details.get("currentStatus") == ProposalStatus.STALE
+    ):
         step = None  # the message already says: compare and re-decide
     return f"{text} {step}" if step else text
 
 
 def waiting(proposal: Proposal, banner_key: str | None = None) -> str:
     """Why a proposal waits, as it is now: the brake overrides what was recorded at the time."""
-    if banner_key == "frozen" and proposal.status in {
-        ProposalStatus.PENDING,
-        ProposalStatus.SKIPPED,
-        ProposalStatus.STALE,
-    }:
+    if banner_key == FROZEN and proposal.is_open:
         return FROZEN_NOW
     reason = proposal.blocked_reason
     return WAITING.get(reason, f"waiting: {reason}") if reason else ""
@@ -73,9 +77,9 @@ def waiting(proposal: Proposal, banner_key: str | None = None) -> str:
 
 def outcome(proposal: Proposal, reviewer: str) -> str:
     """The row note after a reviewer decision, saying what happened to which memory."""
-    kept_both = proposal.action == "add" and proposal.target_memory_id is not None
+    kept_both = proposal.action == Action.ADD and proposal.target_memory_id is not None
     if proposal.status == ProposalStatus.APPLIED:
-        if proposal.action == "delete" and proposal.deduped_existing_id:
+        if proposal.action == Action.DELETE and proposal.deduped_existing_id:
             holder = (
                 "its raw memory"
                 if proposal.deduped_existing_id == proposal.source_memory_id
@@ -87,7 +91,7 @@ def outcome(proposal: Proposal, reviewer: str) -> str:
             )
         if kept_both:
             return f"Approved by {reviewer}: kept both. The new fact is a memory of its own."
-        verb = {"add": "added", "update": "updated", "delete": "deleted"}[proposal.action]
+        verb = APPLIED_VERB[proposal.action]
         return f"Approved by {reviewer}: memory {verb}."
     if proposal.status == ProposalStatus.DEDUPED:
         where = (

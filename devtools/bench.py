@@ -26,6 +26,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from memory import backend
+
 SEED = 42
 AGENT = "default"
 GROW_CHUNK = 100_000  # memories per bulk-load transaction (the default sizes fit in one)
@@ -304,7 +306,7 @@ BUDGETS = {
 
 
 def on_postgres() -> bool:
-    return connection.vendor == "postgresql"
+    return backend.is_postgres()
 
 
 def vacuum_like_autovacuum() -> None:
@@ -602,7 +604,7 @@ class Bench:
                 for e in embeddings:
                     e.id = ids[e.content_hash]
             if on_postgres():
-                from memory import vectors_postgres
+                from memory.vectors import postgres as vectors_postgres
 
                 vectors_postgres.bulk_index(
                     (e.id, np.frombuffer(e.vector, dtype=np.float32)) for e in embeddings
@@ -717,7 +719,8 @@ class Bench:
         """What the keyword leg's rarest-terms shortcut keeps, against the same search with every
         term ranked by the index (the exhaustive keyword leg): the share of the hybrid top 5, and
         of the keyword leg's own top 10 (the vector leg hides most misses of the second)."""
-        from memory import bm25, keyword
+        from memory import keyword
+        from memory.keyword import bm25
         from memory.search import hybrid_search
 
         def top(text, vector):
@@ -1338,7 +1341,7 @@ class Bench:
                 for line in plan:
                     self.report.notes.append(f"             plan: {line}")
         return {
-            "engine": connection.vendor,
+            "engine": "postgresql" if on_postgres() else "sqlite",
             "remember": self.results["remember"],
             "search": self.results["search"],
             "job_overhead": self.results["job_overhead"],

@@ -15,12 +15,20 @@ rows are written in place or appended (the row count is published after the rows
 position after that), and the file is rewritten beside and renamed over when it is full, mostly
 dead, or when the log was pruned past it; the old file is marked superseded so readers re-map.
 An in-memory database (the tests) gets an anonymous mapping of the same layout in its process.
+
+A mapped file that shrinks under a reader would kill the process with SIGBUS, so the file's blocks
+are allocated for real before anything is written to them (a full disk fails the allocation, not a
+later write), and its size and header are checked before every use. A file that is short, has an
+impossible header or holds rows that disagree with the stored vectors at the exact re-rank is
+rebuilt from the database; when no file can be written, `MatrixUnavailable` tells the caller to
+search exactly instead (memory.vectors falls back to the sqlite-vec scan, flagged degraded).
 """
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import logging
 import mmap
 import os
 import struct
@@ -31,8 +39,11 @@ from pathlib import Path
 import numpy as np
 from django.conf import settings
 from django.db import connection
+from django.utils import timezone
 
 from memory.threads import process_pool
+
+log = logging.getLogger(__name__)
 
 CHUNK = 500
 POOL = 512  # rows scored in int8 after the hamming scan
@@ -46,6 +57,33 @@ _HEADER_SIZE = 4096
 _HEADER = struct.Struct("<8sIIQQqQQB")
 _COUNT_AT, _SEQ_AT = 24, 32
 _SUPERSEDED_AT = _HEADER.size - 1
+
+
+class MatrixDamaged(RuntimeError):
+    """The mapped file does not hold what its header and the stored vectors say."""
+
+
+class MatrixUnavailable(RuntimeError):
+    """No usable matrix can be had now (the disk is full, say): search exactly instead."""
+
+
+# What this process last met, for health (the log says it too); a good rebuild ends "unavailable".
+STATE: dict = {"lastDamage": None, "damagedAt": None, "rebuilds": 0, "unavailable": None}
+
+
+def _note_damage(reason: str) -> None:
+    STATE.update(
+        lastDamage=reason, damagedAt=timezone.now().isoformat(), rebuilds=STATE["rebuilds"] + 1
+    )
+    log.error("the shared vector matrix is damaged (%s): rebuilding it from the database", reason)
+
+
+def _allocate(fd: int, size: int) -> None:
+    """Reserve the file's blocks now: a write into a sparse page on a full disk is a SIGBUS."""
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as exc:
+        raise MatrixUnavailable(f"no room for the vector matrix file ({exc.strerror})") from exc
 
 
 def _align(offset: int) -> int:
@@ -70,15 +108,26 @@ class _Mapping:
     """One mapping of a matrix (a file or anonymous memory) with numpy views of its arrays."""
 
     def __init__(
-        self, buffer: mmap.mmap, *, writable: bool, path: Path | None = None, inode: int = 0
+        self,
+        buffer: mmap.mmap,
+        *,
+        writable: bool,
+        path: Path | None = None,
+        inode: int = 0,
+        handle=None,
     ):
         self.buffer, self.writable, self.path, self.inode = buffer, writable, path, inode
-        magic, dims, words, capacity, _, _, ino, dev, _ = _HEADER.unpack_from(buffer, 0)
+        self.handle = handle  # kept open: its size is checked before every read of the mapping
+        if len(buffer) < _HEADER_SIZE:
+            raise ValueError("vector matrix file is shorter than its header")
+        magic, dims, words, capacity, count, _, ino, dev, _ = _HEADER.unpack_from(buffer, 0)
         if magic != _MAGIC:
             raise ValueError("not a vector matrix file")
         self.layout = _Layout(dims, capacity)
         if self.layout.words != words or len(buffer) < self.layout.size:
             raise ValueError("vector matrix file is truncated or of another format")
+        if count > capacity:
+            raise ValueError(f"vector matrix header counts {count} rows in room for {capacity}")
         self.database = (ino, dev)
         model_bytes = bytes(buffer[_HEADER.size : _HEADER.size + 256]).rstrip(b"\0")
         self.model = model_bytes.decode("utf-8", "replace")
@@ -102,7 +151,14 @@ class _Mapping:
         else:
             # Owner-only, like the database: vectors say what the memories say.
             with os.fdopen(os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600), "w+b") as f:
-                f.truncate(layout.size)
+                try:
+                    f.truncate(layout.size)
+                    _allocate(f.fileno(), layout.size)
+                except (OSError, MatrixUnavailable) as exc:
+                    path.unlink(missing_ok=True)
+                    if isinstance(exc, MatrixUnavailable):
+                        raise
+                    raise MatrixUnavailable(f"no room for the vector matrix file ({exc})") from exc
                 buffer = mmap.mmap(f.fileno(), layout.size)
         _HEADER.pack_into(buffer, 0, _MAGIC, dims, layout.words, capacity, 0, -1, *database, 0)
         buffer[_HEADER.size : _HEADER.size + 256] = model.encode("utf-8")[:256].ljust(256, b"\0")
@@ -110,14 +166,51 @@ class _Mapping:
 
     @classmethod
     def open(cls, path: Path, *, writable: bool) -> _Mapping | None:
+        """The file mapped, or None when it is missing, short or not a matrix (it is rebuilt)."""
+        handle = buffer = None
         try:
-            with open(path, "r+b" if writable else "rb") as handle:
-                access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
-                buffer = mmap.mmap(handle.fileno(), 0, access=access)
-                inode = os.fstat(handle.fileno()).st_ino
-            return cls(buffer, writable=writable, path=path, inode=inode)
-        except (OSError, ValueError):
+            handle = open(path, "r+b" if writable else "rb")  # noqa: SIM115 (kept by the mapping)
+            if os.fstat(handle.fileno()).st_size < _HEADER_SIZE:
+                raise ValueError("vector matrix file is shorter than its header")
+            access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
+            buffer = mmap.mmap(handle.fileno(), 0, access=access)
+            inode = os.fstat(handle.fileno()).st_ino
+            mapping = cls(buffer, writable=writable, path=path, inode=inode, handle=handle)
+            if writable and inode not in _ALLOCATED:
+                # A file written before blocks were reserved may still be sparse.
+                _allocate(handle.fileno(), mapping.layout.size)
+                _ALLOCATED.add(inode)
+            return mapping
+        except (OSError, ValueError, MatrixUnavailable) as exc:
+            if not isinstance(exc, FileNotFoundError):
+                log.warning("vector matrix file %s not used: %s", path, exc)
+            if buffer is not None:
+                buffer.close()
+            if handle is not None:
+                handle.close()
             return None
+
+    def check(self) -> None:
+        """Raise MatrixDamaged unless the file still holds all of the mapping with a sane header.
+
+        The size comes from the open file (no page of the mapping is touched before it passes)."""
+        if self.handle is not None:
+            try:
+                size = os.fstat(self.handle.fileno()).st_size
+            except OSError as exc:
+                raise MatrixDamaged(f"the file cannot be checked: {exc}") from exc
+            if size < self.layout.size:
+                raise MatrixDamaged(f"the file shrank to {size} of {self.layout.size} bytes")
+        magic, dims, words, capacity = _HEADER.unpack_from(self.buffer, 0)[:4]
+        if (magic, dims, words, capacity) != (
+            _MAGIC,
+            self.layout.dims,
+            self.layout.words,
+            self.layout.capacity,
+        ):
+            raise MatrixDamaged("the header no longer describes the mapped layout")
+        if self.count > capacity:
+            raise MatrixDamaged(f"the header counts {self.count} rows in room for {capacity}")
 
     # The header fields other processes change: read them from the shared page every time.
     @property
@@ -146,6 +239,9 @@ class _Mapping:
             self.buffer.close()
         except BufferError:
             pass  # a caller still holds a view; the mapping goes with it
+        if self.handle is not None:
+            self.handle.close()
+            self.handle = None
 
     # -- writing rows (writable mappings only) ---------------------------------------------------
     def put(self, rows: np.ndarray, ids: np.ndarray, vectors: np.ndarray) -> None:
@@ -156,6 +252,9 @@ class _Mapping:
         self.codes[rows] = codes
         self.bits[:, rows] = bits.T
         self.alive[rows] = 1
+
+
+_ALLOCATED: set[int] = set()  # inodes whose blocks this process has reserved
 
 
 def unit_rows(vectors: np.ndarray) -> np.ndarray:
@@ -263,6 +362,13 @@ class MatrixIndex:
             cursor.execute("SELECT MAX(seq) FROM embedding_changes")
             high = cursor.fetchone()[0] or 0
             current = self.mapping
+            if current is not None:
+                try:
+                    current.check()  # before any page of it is read
+                except MatrixDamaged as exc:
+                    _note_damage(str(exc))
+                    self._drop()
+                    current = None
             if current is not None and not current.superseded and current.seq == high:
                 return
             path = self.path_for(model, dims)
@@ -289,6 +395,27 @@ class MatrixIndex:
                     pass
             self._drop()
             self.mapping = _Mapping.open(path, writable=False)
+            if self.mapping is None:
+                raise MatrixUnavailable("the vector matrix file could not be mapped")
+
+    def rebuild(self, model: str, dims: int) -> None:
+        """A new file from the stored vectors, whatever the old one holds (damage found)."""
+        with self.lock:
+            self._drop()
+            self.model, self.dims = model, dims
+            self.database = str(connection.settings_dict["NAME"])
+            path = self.path_for(model, dims)
+            with connection.cursor() as cursor:
+                if path is None:
+                    self.mapping = self._full_load(cursor, None, model, dims)
+                    return
+                path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                with self._exclusive(path):
+                    self._full_load(cursor, path, model, dims).close()
+            self.mapping = _Mapping.open(path, writable=False)
+            if self.mapping is None:
+                raise MatrixUnavailable("the rebuilt vector matrix file could not be mapped")
+        STATE["unavailable"] = None
 
     def _belongs(self, mapping: _Mapping, model: str, dims: int, name: str) -> bool:
         return (
@@ -446,23 +573,87 @@ class MatrixIndex:
         )
         expected = int(cursor.fetchone()[0])
         fresh = self._new_file(path, model, dims, max(1024, int(expected * 1.25) + 16))
-        cursor.execute(
-            "SELECT id, vector FROM embeddings WHERE model = %s AND dimensions = %s", [model, dims]
-        )
-        count = 0
-        while rows := cursor.fetchmany(5000):
-            ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
-            vectors = unit_rows(np.vstack([np.frombuffer(bytes(r[1]), np.float32) for r in rows]))
-            if count + len(rows) > fresh.layout.capacity:  # rows arrived since the count
-                fresh = self._grown(fresh, path, count, int((count + len(rows)) * 1.5))
-            fresh.put(np.arange(count, count + len(rows)), ids, vectors)
-            count += len(rows)
+        fresh, count = self._load_rows(cursor, fresh, path, model, dims)
         fresh.publish(count=count, seq=seq)
         old = _Mapping.open(path, writable=True) if path is not None and path.exists() else None
         installed = self._install(fresh, path, old)
         if old is not None:
             old.close()
         return installed
+
+    def _load_rows(self, cursor, fresh: _Mapping, path, model, dims) -> tuple[_Mapping, int]:
+        """Every stored vector of the model into `fresh` (a bigger copy when rows arrive while it
+        loads): (the mapping, its row count). A partial file (the disk filled) is removed."""
+        cursor.execute(
+            "SELECT id, vector FROM embeddings WHERE model = %s AND dimensions = %s", [model, dims]
+        )
+        count = 0
+        try:
+            while rows := cursor.fetchmany(5000):
+                ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+                blobs = [np.frombuffer(bytes(r[1]), np.float32) for r in rows]
+                if count + len(rows) > fresh.layout.capacity:  # rows arrived since the count
+                    fresh = self._grown(fresh, path, count, int((count + len(rows)) * 1.5))
+                fresh.put(np.arange(count, count + len(rows)), ids, unit_rows(np.vstack(blobs)))
+                count += len(rows)
+        except BaseException:
+            if fresh.path is not None:
+                fresh.path.unlink(missing_ok=True)
+            fresh.close()
+            raise
+        return fresh, count
+
+    # -- checking the whole file ----------------------------------------------------------------
+    def verify(self, model: str, dims: int) -> str | None:
+        """Compare every row of the mapped file with the stored vectors (the maintenance sweep
+        calls it): the damage found, after rebuilding the file, or None when it is sound."""
+        with self.lock:
+            self.refresh(model, dims)
+            mapping = self.mapping
+            if mapping is None:
+                return None
+            seq, count = mapping.seq, mapping.count
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT DISTINCT embedding_id FROM embedding_changes WHERE seq > %s", [seq]
+            )
+            moving = {row[0] for row in cursor.fetchall()}  # changed since: not judged now
+            damage = self._compare(cursor, mapping, count, moving, model, dims)
+        if damage is None:
+            return None
+        _note_damage(damage)
+        self.rebuild(model, dims)
+        return damage
+
+    def _compare(self, cursor, mapping, count, moving, model, dims) -> str | None:
+        """What differs between the file's live rows and the stored vectors (None: nothing)."""
+        alive = mapping.alive[:count].astype(bool)
+        live = {int(i) for i in mapping.ids[:count][alive]} - moving
+        cursor.execute(
+            "SELECT id, vector FROM embeddings WHERE model = %s AND dimensions = %s", [model, dims]
+        )
+        stored, wrong = set(), 0
+        while rows := cursor.fetchmany(5000):
+            rows = [row for row in rows if row[0] not in moving]
+            stored.update(row[0] for row in rows)
+            rows = [row for row in rows if row[0] in live]
+            if not rows:
+                continue
+            ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+            where = self._rows_of(mapping, ids)
+            at = np.asarray([where[int(eid)] for eid in ids])
+            blobs = [np.frombuffer(bytes(row[1]), np.float32) for row in rows]
+            bits, _, codes = quantise(unit_rows(np.vstack(blobs)))
+            differs = (bits != mapping.bits[:, at].T).any(axis=1)
+            differs |= (codes != mapping.codes[at]).any(axis=1)
+            wrong += int(differs.sum())
+        unstored, unlisted = len(live - stored), len(stored - live)
+        if wrong or unstored or unlisted:
+            return (
+                f"{wrong} row(s) disagree with the stored vectors, {unstored} live row(s) have no "
+                f"stored vector, {unlisted} stored vector(s) have no live row"
+            )
+        return None
 
     # -- querying ------------------------------------------------------------------------------------
     def catch_up(self, model: str) -> None:
@@ -477,8 +668,22 @@ class MatrixIndex:
         return self.nearest_many(np.asarray(query)[None, :], model=model, k=k)[0]
 
     def nearest_many(self, queries: np.ndarray, *, model: str, k: int) -> list[list]:
-        """`nearest` for each row of `queries`, in one pass over the matrix."""
+        """`nearest` for each row of `queries`, in one pass over the matrix. A damaged file is
+        rebuilt from the database and the search run again; MatrixUnavailable when that fails."""
         queries = np.asarray(queries, dtype=np.float32)
+        dims = int(queries.shape[1])
+        try:
+            return self._search(queries, model, k)
+        except MatrixDamaged as exc:
+            _note_damage(str(exc))
+        try:
+            self.rebuild(model, dims)
+            return self._search(queries, model, k)
+        except (MatrixDamaged, OSError) as exc:
+            STATE["unavailable"] = str(exc)
+            raise MatrixUnavailable(f"the vector matrix could not be rebuilt: {exc}") from exc
+
+    def _search(self, queries: np.ndarray, model: str, k: int) -> list[list]:
         with self.lock:
             self.refresh(model, int(queries.shape[1]))
             mapping = self.mapping
@@ -496,7 +701,8 @@ class MatrixIndex:
                 )
                 for i, unit in enumerate(units)
             ]
-        return self._exact(candidates, units, model, k)
+            seq = mapping.seq
+        return self._exact(candidates, units, model, k, seq)
 
     @staticmethod
     def _hamming(mapping: _Mapping, count: int, units: np.ndarray) -> np.ndarray:
@@ -522,8 +728,9 @@ class MatrixIndex:
             future.result()
         return distance
 
-    def _candidates(self, mapping: _Mapping, alive, unit, distance, k) -> np.ndarray:
-        """Embedding ids of the rows most likely to hold the exact top k (hamming, then int8)."""
+    def _candidates(self, mapping: _Mapping, alive, unit, distance, k):
+        """(embedding ids, their sign bits) of the rows most likely to hold the exact top k
+        (hamming, then int8)."""
         if distance is not None:
             # Never fewer candidates than asked for: a caller widening k must get k rows.
             pool = _select_nearest(distance, max(POOL, 2 * k))
@@ -534,15 +741,18 @@ class MatrixIndex:
         if rerank < len(pool):
             approx = (mapping.codes[pool].astype(np.float32) @ unit) * mapping.scale[pool]
             pool = pool[np.argpartition(-approx, rerank - 1)[:rerank]]
-        return mapping.ids[pool].copy()
+        # The rows' sign bits go along, to be checked against the stored vectors at the re-rank.
+        return mapping.ids[pool].copy(), mapping.bits[:, pool].T.copy()
 
-    def _exact(self, candidates, units, model, k) -> list[list[tuple[int, float]]]:
+    def _exact(self, candidates, units, model, k, seq) -> list[list[tuple[int, float]]]:
         """Exact cosine of each query's candidates from the stored float32 vectors; top k."""
-        wanted = np.unique(np.concatenate(candidates)) if candidates else np.zeros(0)
+        ids_of = [ids for ids, _ in candidates]
+        wanted = np.unique(np.concatenate(ids_of)) if ids_of else np.zeros(0)
         found_ids, found_vectors = self._fetch_for_rerank(wanted, model, units.shape[1])
         position = {int(eid): i for i, eid in enumerate(found_ids)}
+        self._verify_candidates(candidates, position, found_vectors, seq)
         results = []
-        for ids, unit in zip(candidates, units, strict=True):
+        for ids, unit in zip(ids_of, units, strict=True):
             rows = [position[int(eid)] for eid in ids if int(eid) in position]
             if not rows:
                 results.append([])
@@ -553,6 +763,30 @@ class MatrixIndex:
             order = np.lexsort((own_ids, -scores))[:k]
             results.append([(int(own_ids[i]), float(1.0 - scores[i])) for i in order])
         return results
+
+    def _verify_candidates(self, candidates, position, found_vectors, seq) -> None:
+        """Raise MatrixDamaged when a candidate row's sign bits are not those of its stored vector
+        (or it names no stored vector of this model) and no change since the mapping explains it."""
+        suspect = []
+        for ids, bits in candidates:
+            present = [i for i, eid in enumerate(ids) if int(eid) in position]
+            if len(present) < len(ids):
+                suspect += [int(eid) for eid in ids if int(eid) not in position]
+            if present:
+                stored = quantise(found_vectors[[position[int(ids[i])] for i in present]])[0]
+                wrong = np.flatnonzero((stored != bits[present]).any(axis=1))
+                suspect += [int(ids[present[i]]) for i in wrong]
+        if not suspect:
+            return
+        with connection.cursor() as cursor:
+            marks = ",".join(["%s"] * len(suspect))
+            cursor.execute(
+                f"SELECT COUNT(*) FROM embedding_changes WHERE seq > %s AND embedding_id IN ({marks})",
+                [seq, *suspect],
+            )
+            if cursor.fetchone()[0]:
+                return  # changed since this mapping was read: the next search catches up
+        raise MatrixDamaged(f"{len(suspect)} row(s) disagree with the stored vectors")
 
     def _fetch_for_rerank(self, wanted, model, dims):
         with connection.cursor() as cursor:

@@ -1,9 +1,11 @@
 """Pipeline configuration: who the pipeline is, the singleton row, the effective mode, the write
-policy of each mode, and validation of changes (saved by pipeline.writes.config)."""
+policy of each mode, and validation of changes (saved by pipeline.writes.config; the interfaces
+save one through pipeline.review.update_config)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from memory.models import DERIVED_SOURCE_TYPE, ActorType, RowRead
@@ -15,7 +17,17 @@ PIPELINE_NAME = DERIVED_SOURCE_TYPE
 PIPELINE_ACTOR = Actor(PIPELINE_NAME, ActorType.PIPELINE)
 SHADOW_ACTOR = Actor("pipeline-shadow", ActorType.PIPELINE)
 
-MODES = ("disabled", "shadow", "controlled-write", "full")
+
+class Mode(StrEnum):
+    """The effective modes of DESIGN section 5 (a StrEnum: each equals its plain word)."""
+
+    DISABLED = "disabled"
+    SHADOW = "shadow"
+    CONTROLLED_WRITE = "controlled-write"
+    FULL = "full"
+
+
+MODES = tuple(Mode)
 
 
 def effective_mode(
@@ -23,10 +35,10 @@ def effective_mode(
 ) -> str:
     """The one place flags become a mode. autonomous.* only governs maintenance, never writes."""
     if not enabled:
-        return "disabled"
+        return Mode.DISABLED
     if shadow_mode or mutations_frozen:
-        return "shadow"
-    return "full" if allow_update_delete else "controlled-write"
+        return Mode.SHADOW
+    return Mode.FULL if allow_update_delete else Mode.CONTROLLED_WRITE
 
 
 def mode_of(config: PipelineConfig) -> str:
@@ -43,43 +55,55 @@ def mode_of(config: PipelineConfig) -> str:
 FROZEN = "frozen"  # the emergency brake: its own row of the policy (and banner), not a mode
 
 
+class Outcome(StrEnum):
+    """What a mode does with one proposed action (Handling.outcome). `applied` goes through the
+    gates: duplicates, confidence, safety, contradictions and pinned targets can still hold it."""
+
+    APPLIED = "applied"
+    REVIEW = "review"  # pending, with `blocked_reason`
+    HELD = "held"  # pending, and no reviewer can apply it either
+    RECORDED = "recorded"  # kept as a decision
+    WAITS = "waits"  # no job runs
+
+
 @dataclass(frozen=True)
 class Handling:
-    """What a mode does with one proposed action.
+    """What a mode does with one proposed action: an Outcome and, when it waits for a reviewer,
+    the blocked reason the proposal carries."""
 
-    outcome: `applied` (through the gates: duplicates, confidence, safety, contradictions and
-    pinned targets can still hold it), `review` (pending, with `blocked_reason`), `held` (pending,
-    and no reviewer can apply it either), `recorded` (kept as a decision) or `waits` (no job runs).
-    """
-
-    outcome: str
+    outcome: Outcome
     blocked_reason: str | None = None
 
 
 def _every_action(change: Handling) -> dict[str, Handling]:
-    return {"add": change, "update": change, "delete": change, "none": Handling("recorded")}
+    return {
+        Action.ADD: change,
+        Action.UPDATE: change,
+        Action.DELETE: change,
+        Action.NONE: Handling(Outcome.RECORDED),
+    }
 
 
-_DESTRUCTIVE_WAITS = Handling("review", "destructive_mutations_disabled")
+_DESTRUCTIVE_WAITS = Handling(Outcome.REVIEW, "destructive_mutations_disabled")
 
 # DESIGN section 5, read by the job's record write (its gates) and by the settings preview.
 WRITE_POLICY: dict[str, dict[str, Handling]] = {
-    "disabled": dict.fromkeys(Action.values, Handling("waits")),
-    "shadow": _every_action(Handling("review", "shadow_mode")),
-    FROZEN: _every_action(Handling("held", "mutations_frozen")),
-    "controlled-write": {
-        **_every_action(Handling("applied")),
-        "update": _DESTRUCTIVE_WAITS,
-        "delete": _DESTRUCTIVE_WAITS,
+    Mode.DISABLED: dict.fromkeys(Action, Handling(Outcome.WAITS)),
+    Mode.SHADOW: _every_action(Handling(Outcome.REVIEW, "shadow_mode")),
+    FROZEN: _every_action(Handling(Outcome.HELD, "mutations_frozen")),
+    Mode.CONTROLLED_WRITE: {
+        **_every_action(Handling(Outcome.APPLIED)),
+        Action.UPDATE: _DESTRUCTIVE_WAITS,
+        Action.DELETE: _DESTRUCTIVE_WAITS,
     },
-    "full": _every_action(Handling("applied")),
+    Mode.FULL: _every_action(Handling(Outcome.APPLIED)),
 }
 
 
 def policy_mode(mode: str, *, mutations_frozen: bool) -> str:
     """The WRITE_POLICY row of an effective mode: the brake is its own row, except while disabled
     (then nothing runs at all). The banner and the settings page show the same key."""
-    return FROZEN if mutations_frozen and mode != "disabled" else mode
+    return FROZEN if mutations_frozen and mode != Mode.DISABLED else mode
 
 
 def write_policy(policy: str, action: str) -> Handling:
@@ -88,7 +112,9 @@ def write_policy(policy: str, action: str) -> Handling:
 
 def applied_automatically(policy: str) -> set[str]:
     """The actions a mode applies without a reviewer (gates permitting)."""
-    return {action for action, how in WRITE_POLICY[policy].items() if how.outcome == "applied"}
+    return {
+        action for action, how in WRITE_POLICY[policy].items() if how.outcome == Outcome.APPLIED
+    }
 
 
 def get_config() -> PipelineConfig:

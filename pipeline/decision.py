@@ -18,7 +18,7 @@ from memory.search import hybrid_search_many, keyword_leg
 from memory.threads import process_pool
 from pipeline import contradiction, parsing
 from pipeline.llm import CallRecord, ChatClient
-from pipeline.models import Proposal
+from pipeline.models import DESTRUCTIVE, Action, Proposal, ProposalStatus
 from pipeline.parsing import Candidate, Fact
 
 CANDIDATE_LIMIT = 5
@@ -162,7 +162,9 @@ def decide(
 ) -> DecisionRun:
     if not candidates:
         return DecisionRun(
-            Decided(index, fact, "add", None, fact.confidence, NO_CANDIDATES_REASON, candidates),
+            Decided(
+                index, fact, Action.ADD, None, fact.confidence, NO_CANDIDATES_REASON, candidates
+            ),
             index=index,
         )
     similarities = {c.candidate.memory_id: c.score for c in candidates}
@@ -182,7 +184,7 @@ def decide(
         )
     target = next((c for c in candidates if c.candidate.memory_id == decision.target_id), None)
     flagged = None
-    if decision.action in {"update", "delete"} and target is not None:
+    if decision.action in DESTRUCTIVE and target is not None:
         flagged = contradiction.detect(fact.content, target.candidate.content)
     decided = Decided(
         index,
@@ -234,8 +236,8 @@ def decide_all(
 def recent_rejections(agent_id: str, limit: int = 5) -> list[dict]:
     """The agent's latest rejected proposals, shown to the model as counter-examples."""
     rows = (
-        Proposal.objects.filter(agent_id=agent_id, status="rejected")
-        .exclude(action="none")
+        Proposal.objects.filter(agent_id=agent_id, status=ProposalStatus.REJECTED)
+        .exclude(action=Action.NONE)
         .order_by("-decided_at")
         .values("action", "fact_content", "target_content", "review_note")[:limit]
     )

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.db import models
+from django.utils import timezone
 
 from memory.models import Job, Memory, new_id
+from pipeline import safety
 
 
 class PipelineConfig(models.Model):
@@ -71,11 +75,80 @@ class Action(models.TextChoices):
     NONE = "none"
 
 
-RISK_OF = {"delete": 0, "update": 1, "add": 2, "none": 3}
+RISK_OF = {Action.DELETE: 0, Action.UPDATE: 1, Action.ADD: 2, Action.NONE: 3}
+DESTRUCTIVE = frozenset({Action.UPDATE, Action.DELETE})
+
+# What a reviewer may still do with a proposal, by its status (DESIGN section 7): approve a pending
+# one or a skipped one (a human overrides the confidence gate), reject a pending or a stale one, and
+# re-decide a stale one. The reviewer writes, the dashboard and the API all read these.
+APPROVABLE = frozenset({ProposalStatus.PENDING, ProposalStatus.SKIPPED})
+REJECTABLE = frozenset({ProposalStatus.PENDING, ProposalStatus.STALE})
+OPEN = APPROVABLE | REJECTABLE  # a reviewer can still decide it
+
+# The review queue's orders; each ends with the id, a unique key, so a page can start right after
+# any row (dashboard/paging.py).
+QUEUE_ORDER = {
+    "risk": ("risk", "fact_confidence", "created_at", "id"),
+    "confidence": ("fact_confidence", "created_at", "id"),
+    "age": ("created_at", "id"),
+    "newest": ("-created_at", "-id"),
+}
+QUEUE_AGES = {"1h": timedelta(hours=1), "24h": timedelta(days=1), "7d": timedelta(days=7)}
+QUEUE_FLAGS = ("unsupported", "safety", *safety.KINDS)  # "safety": any finding
+
+
+def queue_order(sort: str | None) -> tuple[str, ...]:
+    """The order of the review queue for a sort name (risk when none is given)."""
+    return QUEUE_ORDER[sort or "risk"]
+
+
+class ProposalQuerySet(models.QuerySet):
+    def queue(
+        self,
+        *,
+        status: str | None = None,
+        action: str | None = None,
+        review_needed: bool | None = None,
+        conf_min: float | None = None,
+        conf_max: float | None = None,
+        agent: str | None = None,
+        model: str | None = None,
+        source: str | None = None,
+        age: str | None = None,
+        flag: str | None = None,
+        sort: str | None = None,
+    ) -> ProposalQuerySet:
+        """The review queue as a reviewer filtered it, in its order (queue_order(sort)): pending
+        unless another status is asked for; an empty or None filter filters nothing."""
+        query = self.filter(status=status or ProposalStatus.PENDING)
+        if action:
+            query = query.filter(action=action)
+        if review_needed is not None:
+            query = query.filter(review_needed=review_needed)
+        if conf_min is not None:
+            query = query.filter(fact_confidence__gte=conf_min)
+        if conf_max is not None:
+            query = query.filter(fact_confidence__lte=conf_max)
+        for value, column in ((agent, "agent_id"), (model, "model"), (source, "source_memory_id")):
+            if value:
+                query = query.filter(**{column: value.strip()})
+        if age in QUEUE_AGES:
+            query = query.filter(created_at__gte=timezone.now() - QUEUE_AGES[age])
+        elif age == "older":
+            query = query.filter(created_at__lt=timezone.now() - QUEUE_AGES["7d"])
+        if flag == "unsupported":
+            query = query.filter(supported=False)
+        elif flag == "safety":
+            query = query.exclude(safety_kinds="")
+        elif flag:
+            query = query.filter(safety_kinds__contains=flag)
+        return query.order_by(*queue_order(sort))
 
 
 class Proposal(models.Model):
     """One decision the pipeline made about one extracted fact."""
+
+    objects = ProposalQuerySet.as_manager()
 
     id = models.CharField(primary_key=True, max_length=36, default=new_id, editable=False)
     # No single-column index on job, source and target: the composite indexes in Meta lead with
@@ -167,7 +240,82 @@ class Proposal(models.Model):
 
     @property
     def is_destructive(self) -> bool:
-        return self.action in {Action.UPDATE, Action.DELETE}
+        return self.action in DESTRUCTIVE
+
+    # What a reviewer may do with it now: templates ask these, never the status words.
+
+    @property
+    def can_approve(self) -> bool:
+        return self.status in APPROVABLE
+
+    @property
+    def can_reject(self) -> bool:
+        return self.status in REJECTABLE
+
+    @property
+    def is_open(self) -> bool:
+        """A reviewer can still decide it: approve, reject or re-decide."""
+        return self.status in OPEN
+
+    @property
+    def is_pending(self) -> bool:
+        return self.status == ProposalStatus.PENDING
+
+    @property
+    def is_stale(self) -> bool:
+        """Its target changed since the decision: a reviewer re-decides on the current version."""
+        return self.status == ProposalStatus.STALE
+
+    @property
+    def can_revert(self) -> bool:
+        """Applied: it can be reverted (or, once reverted, the revert undone)."""
+        return self.status == ProposalStatus.APPLIED
+
+    @property
+    def can_reopen(self) -> bool:
+        """Rejected: the rejection can be undone."""
+        return self.status == ProposalStatus.REJECTED
+
+    @property
+    def can_unsuppress(self) -> bool:
+        return self.status == ProposalStatus.SUPPRESSED
+
+    @property
+    def needs_force(self) -> bool:
+        """It would change or delete a pinned memory: applied only with the reviewer's `force`."""
+        return (
+            self.is_destructive and self.target_memory_id is not None and self.target_memory.pinned
+        )
+
+    @property
+    def needs_confirmation(self) -> bool:
+        """Its fact holds a finding the dashboard asks to confirm before approving (a secret)."""
+        return safety.to_confirm(self.safety_kinds) is not None
+
+    def summary(self) -> dict:
+        """What was proposed and what became of it, in camelCase: the one proposal shape that the
+        job's result, its decision audit and the API's proposal JSON build on."""
+        return {
+            "id": self.id,
+            "action": self.action,
+            "status": self.status,
+            "fact": {
+                "content": self.fact_content,
+                "type": self.fact_type,
+                "confidence": self.fact_confidence,
+            },
+            "targetMemoryId": self.target_memory_id,
+            "targetContent": self.target_content,
+            "confidence": self.confidence,
+            "reason": self.reason,
+            "reviewNeeded": self.review_needed,
+            "blockedReason": self.blocked_reason,
+            "skippedReason": self.skipped_reason,
+            "createdMemoryId": self.created_memory_id,
+            "updatedMemoryId": self.updated_memory_id,
+            "deletedMemoryId": self.deleted_memory_id,
+            "dedupedExistingId": self.deduped_existing_id,
+        }
 
 
 class LlmCall(models.Model):
@@ -260,6 +408,19 @@ class TripleReview(models.Model):
     def __str__(self) -> str:
         return f"{self.source} -{self.relationship}-> {self.target}"
 
+    @property
+    def can_decide(self) -> bool:
+        """Pending: a reviewer can still approve or reject it."""
+        return self.status == TripleStatus.PENDING
+
+    @property
+    def is_approved(self) -> bool:
+        return self.status == TripleStatus.APPROVED
+
+    @property
+    def is_rejected(self) -> bool:
+        return self.status == TripleStatus.REJECTED
+
 
 class ReplayStatus(models.TextChoices):
     QUEUED = "queued"
@@ -308,3 +469,16 @@ class ReplayRun(models.Model):
     @property
     def finished(self) -> bool:
         return self.status in {ReplayStatus.DONE, ReplayStatus.FAILED}
+
+    @property
+    def is_queued(self) -> bool:
+        """No worker has picked it up yet."""
+        return self.status == ReplayStatus.QUEUED
+
+    @property
+    def is_done(self) -> bool:
+        return self.status == ReplayStatus.DONE
+
+    @property
+    def is_failed(self) -> bool:
+        return self.status == ReplayStatus.FAILED

@@ -23,14 +23,13 @@ from memory.content import normalize
 from pipeline import extraction, parsing
 from pipeline.decision import NO_CANDIDATES_REASON
 from pipeline.llm import CallRecord, ChatClient, ProviderError, get_chat_client
-from pipeline.models import LlmCall, Proposal, ReplayRun, ReplayStatus
+from pipeline.models import DESTRUCTIVE, Action, LlmCall, Proposal, ReplayRun, ReplayStatus
 from pipeline.parsing import Candidate, Fact
 from pipeline.writes import replay as writes
 
 log = logging.getLogger(__name__)
 
 SLICE_LIMIT = 25
-DESTRUCTIVE = ("update", "delete")
 
 
 @dataclass
@@ -229,7 +228,7 @@ def replay_proposal(
         # Like the pipeline: no candidates means ADD without asking any model.
         other = Answer(
             model=client.model,
-            action="add",
+            action=Action.ADD,
             confidence=fact.confidence,
             reason=NO_CANDIDATES_REASON,
             called=False,

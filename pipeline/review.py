@@ -1,41 +1,65 @@
-"""Reviewer entry points shared by the dashboard and the API: embed edited text before the write,
-the decisions in the reviewer's words, the bulk rules (never bulk-approve a secret, personal data
-only on purpose), undo and revert exactly as asked."""
+"""The one door from the interfaces (api/, dashboard/) to the pipeline's writes: reviewer
+decisions (embed edited text before the write, the decisions in the reviewer's words, the bulk
+rules of pipeline.safety.KINDS), undo and revert exactly as asked, suppressions, entity triples, a
+job's retry and a config change. Neither interface imports pipeline.writes."""
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
-from django.db.models import Count, QuerySet
+from django.db.models import Count, QuerySet, TextChoices
 
 from memory.content import normalize
+from memory.models import Job
 from memory.writes import Actor, Refused
+from pipeline import safety
 from pipeline.llm import embed_or_none
-from pipeline.models import Action, Proposal, ProposalStatus
+from pipeline.models import Action, Proposal, ProposalStatus, TripleReview
+from pipeline.writes import config as config_writes
+from pipeline.writes import jobs as job_writes
 from pipeline.writes import review as review_writes
+from pipeline.writes import triples as triple_writes
+from pipeline.writes.apply import target_refusal
 
-SECRET_LEFT_FOR_ONE_BY_ONE = "A proposal containing a secret was left for a one-by-one approval."
 PINNED_LEFT_FOR_ONE_BY_ONE = (
     "A proposal that would change or delete a pinned memory was left for a one-by-one approval."
 )
-PERSONAL_DATA_LEFT_OUT = (
-    "A proposal with personal data was left out: tick “include personal data” to approve it in "
-    "bulk, or approve it one by one."
-)
-# The reviewer's words for a decision -> (the action applied, the note when none is given).
+
+
+def left_for_one_by_one(kind: safety.Kind) -> str:
+    """Why bulk left a proposal out whose kind is never approved in bulk."""
+    return f"A proposal containing {kind.noun} was left for a one-by-one approval."
+
+
+def left_out(kind: safety.Kind) -> str:
+    """Why bulk left a proposal out whose kind needs the reviewer's opt-in."""
+    return (
+        f"A proposal with {kind.noun} was left out: tick “include {kind.words}” to approve it in "
+        "bulk, or approve it one by one."
+    )
+
+
+class Decision(TextChoices):
+    """A reviewer's decision on one proposal, in the reviewer's words."""
+
+    APPROVE = "approve", "Approve"
+    REJECT = "reject", "Reject"
+    KEEP_BOTH = "keep_both", "Keep both"
+    DELETE_OLD = "delete_old", "Delete the old one"
+    MERGE = "merge", "Merge"
+    REDECIDE = "redecide", "Apply to the current version"
+
+
+# A decision other than reject -> (the action applied, the note when none is given).
 DECISIONS: dict[str, tuple[str | None, str | None]] = {
-    "approve": (None, None),
-    "keep_both": ("add", "kept both"),
-    "delete_old": ("delete", "deleted the old memory"),
-    "merge": ("update", "merged"),
-    "redecide": (None, "re-decided on the current version"),
+    Decision.APPROVE: (None, None),
+    Decision.KEEP_BOTH: (Action.ADD, "kept both"),
+    Decision.DELETE_OLD: (Action.DELETE, "deleted the old memory"),
+    Decision.MERGE: (Action.UPDATE, "merged"),
+    Decision.REDECIDE: (None, "re-decided on the current version"),
 }
-# Safety kinds approved only on purpose: a secret after a confirmation and never in bulk; personal
-# data in bulk only when the reviewer opted in (one by one the reviewer sees it on the row).
-CONFIRM_ONE_BY_ONE = frozenset({"secret"})
-NEVER_IN_BULK = frozenset({"secret"})
-BULK_OPT_IN = frozenset({"pii"})
 
 
 @dataclass(frozen=True)
@@ -64,7 +88,7 @@ def approve(
     `force` confirms changing or deleting a pinned target."""
     proposal = Proposal.objects.filter(id=proposal_id).only("fact_content", "action").first()
     vector = None
-    if proposal is not None and (action or proposal.action) in {"add", "update"}:
+    if proposal is not None and (action or proposal.action) in {Action.ADD, Action.UPDATE}:
         vector = embed_or_none(
             normalize(content if content and content.strip() else proposal.fact_content).storage
         )
@@ -94,15 +118,22 @@ def decide(
     confirmed: bool = False,
     force: bool = False,
 ) -> Proposal:
-    """One decision in the reviewer's words (DECISIONS or "reject"). A fact with a secret is
-    approved only `confirmed`: otherwise Refused("confirm_secret") and nothing happens. Changing
-    or deleting a pinned memory needs `force`: otherwise Refused("pinned_requires_force")."""
-    if decision == "reject":
+    """One decision in the reviewer's words (a Decision), the dashboard's door. A fact with a
+    finding whose kind needs confirmation (a secret: safety.KINDS) is approved only `confirmed`:
+    otherwise Refused("confirm_secret") and nothing happens. The API approves through approve(),
+    which asks no confirmation (see safety.Kind). Changing or deleting a pinned memory needs
+    `force`: otherwise Refused("pinned_requires_force")."""
+    if decision == Decision.REJECT:
         return reject(proposal_id, reviewer, reason=reason)
     if decision not in DECISIONS:
         raise Refused("invalid_decision", f"unknown decision '{decision}'")
-    if not confirmed and confirmation_needed(proposal_id):
-        raise Refused("confirm_secret", "this fact contains a secret: approve it anyway?")
+    kind = None if confirmed else confirmation_needed(proposal_id)
+    if kind is not None:
+        raise Refused(
+            "confirm_secret",
+            f"this fact contains {kind.noun}: approve it anyway?",
+            finding=kind.noun,
+        )
     action, default_note = DECISIONS[decision]
     return approve(
         proposal_id,
@@ -110,14 +141,15 @@ def decide(
         content=content,
         action=action,
         note=reason or default_note,
-        redecide=decision == "redecide",
+        redecide=decision == Decision.REDECIDE,
         force=force,
     )
 
 
-def confirmation_needed(proposal_id: str) -> bool:
+def confirmation_needed(proposal_id: str) -> safety.Kind | None:
+    """The kind of finding in this proposal's fact that the dashboard asks to confirm, if any."""
     kinds = Proposal.objects.filter(id=proposal_id).values_list("safety_kinds", flat=True).first()
-    return bool(set((kinds or "").split(",")) & CONFIRM_ONE_BY_ONE)
+    return safety.to_confirm(kinds)
 
 
 def count_by_action(proposals: QuerySet[Proposal]) -> dict[str, int]:
@@ -128,24 +160,26 @@ def count_by_action(proposals: QuerySet[Proposal]) -> dict[str, int]:
 
 def bulk_summary(proposals: QuerySet[Proposal]) -> dict:
     """What a bulk decision over these proposals meets: counts by action and by safety kind, and
-    how many a bulk approval leaves out (secrets and changes to pinned memories always, personal
-    data unless opted in)."""
+    how many a bulk approval leaves out (kinds never approved in bulk and changes to pinned
+    memories always, kinds that need an opt-in unless opted in), with those kinds in words."""
     by_action = count_by_action(proposals)
     kinds: Counter[str] = Counter()
     never = opt_in = 0
     for joined in proposals.exclude(safety_kinds="").values_list("safety_kinds", flat=True):
-        row = set(joined.split(","))
-        kinds.update(row)
-        if row & NEVER_IN_BULK:
+        kinds.update(set(joined.split(",")))
+        rule, _ = safety.bulk_rule(joined)
+        if rule == safety.Bulk.NEVER:
             never += 1
-        elif row & BULK_OPT_IN:
+        elif rule == safety.Bulk.OPT_IN:
             opt_in += 1
     return {
         "by_action": by_action,
         "total": sum(by_action.values()),
         "findings": dict(sorted(kinds.items())),
         "never_in_bulk": never,
+        "never_in_bulk_words": safety.words_of(safety.Bulk.NEVER),
         "opt_in": opt_in,
+        "opt_in_words": safety.words_of(safety.Bulk.OPT_IN),
         "pinned": changes_pinned(proposals).count(),
     }
 
@@ -153,26 +187,46 @@ def bulk_summary(proposals: QuerySet[Proposal]) -> dict:
 def bulk_approve(
     proposal_ids: list[str], reviewer: Actor, *, note: str, include_personal_data: bool = False
 ) -> list[BulkOutcome]:
-    """Approve each proposal on its own; a secret or a change to a pinned memory is never approved
-    in bulk, personal data only with `include_personal_data`."""
+    """Approve each proposal on its own; a kind never approved in bulk (a secret) or a change to a
+    pinned memory is left out, a kind that needs an opt-in (personal data) unless
+    `include_personal_data`."""
     flagged = dict(
         Proposal.objects.filter(id__in=proposal_ids)
         .exclude(safety_kinds="")
         .values_list("id", "safety_kinds")
     )
-    pinned = set(changes_pinned(Proposal.objects.filter(id__in=proposal_ids)))
+    pinned = _pinned_targets(proposal_ids)
     outcomes = []
     for proposal_id in proposal_ids:
-        kinds = set(flagged.get(proposal_id, "").split(","))
-        if kinds & NEVER_IN_BULK:
-            outcomes.append(BulkOutcome(proposal_id, SECRET_LEFT_FOR_ONE_BY_ONE))
+        rule, kind = safety.bulk_rule(flagged.get(proposal_id, ""))
+        if rule == safety.Bulk.NEVER:
+            outcomes.append(BulkOutcome(proposal_id, left_for_one_by_one(kind)))
         elif proposal_id in pinned:
             outcomes.append(BulkOutcome(proposal_id, PINNED_LEFT_FOR_ONE_BY_ONE))
-        elif kinds & BULK_OPT_IN and not include_personal_data:
-            outcomes.append(BulkOutcome(proposal_id, PERSONAL_DATA_LEFT_OUT))
+        elif rule == safety.Bulk.OPT_IN and not include_personal_data:
+            outcomes.append(BulkOutcome(proposal_id, left_out(kind)))
         else:
             outcomes.append(_attempt(proposal_id, lambda p: approve(p, reviewer, note=note)))
     return outcomes
+
+
+def _pinned_targets(proposal_ids: list[str]) -> set[str]:
+    """Ids of the UPDATE/DELETE proposals whose target target_refusal finds pinned (stale or not)."""
+    destructive = (
+        Proposal.objects.filter(id__in=proposal_ids, action__in=[Action.UPDATE, Action.DELETE])
+        .select_related("target_memory")
+        .only(
+            "target_version",
+            "target_memory__version",
+            "target_memory__is_deleted",
+            "target_memory__pinned",
+        )
+    )
+    return {
+        p.id
+        for p in destructive
+        if (refusal := target_refusal(p, p.target_memory, force=False)) and refusal.pinned
+    }
 
 
 def changes_pinned(proposals: QuerySet[Proposal]) -> QuerySet:
@@ -242,3 +296,34 @@ def revert_derived(memory_id: str, reviewer: Actor, *, reason: str | None = None
         else:
             done.append(Reverted(proposal))
     return done
+
+
+# --- suppressions, triples, jobs and config: the same door -----------------------------------------
+
+
+def reopen(proposal_id: str, reviewer: Actor) -> Proposal:
+    """Undo a rejection: the proposal is pending again and its fingerprint is lifted."""
+    return review_writes.reopen(proposal_id, reviewer=reviewer)
+
+
+def unsuppress(proposal_id: str, reviewer: Actor) -> Proposal:
+    """A suppressed proposal goes back to the pending queue; its fingerprint stops matching."""
+    return review_writes.unsuppress(proposal_id, reviewer=reviewer)
+
+
+def decide_triple(
+    triple_id: int, reviewer: Actor, *, approve: bool, note: str | None = None
+) -> TripleReview:
+    """Approve an entity triple (entities, relation and mentions into the graph) or reject it."""
+    return triple_writes.decide_triple(triple_id, reviewer=reviewer, approve=approve, note=note)
+
+
+def retry_job(job_id: str, actor: Actor) -> Job:
+    """Send a dead or cancelled job back to the queue with a fresh attempt budget."""
+    return job_writes.retry_job(job_id, actor=actor)
+
+
+def update_config(changes: dict[str, Any], *, changed_by: str, reason: str) -> dict[str, Any]:
+    """Save a config change (validated first, logged with who, when, why, before and after) and
+    return the whole config JSON; a ConfigError names the first problem."""
+    return config_writes.update_config(changes, changed_by=changed_by, reason=reason)

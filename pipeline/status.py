@@ -7,24 +7,27 @@ from datetime import timedelta
 from django.db.models import Count
 from django.utils import timezone
 
-from pipeline.config import get_config, mode_of, policy_mode
+from pipeline.config import FROZEN, Mode, get_config, mode_of, policy_mode
 from pipeline.models import Proposal, ProposalStatus
 
 BANNERS = {
-    "disabled": ("DISABLED", "No job is processed: new memories are stored and their jobs wait."),
-    "shadow": (
+    Mode.DISABLED: (
+        "DISABLED",
+        "No job is processed: new memories are stored and their jobs wait.",
+    ),
+    Mode.SHADOW: (
         "SHADOW",
         "The pipeline proposes, nothing is written to memories until a reviewer approves.",
     ),
-    "controlled-write": (
+    Mode.CONTROLLED_WRITE: (
         "CONTROLLED-WRITE",
         "Confident ADDs are applied automatically; UPDATE and DELETE wait for review.",
     ),
-    "full": (
+    Mode.FULL: (
         "FULL",
         "ADD, UPDATE and DELETE are applied automatically (pinned and contradictions still wait).",
     ),
-    "frozen": (
+    FROZEN: (
         "FROZEN",
         "Emergency brake: no pipeline write and no reviewer apply. Raw ingestion continues.",
     ),
@@ -40,9 +43,9 @@ def review_counts() -> dict[str, int]:
     """Three index-only counts: cheaper at 100k pending than one aggregate reading every row."""
     pending = Proposal.objects.filter(status=ProposalStatus.PENDING)
     return {
-        "pending": pending.count(),
+        ProposalStatus.PENDING: pending.count(),
         "review_needed": pending.filter(review_needed=True).count(),
-        "stale": Proposal.objects.filter(status=ProposalStatus.STALE).count(),
+        ProposalStatus.STALE: Proposal.objects.filter(status=ProposalStatus.STALE).count(),
     }
 
 

@@ -13,6 +13,7 @@ from django.utils import timezone
 from memory import queue, vectors, writes
 from memory.content import normalize
 from memory.guard import ensure_outside_transaction
+from memory.jobs import Claim
 from memory.models import Job, JobStatus, Memory
 from memory.threads import process_pool
 from memory.writes import Vector
@@ -20,10 +21,11 @@ from pipeline import decision, extraction
 from pipeline.config import get_config, mode_of
 from pipeline.llm import CallRecord, ProviderError, get_chat_client, get_embedder
 from pipeline.writes import jobs
-from pipeline.writes.jobs import Claim
 from pipeline.writes.record import JobOutcome, record_job
 
 log = logging.getLogger(__name__)
+
+MATRIX_CHECK_SECONDS = 600
 
 
 def run_job(job_id: str) -> str | None:
@@ -103,25 +105,7 @@ def compute(claim: Claim, calls: list[CallRecord], client=None) -> JobOutcome | 
     examples = (
         decision.recent_rejections(source.agent_id) if config.rejections_as_examples else None
     )
-    runs = {}
-    try:
-        for run in decision.decide_all(
-            client,
-            extracted.facts,
-            candidates,
-            examples,
-            parallel=settings.MEMORY_LLM_PARALLEL,
-        ):
-            runs[run.index] = run
-    finally:
-        # The decisions return together (side by side): their calls are logged with the job's
-        # write (or its failure) in one statement, not in one write each.
-        calls.extend(runs[i].call for i in sorted(runs) if runs[i].call is not None)
-    decisions = []
-    for index in sorted(runs):
-        warnings.extend(runs[index].warnings)
-        if runs[index].decided is not None:
-            decisions.append(runs[index].decided)
+    decisions = _decide(client, extracted.facts, candidates, examples, warnings, calls)
     return JobOutcome(
         claim=claim,
         provider=client.provider,
@@ -138,6 +122,26 @@ def compute(claim: Claim, calls: list[CallRecord], client=None) -> JobOutcome | 
         source_text=source.content,
         agent_id=source.agent_id,
     )
+
+
+def _decide(client, facts, candidates, examples, warnings: list[str], calls: list) -> list:
+    """Every fact's decision, side by side; their warnings and calls join the job's."""
+    runs = {}
+    try:
+        for run in decision.decide_all(
+            client, facts, candidates, examples, parallel=settings.MEMORY_LLM_PARALLEL
+        ):
+            runs[run.index] = run
+    finally:
+        # The decisions return together (side by side): their calls are logged with the job's
+        # write (or its failure) in one statement, not in one write each.
+        calls.extend(runs[i].call for i in sorted(runs) if runs[i].call is not None)
+    decisions = []
+    for index in sorted(runs):
+        warnings.extend(runs[index].warnings)
+        if runs[index].decided is not None:
+            decisions.append(runs[index].decided)
+    return decisions
 
 
 def _embed_call(embedder, texts: list[str]) -> tuple[list | ProviderError, float]:
@@ -183,6 +187,9 @@ def sweep() -> dict:
     config = get_config()
     reclaimed = jobs.reclaim_stale_leases(timedelta(seconds=config.lease_timeout_seconds))
     repaired = vectors.repair_index()
+    # The whole shared matrix file against the stored vectors, every ten minutes per worker:
+    # rows no search meets (zeroed, say) would otherwise drop out of every top k unnoticed.
+    damaged = vectors.repair_matrix(every=MATRIX_CHECK_SECONDS)
     handed = 0
     if config.enabled:
         now = timezone.now()
@@ -205,6 +212,8 @@ def sweep() -> dict:
     report = {**reclaimed, "handedOff": handed}
     if repaired:
         report["vectorsIndexed"] = repaired
+    if damaged:
+        report["matrixRebuilt"] = damaged
     return report
 
 

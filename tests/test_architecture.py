@@ -1,7 +1,9 @@
 """The layers of DESIGN section 3, enforced: no module imports a layer above its own.
 
-memory (the store) < pipeline (the domain) < api, dashboard, devtools (on top, importing nothing
-of each other). Every import counts, function-local ones included, so a cycle cannot be hidden.
+memory (the store) < pipeline (the domain) < api, dashboard, devtools (importing nothing of each
+other) < config (settings and URLs, on top: it wires the rest together and nothing imports it).
+Every import counts, function-local ones included, so a cycle cannot be hidden. Engine checks
+stay in the store's backend, its two engine packages and the migrations.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYER = {"memory": 0, "pipeline": 1, "api": 2, "dashboard": 2, "devtools": 3}
+LAYER = {"memory": 0, "pipeline": 1, "api": 2, "dashboard": 2, "devtools": 3, "config": 4}
 
 
 def imported_packages(source: str) -> list[tuple[int, str]]:
@@ -63,8 +65,79 @@ def test_the_top_layers_do_not_import_each_other():
     assert violations("api", "from devtools import bench\n") == ["line 1: imports devtools"]
 
 
+def test_nothing_imports_config_and_config_imports_the_rest():
+    assert violations("memory", "from config.settings import DATABASES\n") == [
+        "line 1: imports config"
+    ]
+    assert violations("config", "from memory.backend.postgres import url\nimport dashboard\n") == []
+
+
 def test_a_downward_import_is_allowed():
     assert violations("dashboard", "from pipeline import review\nfrom memory import writes\n") == []
+
+
+# One door: the interfaces reach the pipeline's writes only through pipeline/review.py (reviewer
+# actions, a job's retry, a config change), never pipeline.writes itself.
+INTERFACES = ("api", "dashboard")
+BEHIND_THE_DOOR = "pipeline.writes"
+
+
+def imported_modules(source: str) -> list[tuple[int, list[str]]]:
+    """(line, dotted names) of every import at any depth; `from a import b` names a and a.b."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.append((node.lineno, [alias.name for alias in node.names]))
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append(
+                (node.lineno, [node.module, *(f"{node.module}.{a.name}" for a in node.names)])
+            )
+    return found
+
+
+def door_violations(source: str) -> list[str]:
+    """`line N: imports pipeline.writes` for each import that goes around pipeline/review.py."""
+    return [
+        f"line {line}: imports {BEHIND_THE_DOOR}"
+        for line, names in imported_modules(source)
+        if any(name == BEHIND_THE_DOOR or name.startswith(BEHIND_THE_DOOR + ".") for name in names)
+    ]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [path for package, path in product_modules() if package in INTERFACES],
+    ids=lambda path: str(path.relative_to(ROOT)),
+)
+def test_the_interfaces_reach_the_pipeline_writes_only_through_review(path):
+    assert door_violations(path.read_text()) == []
+
+
+def test_an_import_around_the_door_is_caught_at_any_depth():
+    planted = (
+        "from pipeline import review, writes\n"
+        "import pipeline.writes.jobs\n"
+        "def helper():\n"
+        "    from pipeline.writes.config import update_config\n"
+        "    return update_config\n"
+        "class View:\n"
+        "    def post(self):\n"
+        "        from pipeline.writes import review as review_writes\n"
+    )
+    assert door_violations(planted) == [f"line {n}: imports pipeline.writes" for n in (1, 2, 4, 8)]
+    assert door_violations("from pipeline import review\nfrom pipeline.writesx import y\n") == []
+
+
+@pytest.mark.parametrize(
+    "path", sorted((ROOT / "dashboard" / "views").glob("*.py")), ids=lambda path: path.name
+)
+def test_a_view_module_imports_no_other_view_module(path):
+    """Rules a second screen needs (the queue's filters) live in pipeline/ or dashboard/ helpers."""
+    assert [
+        line
+        for line, names in imported_modules(path.read_text())
+        if any(name.startswith("dashboard.views.") for name in names)
+    ] == []
 
 
 # The interfaces and the domain import at the top: a function-local import of our own code hides a
@@ -103,3 +176,88 @@ def test_a_function_local_import_of_our_code_is_caught():
         "import json\n\ndef helper():\n    from memory.models import Memory\n    import json\n"
     )
     assert function_local_imports(planted) == ["line 4: imports memory.models"]
+
+
+# Where code may ask which engine it runs on: the backend (whose `memory.backend.is_postgres()` is
+# the check for everyone else), the two engine packages, and the migrations with their shared
+# operations (memory/migration_ops.py), which create each engine's own indexes.
+ENGINE_CHECKS_ALLOWED = (
+    "memory/backend/",
+    "memory/keyword/",
+    "memory/vectors/",
+    "memory/migrations/",
+    "memory/migration_ops.py",
+)
+
+
+def _is_vendor(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "vendor"
+
+
+def _reads_connection_vendor(node: ast.AST) -> bool:
+    """`connection.vendor` or `<anything>.connection.vendor`."""
+    if not _is_vendor(node):
+        return False
+    owner = node.value
+    return (isinstance(owner, ast.Name) and owner.id == "connection") or (
+        isinstance(owner, ast.Attribute) and owner.attr == "connection"
+    )
+
+
+def _compares_engines(node: ast.AST) -> bool:
+    """A comparison with a `.vendor` or with "postgresql" (also inside a set, tuple or list)."""
+    if not isinstance(node, ast.Compare):
+        return False
+    operands = [node.left, *node.comparators]
+    items = [
+        item
+        for operand in operands
+        for item in (
+            operand.elts if isinstance(operand, ast.Set | ast.Tuple | ast.List) else [operand]
+        )
+    ]
+    return any(_is_vendor(item) for item in items) or any(
+        isinstance(item, ast.Constant) and item.value == "postgresql" for item in items
+    )
+
+
+def engine_checks(source: str) -> list[str]:
+    """`line N: checks the engine` for each line that reads `connection.vendor` or compares a
+    vendor or "postgresql"."""
+    lines = {
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if _reads_connection_vendor(node) or _compares_engines(node)
+    }
+    return [f"line {line}: checks the engine" for line in sorted(lines)]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        path
+        for _, path in product_modules()
+        if not str(path.relative_to(ROOT)).startswith(ENGINE_CHECKS_ALLOWED)
+    ],
+    ids=lambda path: str(path.relative_to(ROOT)),
+)
+def test_engine_checks_live_in_the_backend_the_engine_packages_and_the_migrations(path):
+    assert engine_checks(path.read_text()) == []
+
+
+def test_a_planted_engine_check_is_caught():
+    planted = (
+        "from django.db import connection\n\n"
+        "def helper(target, schema_editor):\n"
+        "    on_pg = connection.vendor\n"
+        "    if target.vendor != 'sqlite':\n"
+        "        return schema_editor.connection.vendor\n"
+        "    return engine in {'postgres', 'postgresql'}\n"
+        "tags = ['postgresql', 'backups']\n"
+    )
+    assert engine_checks(planted) == [
+        "line 4: checks the engine",
+        "line 5: checks the engine",
+        "line 6: checks the engine",
+        "line 7: checks the engine",
+    ]

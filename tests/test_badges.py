@@ -72,6 +72,29 @@ def test_approving_a_secret_asks_for_confirmation_first(reviewer_client, pipelin
     assert Proposal.objects.get(id=proposal.id).status == "applied"
 
 
+def test_the_api_approves_a_secret_without_the_dashboards_confirmation(
+    client, review_auth, reviewer_client, pipeline_run, hx
+):
+    """The rule of pipeline.safety.Kind.confirm: the dashboard asks "approve it anyway?", the
+    API's approve (a token with the review scope naming one proposal) is the explicit act."""
+    update_config({"shadowMode": True}, changed_by="t", reason="t")
+    pipeline_run(SECRET_TEXT)
+    proposal = Proposal.objects.get(fact_content__contains="AKIA")
+    asked = reviewer_client.post(
+        f"/proposals/{proposal.id}/decide/", {"from": "row", "decision": "approve"}, **hx
+    )
+    assert 'data-testid="confirm-secret"' in asked.content.decode()
+    assert Proposal.objects.get(id=proposal.id).status == "pending"
+    response = client.post(
+        f"/api/proposals/{proposal.id}/approve",
+        "{}",
+        content_type="application/json",
+        **review_auth,
+    )
+    assert response.status_code == 200 and response.json()["status"] == "applied"
+    assert Memory.objects.filter(content__contains="AKIA", source_type="pipeline-v2").exists()
+
+
 def test_bulk_approval_leaves_secrets_for_one_by_one_review(reviewer_client, pipeline_run, hx):
     update_config({"shadowMode": True}, changed_by="t", reason="t")
     pipeline_run(SECRET_TEXT)

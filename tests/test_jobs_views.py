@@ -369,3 +369,10 @@ def test_a_job_that_died_and_was_retried_reports_the_time_of_the_attempt_that_fi
 def test_the_job_write_keeps_the_lease_of_the_attempt_that_finished(done_job):
     leased_at = parse_datetime(done_job.result["leasedAt"])
     assert done_job.created_at <= leased_at <= done_job.completed_at
+
+
+def test_the_jobs_list_shows_no_template_comment(viewer_client, done_job, hx):
+    """Issue 19, defect 10: a multi-line {# #} is not a Django comment and was shown as text."""
+    for headers in ({}, hx):
+        body = viewer_client.get(reverse("dashboard:jobs"), **headers).content.decode()
+        assert "{#" not in body and "The list refreshes itself" not in body

@@ -19,7 +19,7 @@ from django.db import connection, connections
 from django.utils import timezone
 
 from memory import vectors, writes
-from memory.models import Embedding, Memory
+from memory.models import Embedding, Entity, Memory, MemoryEntityMention
 from memory.writes import Actor, Refused, Vector
 from tests.conftest import TEST_ENGINE, database_env
 
@@ -125,7 +125,7 @@ def _embedding(rng, vector, model, n):
 @postgres_only
 @pytest.mark.django_db
 def test_hnsw_returns_k_rows_of_the_model_when_other_models_crowd_the_neighbourhood():
-    from memory import vectors_postgres
+    from memory.vectors import postgres as vectors_postgres
 
     rng = np.random.default_rng(3)
     query = unit(rng)
@@ -206,6 +206,37 @@ def test_concurrent_edits_at_one_version_apply_once_and_the_rest_get_a_version_c
     memory.refresh_from_db()
     assert memory.version == 2 and memory.content == applied[0].content
     assert memory.history.filter(event="updated").count() == 1
+
+
+@postgres_only
+def test_concurrent_remembers_naming_one_entity_count_every_mention(file_db):
+    # Each remember waits, right after its linker looked the entity up, until every other one has
+    # looked it up too: a counter written from the value read then would keep one mention of six.
+    now = timezone.now()
+    entity = Entity.objects.create(
+        name="Priya", canonical_name="priya", mentions=0, created_at=now, updated_at=now
+    )
+    looked_up = threading.Barrier(6)
+
+    def wait_after_the_entity_lookup(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if sql.lstrip().upper().startswith("SELECT") and '"entities"' in sql:
+            try:
+                looked_up.wait(timeout=10)
+            except threading.BrokenBarrierError:
+                pass
+        return result
+
+    def remember(i):
+        with connection.execute_wrapper(wait_after_the_entity_lookup):
+            return writes.remember(f"Priya reviewed release {i}.", actor=AGENT, create_job=False)
+
+    results = in_threads(6, remember)
+    assert not [r for r in results if isinstance(r, Exception)], results
+    assert all(r.linked_entity_ids == [entity.pk] for r in results)
+    entity.refresh_from_db()
+    assert entity.mentions == 6
+    assert MemoryEntityMention.objects.filter(entity=entity).count() == 6
 
 
 def test_concurrent_claims_of_one_job_lease_it_once(file_db):

@@ -17,8 +17,9 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from memory import vectors, vectors_postgres, writes
+from memory import vectors, writes
 from memory.models import Embedding, Memory
+from memory.vectors import postgres as vectors_postgres
 from memory.writes import Actor, Vector
 from pipeline import tasks
 from pipeline.tasks import run_job
@@ -170,7 +171,8 @@ def test_a_new_blob_clears_the_indexed_vector_until_its_own_is_written():
 KILLED_WRITER = """
 import os, signal
 import numpy as np
-from memory import vectors_postgres, writes
+from memory import writes
+from memory.vectors import postgres as vectors_postgres
 from memory.writes import Actor, Vector
 
 def die(rows):  # the machine goes away between the commit and the HNSW insert

@@ -519,3 +519,13 @@ def test_a_pending_update_reads_as_proposed_in_the_audit_not_none(viewer_client,
     body = viewer_client.get(f"/memories/{update.source_memory_id}/").content.decode()
     assert 'data-testid="event">update proposed<' in body
     assert 'data-testid="event">none<' not in body
+
+
+def test_the_queue_filters_are_one_queryset_method_and_the_views_read_it(reviewer_client, queue):
+    """Proposal.objects.queue() is the review queue: the page shows exactly what it selects."""
+    updates = Proposal.objects.queue(action="update", sort="newest")
+    assert list(updates) and all(p.action == "update" and p.is_pending for p in updates)
+    page = reviewer_client.get("/review/?action=update&sort=newest").context["page"]
+    assert [p.id for p in page] == [p.id for p in updates][: len(page)]
+    assert list(Proposal.objects.queue()) == list(Proposal.objects.queue(status="pending"))
+    assert not Proposal.objects.queue(conf_min=1.0, conf_max=1.0, flag="secret").exists()

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pipeline.safety import scan
+from pipeline.safety import HIGH_SEVERITY_KINDS, KINDS, Bulk, bulk_rule, scan, to_confirm
 
 
 @pytest.mark.parametrize(
@@ -70,3 +70,22 @@ def test_each_kind_of_finding_carries_its_span(text, kind, label, match):
 )
 def test_plain_text_has_no_findings(text):
     assert scan(text) == []
+
+
+def test_the_review_rules_read_the_one_table_of_kinds():
+    assert {"secret", "injection"} == HIGH_SEVERITY_KINDS
+    assert to_confirm("pii,secret") is KINDS["secret"] and to_confirm("pii,injection") is None
+    assert bulk_rule("secret,pii") == (Bulk.NEVER, KINDS["secret"])
+    assert bulk_rule("hidden,pii") == (Bulk.OPT_IN, KINDS["pii"])
+    assert bulk_rule("") == (Bulk.ALLOWED, None)
+
+
+def test_every_kind_is_offered_by_the_queue_filter_and_named_by_the_badges():
+    from dashboard.review_forms import FLAG_CHOICES
+    from dashboard.templatetags.curation import finding_kind, needs_confirmation, severity
+
+    offered = dict(FLAG_CHOICES)
+    for name, kind in KINDS.items():
+        assert offered[name].lower() == kind.words
+        assert finding_kind(name) == kind.words and severity({"kind": name}) == kind.severity
+        assert needs_confirmation(name) == kind.confirm

@@ -9,13 +9,14 @@ import stat
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.test import Client
 
 from dashboard.models import LoginThrottle
-from dashboard.throttle import FREE_FAILURES
+from dashboard.throttle import FREE_FAILURES, LONGEST_LOCK, client_address, seconds_locked
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -156,6 +157,72 @@ def test_one_address_guessing_many_usernames_is_locked_and_others_are_not(role_u
     assert "Too many failed sign-in attempts" in locked.content.decode()
     elsewhere = sign_in(Client(), "vera", "pw-vera", address="10.1.1.1")
     assert elsewhere.status_code == 302
+
+
+@pytest.mark.django_db
+def test_strangers_failing_from_a_shared_address_never_lock_out_a_colleague(role_users):
+    # 22 anonymous failures from one office address (issue 21, item 6): the address is slowed
+    # down for seconds, never locked for minutes, and vera's right password then gets in.
+    for n in range(FREE_FAILURES["addr"] + 2):
+        sign_in(Client(), f"stranger-{n}", "guess", address="10.7.7.7")
+    assert seconds_locked(["addr:10.7.7.7"]) <= LONGEST_LOCK["addr"].total_seconds()
+    for n in range(FREE_FAILURES["addr"] * 3):  # however many more
+        sign_in(Client(), f"stranger-more-{n}", "guess", address="10.7.7.7")
+    deadline = time.monotonic() + LONGEST_LOCK["addr"].total_seconds() + 1
+    while seconds_locked(["addr:10.7.7.7"]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    colleague = Client()
+    assert sign_in(colleague, "vera", "pw-vera", address="10.7.7.7").status_code == 302
+    assert "_auth_user_id" in colleague.session
+
+
+@pytest.mark.django_db
+def test_a_username_stays_locked_from_any_address(role_users):
+    for n in range(FREE_FAILURES["user"] + 1):
+        sign_in(Client(), "ada", f"guess-{n}", address=f"10.8.0.{n}")
+    assert seconds_locked(["user:ada"]) > 0
+    refused = sign_in(Client(), "ada", "pw-ada", address="10.8.1.1")
+    assert "Too many failed" in refused.content.decode()
+    # The lock keeps doubling up to minutes (LONGEST_LOCK), unlike an address's.
+    assert LONGEST_LOCK["user"] > timedelta(minutes=10) > LONGEST_LOCK["addr"]
+
+
+def test_forwarded_addresses_are_believed_only_from_configured_proxies(settings, rf):
+    spoofed = rf.post("/login/", REMOTE_ADDR="203.0.113.5", HTTP_X_FORWARDED_FOR="10.0.0.99")
+    assert client_address(spoofed) == "203.0.113.5"  # no proxy configured: the header is ignored
+    settings.TRUSTED_PROXIES = ["192.168.1.0/24"]
+    assert client_address(spoofed) == "203.0.113.5"  # not sent by a trusted proxy
+    proxied = rf.post(
+        "/login/",
+        REMOTE_ADDR="192.168.1.10",
+        HTTP_X_FORWARDED_FOR="10.0.0.99, 198.51.100.7, 192.168.1.11",
+    )
+    # Read from the right: the proxies' own hops are skipped, a client's prefix is not believed.
+    assert client_address(proxied) == "198.51.100.7"
+    alone = rf.post("/login/", REMOTE_ADDR="192.168.1.10")
+    assert client_address(alone) == "192.168.1.10"
+
+
+@pytest.mark.django_db
+def test_behind_a_proxy_each_client_has_its_own_address_bucket(settings, role_users):
+    settings.TRUSTED_PROXIES = ["127.0.0.1"]
+    for n in range(FREE_FAILURES["addr"] + 3):
+        Client().post(
+            "/login/",
+            {"username": f"nobody-{n}", "password": "guess"},
+            REMOTE_ADDR="127.0.0.1",
+            HTTP_X_FORWARDED_FOR="198.51.100.20",
+        )
+    assert seconds_locked(["addr:198.51.100.20"]) > 0
+    assert seconds_locked(["addr:127.0.0.1"]) == 0  # the proxy itself is nobody's bucket
+    other = Client()
+    answer = other.post(
+        "/login/",
+        {"username": "rita", "password": "pw-rita"},
+        REMOTE_ADDR="127.0.0.1",
+        HTTP_X_FORWARDED_FOR="198.51.100.21",
+    )
+    assert answer.status_code == 302
 
 
 @pytest.mark.django_db

@@ -108,25 +108,27 @@ def age(value):
 # --- safety ---------------------------------------------------------------------------------------
 
 
+def _kind(finding) -> str:
+    return finding.get("kind", "") if isinstance(finding, dict) else str(finding or "")
+
+
 @register.filter
 def severity(finding):
     """The severity pipeline.safety gives a finding (a dict or its kind): "high" or "medium"."""
-    kind = finding.get("kind", "") if isinstance(finding, dict) else str(finding or "")
-    return safety.severity(kind)
-
-
-FINDING_KINDS = {
-    "secret": "secret",
-    "pii": "personal data",
-    "hidden": "hidden characters",
-    "injection": "prompt injection",
-}
+    return safety.severity(_kind(finding))
 
 
 @register.filter
 def finding_kind(kind):
-    """A safety finding kind in words: "pii" -> "personal data"."""
-    return FINDING_KINDS.get(kind, kind)
+    """A safety finding kind in the words of pipeline.safety.KINDS: "pii" -> "personal data"."""
+    found = safety.KINDS.get(_kind(kind))
+    return found.words if found else kind
+
+
+@register.filter
+def needs_confirmation(finding) -> bool:
+    """Whether approving a fact with this finding (a dict or its kind) asks for a confirmation."""
+    return safety.to_confirm([_kind(finding)]) is not None
 
 
 # --- decisions ------------------------------------------------------------------------------------

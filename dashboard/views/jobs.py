@@ -22,8 +22,8 @@ from dashboard.roles import has_role
 from dashboard.templatetags.curation import duration
 from memory.models import Job, JobStatus
 from memory.writes import Refused
+from pipeline import review as reviewing
 from pipeline.models import LlmCall
-from pipeline.writes import jobs as job_writes
 
 PAGE_SIZE = 50
 LIVE = {JobStatus.PENDING, JobStatus.LEASED}
@@ -130,6 +130,7 @@ def _job_context(request, job: Job, *, notice: tuple[str, str] | None = None) ->
     return {
         "job": _decorate(job, timezone.now()),
         "live": job.status in LIVE,
+        "running": job.status == JobStatus.LEASED,  # a worker holds its lease now
         "can_retry": _retryable(job) and has_role(request.user, "reviewer"),
         "facts": result.get("facts") or [],
         "entities": result.get("entities") or [],
@@ -176,7 +177,7 @@ def job(request, job_id: str):
 def retry(request, job_id: str):
     job = _get_job(job_id)
     try:
-        job_writes.retry_job(job.id, actor=reviewer_actor(request))
+        reviewing.retry_job(job.id, reviewer_actor(request))
     except Refused as refused:
         text, level, retried = f"{refused.message[:1].upper()}{refused.message[1:]}.", "bad", False
     else:

@@ -286,7 +286,7 @@ def _detail_context(
         "revertible": [
             p
             for p in proposals
-            if p.source_memory_id == memory.id and p.status == "applied" and not p.reverted_at
+            if p.source_memory_id == memory.id and p.can_revert and not p.reverted_at
         ],
         "source": source,
         "derived": derived,

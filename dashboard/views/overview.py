@@ -8,8 +8,8 @@ from django.views.decorators.http import require_GET
 
 from dashboard import charts
 from dashboard.access import role_required
-from memory.models import DERIVED_SOURCE_TYPE, Job, Memory
-from pipeline.models import Proposal
+from memory.models import DERIVED_SOURCE_TYPE, Job, JobStatus, Memory
+from pipeline.models import Proposal, ProposalStatus
 from pipeline.status import banner_context
 
 
@@ -20,11 +20,11 @@ def overview(request):
         Job.objects.values_list("status").annotate(n=Count("id")).values_list("status", "n")
     )
     counts = Proposal.objects.aggregate(
-        pending=Count("id", filter=Q(status="pending")),
-        review_needed=Count("id", filter=Q(status="pending", review_needed=True)),
-        stale=Count("id", filter=Q(status="stale")),
-        skipped=Count("id", filter=Q(status="skipped")),
-        oldest=Min("created_at", filter=Q(status="pending")),
+        pending=Count("id", filter=Q(status=ProposalStatus.PENDING)),
+        review_needed=Count("id", filter=Q(status=ProposalStatus.PENDING, review_needed=True)),
+        stale=Count("id", filter=Q(status=ProposalStatus.STALE)),
+        skipped=Count("id", filter=Q(status=ProposalStatus.SKIPPED)),
+        oldest=Min("created_at", filter=Q(status=ProposalStatus.PENDING)),
     )
     memories = Memory.objects.aggregate(
         live=Count("id", filter=Q(is_deleted=False)),
@@ -33,10 +33,7 @@ def overview(request):
     )
     days, by_action, by_status = charts.per_day(30)
     context = {
-        "jobs": {
-            status: jobs.get(status, 0)
-            for status in ("pending", "leased", "completed", "dead", "cancelled")
-        },
+        "jobs": {status: jobs.get(status, 0) for status in JobStatus.values},
         "counts": counts,
         "memories": memories,
         "action_chart": charts.stacked_bars(

@@ -8,7 +8,6 @@ from django.views.decorators.http import require_GET
 
 from dashboard.access import role_required
 from pipeline.models import LlmCall, Proposal
-from pipeline.safety import has_secret
 
 
 @role_required("viewer")
@@ -27,7 +26,6 @@ def proposal(request, proposal_id: str):
     result = p.job.result or {}
     context = {
         "p": p,
-        "has_secret": has_secret(p.safety),
         "extract_call": extract_call,
         "decide_call": decide_call,
         "warnings": result.get("warnings", []),

@@ -24,21 +24,20 @@ from dashboard.htmx import review_changed, toast
 from memory.models import Memory
 from memory.writes import Refused
 from pipeline import review as reviewing
-from pipeline.models import Proposal
-from pipeline.writes import review as review_writes
+from pipeline.models import Action, Proposal
 
 REASON_MAX = 2000
 ROW = "dashboard/review.html#row"
 
 REVERTED = {
-    "add": "the memory it created is soft-deleted",
-    "update": "the previous content is back",
-    "delete": "the memory is recovered",
+    Action.ADD: "the memory it created is soft-deleted",
+    Action.UPDATE: "the previous content is back",
+    Action.DELETE: "the memory is recovered",
 }
 REAPPLIED = {
-    "add": "the memory is back",
-    "update": "the approved content is back",
-    "delete": "the memory is deleted again",
+    Action.ADD: "the memory is back",
+    Action.UPDATE: "the approved content is back",
+    Action.DELETE: "the memory is deleted again",
 }
 
 
@@ -167,7 +166,7 @@ def reopen(request, proposal_id: str):
     get_object_or_404(Proposal.objects.only("id"), id=proposal_id)
     actor = reviewer_actor(request)
     try:
-        review_writes.reopen(proposal_id, reviewer=actor)
+        reviewing.reopen(proposal_id, actor)
     except Refused as refused:
         return _refused(request, proposal_id, "Rejection not undone", refused)
     # The row comes back as it was before the rejection: open for a new decision.
@@ -183,7 +182,7 @@ def unsuppress(request, proposal_id: str):
     get_object_or_404(Proposal.objects.only("id"), id=proposal_id)
     actor = reviewer_actor(request)
     try:
-        review_writes.unsuppress(proposal_id, reviewer=actor)
+        reviewing.unsuppress(proposal_id, actor)
     except Refused as refused:
         return _refused(request, proposal_id, "Not unsuppressed", refused)
     return _answer(

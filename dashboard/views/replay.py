@@ -21,7 +21,7 @@ from django_htmx.http import HttpResponseStopPolling, push_url
 from dashboard import wording
 from dashboard.access import reviewer_actor, role_required
 from dashboard.htmx import review_changed, toast, wants_fragment
-from dashboard.views.review import filtered_queue
+from dashboard.review_forms import queue_for
 from memory.writes import Refused
 from pipeline import replay as replaying
 from pipeline import review as reviewing
@@ -74,7 +74,7 @@ def _scope(proposal_id: str, filters: str) -> dict:
     if proposal_id:
         proposal = Proposal.objects.select_related("target_memory").filter(id=proposal_id).first()
         return {"proposal": proposal, "missing": proposal is None}
-    form, query = filtered_queue(QueryDict(filters))
+    form, query = queue_for(QueryDict(filters))
     data = getattr(form, "cleaned_data", {})  # an unbound form (no filters) has none
     described = [] if data.get("status") else [("Status", "Pending")]
     for name, value in data.items():
@@ -157,7 +157,7 @@ def _start(request, data: dict, proposal_id: str, filters: str) -> tuple[ReplayR
         if proposal is None:
             return None, f"Proposal {proposal_id} was not found."
     else:
-        _, query = filtered_queue(QueryDict(filters))
+        _, query = queue_for(QueryDict(filters))
     run = replaying.ask_second_opinion(
         query,
         requested_by=reviewer_actor(request).name,
@@ -238,7 +238,7 @@ def _adopt(request, proposal: Proposal, data: dict) -> tuple[str, str]:
         )
     except Refused as refused:
         return "bad", f"Not adopted: {refused.message}"
-    verb = {"add": "added", "update": "updated", "delete": "deleted"}[action]
+    verb = {Action.ADD: "added", Action.UPDATE: "updated", Action.DELETE: "deleted"}[action]
     if decided.status == ProposalStatus.DEDUPED:
         return "ok", f"Adopted by {actor.name}: the store already had it (deduplicated)."
     return "ok", f"Adopted {model}'s answer by {actor.name}: memory {verb}."

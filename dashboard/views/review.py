@@ -3,83 +3,37 @@ proposal page), and bulk decisions with a counted confirmation. Decisions run in
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from django.contrib import messages
 from django.http import HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard import wording
 from dashboard.access import reviewer_actor, role_required
 from dashboard.htmx import render_page, review_changed, toast
 from dashboard.paging import cursor_page
-from dashboard.review_forms import BulkForm, DecideForm, QueueFilterForm
+from dashboard.review_forms import BulkForm, DecideForm, queue_for
 from memory.writes import Refused
 from pipeline import review as reviewing
-from pipeline.models import Proposal, ProposalStatus
+from pipeline.models import Proposal, ProposalStatus, queue_order
+from pipeline.review import Decision
 
 PAGE_SIZE = 25
 BULK_CHUNK = 25
-# Each order ends with the id: a unique key, so a page can start right after any row.
-QUEUE_ORDER = {
-    "risk": ("risk", "fact_confidence", "created_at", "id"),
-    "confidence": ("fact_confidence", "created_at", "id"),
-    "age": ("created_at", "id"),
-    "newest": ("-created_at", "-id"),
-}
-AGES = {"1h": timedelta(hours=1), "24h": timedelta(days=1), "7d": timedelta(days=7)}
 
 
 # --- the queue ------------------------------------------------------------------------------------
 
 
-def filtered_queue(data: QueryDict) -> tuple[QueueFilterForm, object]:
-    """The queue for a filter form's data, in its order; an invalid form filters by its valid
-    fields only."""
-    form = QueueFilterForm(data or None)
-    form.is_valid()
-    f = getattr(form, "cleaned_data", {})
-    query = Proposal.objects.filter(status=f.get("status") or "pending")
-    if f.get("action"):
-        query = query.filter(action=f["action"])
-    if f.get("review_needed") in {"yes", "no"}:
-        query = query.filter(review_needed=f["review_needed"] == "yes")
-    if f.get("conf_min") is not None:
-        query = query.filter(fact_confidence__gte=f["conf_min"])
-    if f.get("conf_max") is not None:
-        query = query.filter(fact_confidence__lte=f["conf_max"])
-    for name, column in (("agent", "agent_id"), ("model", "model"), ("source", "source_memory_id")):
-        if f.get(name):
-            query = query.filter(**{column: f[name].strip()})
-    age = f.get("age")
-    if age in AGES:
-        query = query.filter(created_at__gte=timezone.now() - AGES[age])
-    elif age == "older":
-        query = query.filter(created_at__lt=timezone.now() - AGES["7d"])
-    flag = f.get("flag")
-    if flag == "unsupported":
-        query = query.filter(supported=False)
-    elif flag == "safety":
-        query = query.exclude(safety_kinds="")
-    elif flag:
-        query = query.filter(safety_kinds__contains=flag)
-    return form, query.order_by(*queue_order(form))
-
-
-def queue_order(form: QueueFilterForm) -> tuple[str, ...]:
-    return QUEUE_ORDER[getattr(form, "cleaned_data", {}).get("sort") or "risk"]
-
-
 @role_required("viewer")
 @require_GET
 def review(request):
-    form, query = filtered_queue(request.GET)
+    form, query = queue_for(request.GET)
     page = cursor_page(
         query.select_related("target_memory", "source_memory"),
-        queue_order(form),
+        queue_order(form.filters()["sort"]),
         PAGE_SIZE,
         after=request.GET.get("after"),
         before=request.GET.get("before"),
@@ -121,7 +75,8 @@ def _decide(request, proposal: Proposal, form: DecideForm) -> tuple[str, str]:
         )
     except Refused as refused:
         if refused.code == "confirm_secret":
-            return "confirm", "This fact contains a secret. Approve it anyway?"
+            finding = refused.details["finding"]
+            return "confirm", f"This fact contains {finding}. Approve it anyway?"
         return "bad", wording.refusal(refused)
     return "ok", wording.outcome(decided, actor.name)
 
@@ -170,6 +125,30 @@ def decide(request, proposal_id: str):
 # --- bulk -----------------------------------------------------------------------------------------
 
 
+def _rows_out_of_band(request, outcomes: list[reviewing.BulkOutcome], actor) -> bytes:
+    """The ticked rows of this chunk again, each with what happened to it (decided, or why not),
+    swapped in place out of band: the reviewer sees every row's outcome where it was ticked."""
+    proposals = Proposal.objects.select_related("target_memory", "source_memory").in_bulk(
+        [outcome.proposal_id for outcome in outcomes]
+    )
+    rows = []
+    for outcome in outcomes:
+        proposal = proposals.get(outcome.proposal_id)
+        if proposal is None:
+            continue
+        note = wording.outcome(proposal, actor.name) if outcome.done else outcome.error
+        context = {
+            "p": proposal,
+            "note": note,
+            "note_css": "ok" if outcome.done else "bad",
+            "can_review": True,
+            "oob": True,
+        }
+        # <template>: a <tr> parses only inside a table or a template, not after the panel's <div>.
+        rows.append(f"<template>{render_to_string(ANSWERS['row'], context, request)}</template>")
+    return "".join(rows).encode()
+
+
 @role_required("reviewer")
 @require_POST
 def bulk(request):
@@ -181,7 +160,7 @@ def bulk(request):
     if not form.is_valid():
         return render(request, panel, {"bulk_form": form, "filters": filters.urlencode()})
     data = form.cleaned_data
-    _, query = filtered_queue(filters)
+    _, query = queue_for(filters)
     if data["scope"] == "selected":
         query = query.filter(id__in=form.id_list())
     if data["step"] == "preview":
@@ -198,7 +177,7 @@ def bulk(request):
         query.order_by("id").filter(id__gt=after).values_list("id", flat=True)[:BULK_CHUNK]
     )
     actor = reviewer_actor(request)
-    if data["decision"] == "approve":
+    if data["decision"] == Decision.APPROVE:
         outcomes = reviewing.bulk_approve(
             chunk,
             actor,
@@ -227,8 +206,10 @@ def bulk(request):
         "ids": data.get("ids") or "",
     }
     response = render(request, panel, context)
+    if data["scope"] == "selected":
+        response.content += _rows_out_of_band(request, outcomes, actor)
     if finished:
-        verb = "approved" if data["decision"] == "approve" else "rejected"
+        verb = "approved" if data["decision"] == Decision.APPROVE else "rejected"
         left = f", {failed} left for one by one" if failed else ""
         toast(review_changed(response), f"Bulk: {done} {verb}{left}.")
     return response

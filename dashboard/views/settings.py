@@ -17,7 +17,9 @@ from dashboard.roles import ADMIN, has_role, role_of
 from memory.models import Job, JobStatus
 from pipeline.config import (
     FIELDS,
+    FROZEN,
     ConfigError,
+    Outcome,
     applied_automatically,
     config_json,
     flatten,
@@ -26,17 +28,17 @@ from pipeline.config import (
     write_policy,
 )
 from pipeline.models import Action, ConfigChange
+from pipeline.review import update_config
 from pipeline.status import BANNERS, recent_volume
-from pipeline.writes.config import update_config
 
 LOG_PAGE_SIZE = 20
 ACTIONS = [a.value for a in Action]
 HANDLING = {  # the outcomes of pipeline.config.WRITE_POLICY, as the preview shows them
-    "applied": ("applied automatically", "badge-add"),
-    "review": ("waits for a reviewer", "badge-status"),
-    "recorded": ("recorded only", "badge-none"),
-    "held": ("held: nobody can apply", "badge-delete"),
-    "waits": ("not processed", "badge-warn"),
+    Outcome.APPLIED: ("applied automatically", "badge-add"),
+    Outcome.REVIEW: ("waits for a reviewer", "badge-status"),
+    Outcome.RECORDED: ("recorded only", "badge-none"),
+    Outcome.HELD: ("held: nobody can apply", "badge-delete"),
+    Outcome.WAITS: ("not processed", "badge-warn"),
 }
 
 
@@ -118,8 +120,8 @@ def _preview_context(form: SettingsForm | None, current: dict) -> dict:
             "start": [a for a in ACTIONS if a in auto_after - auto_before],
             "stop": [a for a in ACTIONS if a in auto_before - auto_after],
             "start_volume": sum(week.get(a, 0) for a in auto_after - auto_before),
-            "freezes": before_mode["key"] != "frozen" and after_mode["key"] == "frozen",
-            "unfreezes": before_mode["key"] == "frozen" and after_mode["key"] != "frozen",
+            "freezes": before_mode["key"] != FROZEN and after_mode["key"] == FROZEN,
+            "unfreezes": before_mode["key"] == FROZEN and after_mode["key"] != FROZEN,
             "disables": before["enabled"] and not after["enabled"],
             "enables": not before["enabled"] and after["enabled"],
             "risky": risky,

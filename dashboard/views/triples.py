@@ -12,8 +12,9 @@ from django.views.decorators.http import require_POST
 from dashboard.access import reviewer_actor, role_required
 from dashboard.htmx import toast
 from memory.writes import Refused
+from pipeline import review as reviewing
 from pipeline.models import TripleReview, TripleStatus
-from pipeline.writes import review as review_writes
+from pipeline.review import Decision
 
 NOTE_CHARS = 1000
 
@@ -40,15 +41,12 @@ def decide_triple(request, triple_id: int):
     decision = request.POST.get("decision", "")
     note = (request.POST.get("note") or "").strip()[:NOTE_CHARS] or None
     css = "bad"
-    if decision not in {"approve", "reject"}:
+    if decision not in {Decision.APPROVE, Decision.REJECT}:
         message = "Choose approve or reject."
     else:
         try:
-            triple = review_writes.decide_triple(
-                triple.id,
-                reviewer=reviewer_actor(request),
-                approve=decision == "approve",
-                note=note,
+            triple = reviewing.decide_triple(
+                triple.id, reviewer_actor(request), approve=decision == Decision.APPROVE, note=note
             )
         except Refused as refused:
             triple = TripleReview.objects.get(id=triple.id)

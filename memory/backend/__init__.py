@@ -1,9 +1,57 @@
 """Django database backends: SQLite through sqlean.py with sqlite-vec loaded on every connection
-(this package), PostgreSQL with pgvector (memory.backend.postgres); `describe` names the one in use."""
+(this package), PostgreSQL with pgvector (memory.backend.postgres); `describe` names the one in use
+and `is_postgres` is the engine check for code outside the backend and the engine packages."""
 
 from __future__ import annotations
 
 from contextlib import contextmanager
+
+
+def is_postgres(db=None) -> bool:
+    """True when `db` (a Django connection; default: the store's) runs on PostgreSQL."""
+    if db is None:
+        from django.db import connection as db
+
+    return db.vendor == "postgresql"
+
+
+# SQLite's SQLITE_FULL (result code 13) and PostgreSQL's disk_full (SQLSTATE 53100), and the
+# operating system's "no space left on device" / "file too large".
+_SQLITE_FULL = 13
+_FULL_SQLSTATES = {"53100"}
+_FULL_ERRNOS = {28, 27}  # ENOSPC, EFBIG
+
+
+def storage_full(exc: BaseException) -> bool:
+    """True when `exc` (a Django database error, a driver error or an OSError) means the disk or
+    the database has no room left: the write was refused whole, nothing of it is stored."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS:
+            return True
+        if getattr(exc, "sqlite_errorcode", None) == _SQLITE_FULL:
+            return True
+        if getattr(exc, "sqlstate", None) in _FULL_SQLSTATES:
+            return True
+        if "database or disk is full" in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def list_holds(field: str, item):
+    """A filter (Q) for rows whose JSON list in `field` holds `item`."""
+    import json
+
+    from django.db import connection
+    from django.db.models import Q
+
+    if connection.features.supports_json_field_contains:
+        return Q(**{f"{field}__contains": [item]})
+    # SQLite has no JSON containment lookup: match the item's JSON text inside the stored list
+    # (case-insensitive, the only flaw, and fine for a filter).
+    return Q(**{f"{field}__icontains": json.dumps(item)})
 
 
 def describe() -> dict:
@@ -11,7 +59,7 @@ def describe() -> dict:
     from django.db import connection
 
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
+        if is_postgres(connection):
             cursor.execute("SELECT current_setting('server_version')")
             return {"engine": "postgresql", "version": cursor.fetchone()[0]}
         cursor.execute("SELECT sqlite_version()")
@@ -30,7 +78,7 @@ def lock_contents(agent_id: str, content_hashes) -> None:
     from django.db import connection
 
     keys = sorted({f"{agent_id}:{content_hash}" for content_hash in content_hashes})
-    if connection.vendor != "postgresql" or not keys:
+    if not is_postgres(connection) or not keys:
         return
     with connection.cursor() as cursor:
         cursor.execute(
@@ -54,7 +102,7 @@ def pipelined():
     from django.db import connection
     from psycopg import Pipeline
 
-    if connection.vendor != "postgresql" or not Pipeline.is_supported():
+    if not is_postgres(connection) or not Pipeline.is_supported():
         yield
         return
     connection.ensure_connection()

@@ -9,7 +9,10 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, migrations
 
-from memory import keyword, keyword_postgres, vectors, vectors_postgres
+from memory.keyword import postgres as keyword_postgres
+from memory.keyword import sqlite as keyword
+from memory.vectors import postgres as vectors_postgres
+from memory.vectors import sqlite as vectors
 
 
 def _execute(schema_editor, statements):

@@ -5,7 +5,7 @@ deferred HNSW insert and its repair."""
 from django.conf import settings
 from django.db import migrations
 
-from memory import vectors_postgres
+from memory.vectors import postgres as vectors_postgres
 
 
 def forward(apps, schema_editor):

@@ -1,5 +1,5 @@
 """The job's one write and its gates: proposals, audits, applied changes, vectors, call log and
-completion in one transaction, plus the guarded apply a reviewer's approval shares.
+completion in one transaction. The apply step it shares with reviewers is in writes/apply.py.
 
 The write is batched so the write lock is held briefly: one lookup for the dedupe and suppression
 checks of every fact, then one insert per table (memories, proposals, audits, vectors, entity
@@ -19,15 +19,14 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from memory import queue, writes
+from memory import jobs as job_life
+from memory import writes
 from memory.backend import lock_contents, pipelined
 from memory.backend.collector import COLLECTOR_PAUSE
 from memory.content import NormalizedContent, normalize
 from memory.models import (
-    ActorType,
     ExtractionStatus,
     Job,
-    JobStatus,
     Memory,
     RowRead,
     RowsRead,
@@ -55,6 +54,7 @@ from pipeline.models import (
     RejectionFingerprint,
     TripleReview,
 )
+from pipeline.writes.apply import apply_destructive, derived_fields, target_refusal
 from pipeline.writes.jobs import Claim, call_rows, held_read
 
 REQUEUED = "the source memory was edited while the job ran: it runs again on the current text"
@@ -234,7 +234,7 @@ def _write_rows(write: JobWrite, proposals: list[Proposal], calls: list[LlmCall]
     result = {
         "facts": [fact.as_dict() for fact in outcome.facts],
         "entities": [entity.as_dict() for entity in outcome.entities],
-        "proposals": [_summary(p) for p in proposals],
+        "proposals": [_result_summary(p) for p in proposals],
         "writeMode": write.mode,
         "writeStats": write.stats,
         "warnings": outcome.warnings,
@@ -256,30 +256,13 @@ def _write_rows(write: JobWrite, proposals: list[Proposal], calls: list[LlmCall]
 
 def _complete(job: Job, result: dict, now: datetime) -> None:
     """The job's completion, in one UPDATE."""
-    writes.update_rows(
-        Job,
-        [job.id],
-        {
-            "status": JobStatus.COMPLETED,
-            "result": result,
-            "completed_at": now,
-            "leased_at": None,
-            "error": None,
-            "updated_at": now,
-        },
-    )
+    job_life.complete_in_transaction(job, result, at=now)
 
 
 def _cancel(job: Job, outcome: JobOutcome, now: datetime) -> dict:
     """The source was forgotten while the model read it: nothing is written from it."""
     result = {"cancelled": "source memory was forgotten", "warnings": outcome.warnings}
-    Job.objects.filter(id=job.id).update(
-        status=JobStatus.CANCELLED,
-        result=result,
-        completed_at=now,
-        leased_at=None,
-        updated_at=now,
-    )
+    job_life.cancel_in_transaction(job, result, at=now)
     return result
 
 
@@ -297,42 +280,13 @@ def _requeue(job: Job, outcome: JobOutcome, now: datetime, why: str) -> dict:
     """The source changed after the model read it: no vector and no proposal from the old read;
     the job goes back to the queue (its attempt given back: an edit is not a failure)."""
     result = {"requeued": why, "warnings": outcome.warnings}
-    Job.objects.filter(id=job.id).update(
-        status=JobStatus.PENDING,
-        result=result,
-        attempts=F("attempts") - 1,
-        leased_at=None,
-        next_attempt_at=None,
-        updated_at=now,
-    )
-    transaction.on_commit(lambda: queue.hand_off(job.id))
+    job_life.requeue_in_transaction(job, result, at=now)
     return result
 
 
-def _summary(p: Proposal) -> dict:
-    return {
-        "id": p.id,
-        "action": p.action,
-        "status": p.status,
-        "fact": {
-            "content": p.fact_content,
-            "type": p.fact_type,
-            "confidence": p.fact_confidence,
-        },
-        "targetMemoryId": p.target_memory_id,
-        "targetContent": p.target_content,
-        "confidence": p.confidence,
-        "reason": p.reason,
-        "reviewNeeded": p.review_needed,
-        "blockedReason": p.blocked_reason,
-        "skippedReason": p.skipped_reason,
-        "createdMemoryId": p.created_memory_id,
-        "updatedMemoryId": p.updated_memory_id,
-        "deletedMemoryId": p.deleted_memory_id,
-        "dedupedExistingId": p.deduped_existing_id,
-        "supported": p.supported,
-        "safety": p.safety_kinds,
-    }
+def _result_summary(p: Proposal) -> dict:
+    """A proposal as the job's result lists it: its summary plus grounding and safety kinds."""
+    return {**p.summary(), "supported": p.supported, "safety": p.safety_kinds}
 
 
 def _target_id(decided) -> str | None:
@@ -384,37 +338,24 @@ def _look_up(outcome: JobOutcome, ready: dict, agent_id: str | None) -> RowsRead
 
 
 def _decision_audit(proposal: Proposal, actor: Actor, write: JobWrite) -> None:
-    contradiction = proposal.contradiction or {}
+    """The decision's audit on the source memory: the proposal's summary and the job's counts."""
     outcome = write.outcome
+    facts = proposal.summary()
+    del facts["reason"]  # the audit row's own reason holds it
     write.batch.audit(
         write.source.id,
         "none",
         actor=actor,
         reason=proposal.reason,
         metadata={
-            "proposalId": proposal.id,
-            "status": proposal.status,
+            "proposalId": facts.pop("id"),
+            "proposedAction": facts.pop("action"),
+            **facts,
             "shadow": actor is SHADOW_ACTOR,
-            "proposedAction": proposal.action,
-            "targetMemoryId": proposal.target_memory_id,
-            "targetContent": proposal.target_content,
-            "confidence": proposal.confidence,
-            "fact": {
-                "content": proposal.fact_content,
-                "type": proposal.fact_type,
-                "confidence": proposal.fact_confidence,
-            },
             "extractionModel": outcome.model,
             "factCount": len(outcome.facts),
             "entityCount": len(outcome.entities),
-            "createdMemoryId": proposal.created_memory_id,
-            "updatedMemoryId": proposal.updated_memory_id,
-            "deletedMemoryId": proposal.deleted_memory_id,
-            "dedupedExistingId": proposal.deduped_existing_id,
-            "blockedReason": proposal.blocked_reason,
-            "reviewNeeded": proposal.review_needed,
-            "contradictionRisk": bool(contradiction.get("flagged")),
-            "skippedReason": proposal.skipped_reason,
+            "contradictionRisk": bool((proposal.contradiction or {}).get("flagged")),
         },
     )
 
@@ -455,18 +396,11 @@ def prepare(decided, outcome: JobOutcome, source_text: str, agent_id: str, at) -
         try:
             ready.derived = writes.derived(
                 fact.content,
-                type=fact.type,
-                agent_id=agent_id,
-                source_id=outcome.claim.memory_id,
-                who=PIPELINE_NAME,
-                why="extracted-fact",
-                importance=fact.confidence,
-                extraction_model=outcome.model,
+                **derived_fields(proposal, agent_id),
                 actor=PIPELINE_ACTOR,
                 reason=decided.reason,
                 at=at,
                 vector=outcome.fact_vectors.get(text.hash),
-                metadata=_derive_metadata(proposal),
             )
         except Refused:
             pass  # no visible content: the empty-content gate skips it
@@ -581,15 +515,14 @@ def _gate_destructive(proposal: Proposal, write: JobWrite, vector: Vector | None
     # The memories this write added must exist before a guarded path checks content against them.
     write.batch.flush_memories()
     target = Memory.objects.select_for_update().filter(id=proposal.target_memory_id).first()
-    if target is None or target.is_deleted or target.version != proposal.target_version:
-        proposal.status = ProposalStatus.STALE
-        proposal.blocked_reason = (
-            "target_deleted" if target is None or target.is_deleted else "target_changed"
-        )
+    # The pipeline never forces: a pinned target waits for a reviewer.
+    refusal = target_refusal(proposal, target, force=False)
+    if refusal is not None and refusal.stale:
+        proposal.status, proposal.blocked_reason = ProposalStatus.STALE, refusal.reason
         stats["stale"] += 1
         return
-    if target.pinned:
-        _hold(proposal, "pinned_target")
+    if refusal is not None:
+        _hold(proposal, refusal.reason)
         stats["blockedDestructive"] += 1
         return
     if proposal.fact_confidence < config.min_fact_confidence_for_write:
@@ -613,81 +546,7 @@ def _gate_destructive(proposal: Proposal, write: JobWrite, vector: Vector | None
     stats["updated" if proposal.action == "update" else "deleted"] += 1
 
 
-def _derive_metadata(proposal: Proposal) -> dict:
-    """What a derived memory's `created` audit says about the proposal that made it."""
-    return {
-        "proposalId": proposal.id,
-        "proposedAction": proposal.action,
-        "sourceMemoryId": proposal.source_memory_id,
-        "decisionConfidence": proposal.confidence,
-        "factConfidence": proposal.fact_confidence,
-        "extractionModel": proposal.model,
-    }
-
-
-# --- the guarded apply, shared with a reviewer's approval ----------------------------------------
-
-
-def derive_memory(
-    proposal: Proposal, content: str, actor: Actor, vector: Vector | None, *, reason: str
-) -> writes.RememberResult:
-    """The memory an ADD creates (or the active duplicate it meets), inside the caller's write."""
-    source = proposal.source_memory
-    return writes.derive_in_transaction(
-        content,
-        type=proposal.fact_type,
-        agent_id=source.agent_id,
-        source_id=source.id,
-        who=PIPELINE_NAME,
-        why="extracted-fact",
-        importance=proposal.fact_confidence,
-        extraction_model=proposal.model,
-        actor=actor,
-        reason=reason,
-        vector=vector,
-        metadata=_derive_metadata(proposal),
-    )
-
-
-def apply_destructive(
-    proposal: Proposal,
-    target: Memory,
-    content: str,
-    actor: Actor,
-    vector: Vector | None,
-    *,
-    reason: str | None = None,
-) -> None:
-    """UPDATE through the modify path, DELETE through the forget path (soft, cold copy first)."""
-    metadata = {"proposalId": proposal.id, "sourceMemoryId": proposal.source_memory_id}
-    if proposal.action == "update":
-        writes.modify_in_transaction(
-            target,
-            {"content": content, "type": proposal.fact_type},
-            actor=actor,
-            reason=reason or proposal.reason,
-            if_version=proposal.target_version,
-            vector=vector,
-            archive_reason="superseded",
-            metadata=metadata,
-        )
-        proposal.updated_memory = target
-    else:
-        writes.forget_in_transaction(
-            target,
-            actor=actor,
-            reason=reason or proposal.reason,
-            force=actor.type == ActorType.OPERATOR,
-            if_version=proposal.target_version,
-            archive_reason="pipeline_delete"
-            if actor.type == ActorType.PIPELINE
-            else "review_delete",
-            metadata=metadata,
-        )
-        proposal.deleted_memory = target
-
-
-# --- annotation and suppression lookup ------------------------------------------------------------
+# --- annotation -----------------------------------------------------------------------------------
 
 
 def fingerprint(action: str, fact: str, target_id: str | None) -> str:
@@ -705,12 +564,3 @@ def annotate(proposal: Proposal, raw: str) -> None:
     proposal.supported = grounding.is_supported(proposal.grounding)
     proposal.safety = [finding.as_dict() for finding in safety.scan(proposal.fact_content)]
     proposal.safety_kinds = ",".join(sorted({finding["kind"] for finding in proposal.safety}))
-
-
-def suppression_for(proposal: Proposal) -> RejectionFingerprint | None:
-    """The active rejection this proposal repeats, if a reviewer rejected the same one before."""
-    if proposal.action == "none":
-        return None
-    return RejectionFingerprint.objects.filter(
-        agent_id=proposal.agent_id, fingerprint=proposal.fingerprint, active=True
-    ).first()

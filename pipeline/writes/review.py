@@ -1,6 +1,6 @@
-"""Reviewer decisions, each exactly once in one transaction: approve (the job's guarded apply),
-reject (remembered as a suppression fingerprint), reopen, unsuppress, revert, undo a decision,
-entity triples."""
+"""Reviewer decisions on proposals, each exactly once in one transaction: approve (the apply step
+the job shares, writes/apply.py), reject (remembered as a suppression fingerprint), reopen,
+unsuppress, revert, undo a decision. Entity triples are decided in writes/triples.py."""
 
 from __future__ import annotations
 
@@ -15,17 +15,15 @@ from memory.models import Memory
 from memory.writes import Actor, Refused, Vector, audit
 from pipeline.config import get_config
 from pipeline.models import (
+    APPROVABLE,
+    REJECTABLE,
     RISK_OF,
     Proposal,
     ProposalStatus,
     RejectionFingerprint,
-    TripleReview,
-    TripleStatus,
 )
-from pipeline.writes.record import apply_destructive, derive_memory
-
-APPROVABLE = {ProposalStatus.PENDING, ProposalStatus.SKIPPED}
-REJECTABLE = {ProposalStatus.PENDING, ProposalStatus.STALE}
+from pipeline.writes.apply import TargetRefusal, apply_destructive, derive_memory, target_refusal
+from pipeline.writes.triples import decide_triple  # noqa: F401  (its callers still reach it here)
 
 
 def _already_decided(proposal: Proposal) -> Refused:
@@ -91,124 +89,175 @@ def approve(
     proposal at the target's current version after the reviewer saw it side by side. Changing
     or deleting a pinned target needs `force`, the reviewer's explicit confirmation.
     """
+    # A stale target is recorded (the proposal marked stale, audited, committed) before refusing.
     stale_refusal = None
     with transaction.atomic():
-        proposal = (
-            Proposal.objects.select_related("source_memory")
-            .select_for_update(of=("self",))
-            .filter(id=proposal_id)
-            .first()
-        )
-        if proposal is None:
-            raise Refused("not_found", f"proposal {proposal_id} not found")
-        if get_config().mutations_frozen:
-            raise Refused(
-                "frozen",
-                "mutations are frozen: nothing can be applied until an admin lifts the brake",
-            )
-        allowed = APPROVABLE | ({ProposalStatus.STALE} if redecide else set())
-        if proposal.status not in allowed:
-            raise _already_decided(proposal)
-        if proposal.source_memory.is_deleted:
-            raise Refused("source_forgotten", "the raw memory this fact came from was forgotten")
-        previous_status = proposal.status
+        proposal = _locked_for_approval(proposal_id, redecide)
         effective = action or proposal.action
         if effective not in {"add", "update", "delete"}:
             raise Refused("invalid_action", f"cannot approve a '{effective}' proposal")
         now = timezone.now()
         text = content if content is not None and content.strip() else proposal.fact_content
-        edited = text != proposal.fact_content
         extra: dict[str, Any] = {
-            "edited": edited,
+            "edited": text != proposal.fact_content,
             "appliedAction": effective,
             "proposedAction": proposal.action,
         }
         if effective == "add":
-            derived = derive_memory(
-                proposal, text, reviewer, vector, reason=note or f"approved: {proposal.reason}"
-            )
-            if derived.deduped:
-                status, proposal.deduped_existing = ProposalStatus.DEDUPED, derived.memory
-            else:
-                status, proposal.created_memory = ProposalStatus.APPLIED, derived.memory
-            if proposal.target_memory_id and proposal.action in {"update", "delete"}:
-                _keep_both_audit(proposal, derived.memory, reviewer, note, now)
+            status = _approve_add(proposal, text, reviewer, vector, note, now)
         else:
-            target = Memory.objects.select_for_update().filter(id=proposal.target_memory_id).first()
-            if target is None:
-                raise Refused("not_found", "the target memory no longer exists")
-            if redecide:
-                proposal.target_version, proposal.target_content = target.version, target.content
-            if target.is_deleted or target.version != proposal.target_version:
-                stale_refusal = Refused(
-                    "stale",
-                    "the target memory changed since the decision; compare and re-decide",
-                    currentVersion=target.version,
-                    targetVersion=proposal.target_version,
-                    currentContent=target.content,
-                )
-                Proposal.objects.filter(id=proposal.id, status=previous_status).update(
-                    status=ProposalStatus.STALE,
-                    blocked_reason="target_deleted" if target.is_deleted else "target_changed",
-                    updated_at=now,
-                )
-                _review_audit(
-                    proposal, reviewer, "stale", note, {"currentVersion": target.version}, now
-                )
-            elif target.pinned and not force:
+            target = _locked_target(proposal, redecide)
+            refusal = target_refusal(proposal, target, force)
+            if refusal is not None and refusal.stale:
+                stale_refusal = _mark_stale(proposal, target, refusal, reviewer, note, now)
+            elif refusal is not None:
                 raise Refused(
                     "pinned_requires_force",
                     f"the target memory is pinned: confirm with force to {effective} it",
                     targetMemoryId=target.id,
                 )
             else:
-                same_text = (
-                    writes.active_duplicate(
-                        target.agent_id, normalize(text).hash, exclude_id=target.id
-                    )
-                    if effective == "update"
-                    else None
+                effective = _approve_change(
+                    proposal, target, effective, text, reviewer, vector, note, now, extra
                 )
-                if same_text is not None:
-                    # The new text is already a memory (often the raw memory itself): replacing
-                    # retires the old memory and links it to the one that holds the text.
-                    effective = "delete"
-                    _retire_for(proposal, target, same_text, reviewer, note, now)
-                    extra["replacedBy"] = same_text.id
-                else:
-                    proposal.action = effective
-                    apply_destructive(
-                        proposal,
-                        target,
-                        text if effective == "update" else "",
-                        reviewer,
-                        vector,
-                        reason=note or f"approved: {proposal.reason}",
-                    )
                 status = ProposalStatus.APPLIED
         if stale_refusal is None:
-            claimed = Proposal.objects.filter(id=proposal.id, status=previous_status).update(
-                status=status,
-                action=effective,
-                risk=RISK_OF[effective],
-                decided_by=reviewer.name,
-                decided_at=now,
-                review_note=note,
-                applied_content=text,
-                target_version=proposal.target_version,
-                target_content=proposal.target_content,
-                created_memory=proposal.created_memory,
-                updated_memory=proposal.updated_memory,
-                deleted_memory=proposal.deleted_memory,
-                deduped_existing=proposal.deduped_existing,
-                updated_at=now,
-            )
-            if claimed != 1:
-                raise _already_decided(Proposal.objects.get(id=proposal.id))
+            _claim_approval(proposal, status, effective, text, reviewer, note, now)
             _review_audit(proposal, reviewer, "approved", note, {**extra, "outcome": status}, now)
     if stale_refusal is not None:
         raise stale_refusal
     return Proposal.objects.get(id=proposal_id)
+
+
+def _locked_for_approval(proposal_id: str, redecide: bool) -> Proposal:
+    """The proposal, locked, once every refusal that needs no target has been ruled out."""
+    proposal = (
+        Proposal.objects.select_related("source_memory")
+        .select_for_update(of=("self",))
+        .filter(id=proposal_id)
+        .first()
+    )
+    if proposal is None:
+        raise Refused("not_found", f"proposal {proposal_id} not found")
+    if get_config().mutations_frozen:
+        raise Refused(
+            "frozen",
+            "mutations are frozen: nothing can be applied until an admin lifts the brake",
+        )
+    allowed = APPROVABLE | ({ProposalStatus.STALE} if redecide else set())
+    if proposal.status not in allowed:
+        raise _already_decided(proposal)
+    if proposal.source_memory.is_deleted:
+        raise Refused("source_forgotten", "the raw memory this fact came from was forgotten")
+    return proposal
+
+
+def _approve_add(
+    proposal: Proposal, text: str, reviewer: Actor, vector: Vector | None, note: str | None, at
+) -> str:
+    """The approved ADD (or keep both): the derived memory, or the duplicate it meets."""
+    derived = derive_memory(
+        proposal, text, reviewer, vector, reason=note or f"approved: {proposal.reason}"
+    )
+    if derived.deduped:
+        status, proposal.deduped_existing = ProposalStatus.DEDUPED, derived.memory
+    else:
+        status, proposal.created_memory = ProposalStatus.APPLIED, derived.memory
+    if proposal.target_memory_id and proposal.action in {"update", "delete"}:
+        _keep_both_audit(proposal, derived.memory, reviewer, note, at)
+    return status
+
+
+def _locked_target(proposal: Proposal, redecide: bool) -> Memory:
+    """The target, locked; re-deciding re-bases the proposal on the target's current version."""
+    target = Memory.objects.select_for_update().filter(id=proposal.target_memory_id).first()
+    if target is None:
+        raise Refused("not_found", "the target memory no longer exists")
+    if redecide:
+        proposal.target_version, proposal.target_content = target.version, target.content
+    return target
+
+
+def _mark_stale(
+    proposal: Proposal,
+    target: Memory,
+    refusal: TargetRefusal,
+    reviewer: Actor,
+    note: str | None,
+    at,
+) -> Refused:
+    """The target moved on: the proposal becomes stale (kept: the caller commits, then raises
+    the returned refusal) so the reviewer compares and re-decides."""
+    Proposal.objects.filter(id=proposal.id, status=proposal.status).update(
+        status=ProposalStatus.STALE, blocked_reason=refusal.reason, updated_at=at
+    )
+    _review_audit(proposal, reviewer, "stale", note, {"currentVersion": target.version}, at)
+    return Refused(
+        "stale",
+        "the target memory changed since the decision; compare and re-decide",
+        currentVersion=target.version,
+        targetVersion=proposal.target_version,
+        currentContent=target.content,
+    )
+
+
+def _approve_change(
+    proposal: Proposal,
+    target: Memory,
+    effective: str,
+    text: str,
+    reviewer: Actor,
+    vector: Vector | None,
+    note: str | None,
+    at,
+    extra: dict,
+) -> str:
+    """The approved UPDATE or DELETE of a target nothing refuses; returns the action applied."""
+    same_text = (
+        writes.active_duplicate(target.agent_id, normalize(text).hash, exclude_id=target.id)
+        if effective == "update"
+        else None
+    )
+    if same_text is not None:
+        # The new text is already a memory (often the raw memory itself): replacing retires the
+        # old memory and links it to the one that holds the text.
+        _retire_for(proposal, target, same_text, reviewer, note, at)
+        extra["replacedBy"] = same_text.id
+        return "delete"
+    proposal.action = effective
+    apply_destructive(
+        proposal,
+        target,
+        text if effective == "update" else "",
+        reviewer,
+        vector,
+        reason=note or f"approved: {proposal.reason}",
+    )
+    return effective
+
+
+def _claim_approval(
+    proposal: Proposal, status: str, effective: str, text: str, reviewer: Actor, note, at
+) -> None:
+    """Record the decision, exactly once: a reviewer who lost the race is told who won."""
+    claimed = Proposal.objects.filter(id=proposal.id, status=proposal.status).update(
+        status=status,
+        action=effective,
+        risk=RISK_OF[effective],
+        decided_by=reviewer.name,
+        decided_at=at,
+        review_note=note,
+        applied_content=text,
+        target_version=proposal.target_version,
+        target_content=proposal.target_content,
+        created_memory=proposal.created_memory,
+        updated_memory=proposal.updated_memory,
+        deleted_memory=proposal.deleted_memory,
+        deduped_existing=proposal.deduped_existing,
+        updated_at=at,
+    )
+    if claimed != 1:
+        raise _already_decided(Proposal.objects.get(id=proposal.id))
 
 
 def _retire_for(
@@ -353,92 +402,26 @@ def revert(proposal_id: str, *, reviewer: Actor, reason: str | None = None) -> P
 
 def _revert_locked(proposal: Proposal, reviewer: Actor, reason: str | None) -> Memory:
     """revert's work on a proposal the caller locked, inside its transaction; returns the memory."""
-    if get_config().mutations_frozen:
-        raise Refused(
-            "frozen", "mutations are frozen: nothing can be reverted until the brake is lifted"
-        )
-    if proposal.status != ProposalStatus.APPLIED:
-        raise Refused(
-            "not_applied",
-            f"only applied proposals can be reverted; this one is {proposal.status}",
-        )
-    memory = _affected_memory(proposal)
-    if memory is None:
-        raise Refused("not_found", "the memory this proposal changed no longer exists")
+    memory = _revertible_memory(proposal)
     undoing = proposal.reverted_at is not None
-    last = memory.history.order_by("-created_at", "-id").first()
-    last_proposal = (last.metadata or {}).get("proposalId") if last else None
-    if last_proposal != proposal.id:
-        raise Refused(
-            "changed_since",
-            "the memory changed after this proposal was applied; open it and decide by hand",
-            memoryId=memory.id,
-            currentVersion=memory.version,
-        )
     now = timezone.now()
     note = (reason or "").strip() or ("revert undone" if undoing else "reverted by reviewer")
     metadata = {"proposalId": proposal.id, "revert": not undoing, "undoRevert": undoing}
-    if proposal.action == "add":
-        if not undoing:
-            writes.forget_in_transaction(
-                memory,
-                actor=reviewer,
-                reason=note,
-                force=True,
-                archive_reason="reverted",
-                metadata=metadata,
-                at=now,
-            )
+    audited = {"actor": reviewer, "reason": note, "metadata": metadata, "at": now}
+    if proposal.action == "update":
+        if undoing:
+            restored = {
+                "content": proposal.applied_content or proposal.fact_content,
+                "type": proposal.fact_type,
+            }
         else:
-            writes.recover_in_transaction(
-                memory, actor=reviewer, reason=note, metadata=metadata, at=now
-            )
-    elif proposal.action == "update":
-        if not undoing:
-            snapshot = (
-                memory.cold_snapshots.filter(version=memory.version - 1)
-                .order_by("-archived_at")
-                .first()
-            )
-            if snapshot is None:
-                raise Refused("no_snapshot", "no cold snapshot of the previous version exists")
-            writes.modify_in_transaction(
-                memory,
-                {"content": snapshot.content, "type": snapshot.type},
-                actor=reviewer,
-                reason=note,
-                archive_reason="reverted",
-                metadata=metadata,
-                at=now,
-            )
-        else:
-            writes.modify_in_transaction(
-                memory,
-                {
-                    "content": proposal.applied_content or proposal.fact_content,
-                    "type": proposal.fact_type,
-                },
-                actor=reviewer,
-                reason=note,
-                archive_reason="reverted",
-                metadata=metadata,
-                at=now,
-            )
+            restored = _previous_text(memory)
+        writes.modify_in_transaction(memory, restored, archive_reason="reverted", **audited)
+    # Reverting an ADD forgets the memory and reverting a DELETE recovers it; undoing, the reverse.
+    elif (proposal.action == "add") != undoing:
+        writes.forget_in_transaction(memory, force=True, archive_reason="reverted", **audited)
     else:
-        if not undoing:
-            writes.recover_in_transaction(
-                memory, actor=reviewer, reason=note, metadata=metadata, at=now
-            )
-        else:
-            writes.forget_in_transaction(
-                memory,
-                actor=reviewer,
-                reason=note,
-                force=True,
-                archive_reason="reverted",
-                metadata=metadata,
-                at=now,
-            )
+        writes.recover_in_transaction(memory, **audited)
     Proposal.objects.filter(id=proposal.id).update(
         reverted_at=None if undoing else now,
         reverted_by=None if undoing else reviewer.name,
@@ -453,6 +436,43 @@ def _revert_locked(proposal: Proposal, reviewer: Actor, reason: str | None) -> M
         now,
     )
     return memory
+
+
+def _revertible_memory(proposal: Proposal) -> Memory:
+    """The memory a revert changes, locked; refused when nothing may be reverted, or when the
+    memory changed since the proposal was applied (a later human edit is never overwritten)."""
+    if get_config().mutations_frozen:
+        raise Refused(
+            "frozen", "mutations are frozen: nothing can be reverted until the brake is lifted"
+        )
+    if proposal.status != ProposalStatus.APPLIED:
+        raise Refused(
+            "not_applied",
+            f"only applied proposals can be reverted; this one is {proposal.status}",
+        )
+    memory = _affected_memory(proposal)
+    if memory is None:
+        raise Refused("not_found", "the memory this proposal changed no longer exists")
+    last = memory.history.order_by("-created_at", "-id").first()
+    last_proposal = (last.metadata or {}).get("proposalId") if last else None
+    if last_proposal != proposal.id:
+        raise Refused(
+            "changed_since",
+            "the memory changed after this proposal was applied; open it and decide by hand",
+            memoryId=memory.id,
+            currentVersion=memory.version,
+        )
+    return memory
+
+
+def _previous_text(memory: Memory) -> dict:
+    """The content and type an UPDATE replaced, from the cold snapshot it archived."""
+    snapshot = (
+        memory.cold_snapshots.filter(version=memory.version - 1).order_by("-archived_at").first()
+    )
+    if snapshot is None:
+        raise Refused("no_snapshot", "no cold snapshot of the previous version exists")
+    return {"content": snapshot.content, "type": snapshot.type}
 
 
 def revert_once(
@@ -557,57 +577,3 @@ def _proposed_action(proposal: Proposal) -> str:
         .first()
     )
     return (approval or {}).get("proposedAction") or proposal.action
-
-
-# --- entity triples -------------------------------------------------------------------------------
-
-
-def decide_triple(
-    triple_id: int, *, reviewer: Actor, approve: bool, note: str | None = None
-) -> TripleReview:
-    """Approve (entities, relation and mentions through the explicit graph path) or reject."""
-    with transaction.atomic():
-        triple = (
-            TripleReview.objects.select_related("source_memory")
-            .select_for_update(of=("self",))
-            .filter(id=triple_id)
-            .first()
-        )
-        if triple is None:
-            raise Refused("not_found", f"triple {triple_id} not found")
-        if triple.status != TripleStatus.PENDING:
-            raise Refused(
-                "already_decided",
-                f"this triple is already {triple.status} (by {triple.decided_by})",
-            )
-        now = timezone.now()
-        if approve:
-            writes.persist_triples(
-                triple.source_memory,
-                [
-                    writes.Triple(
-                        triple.source,
-                        triple.relationship,
-                        triple.target,
-                        triple.source_type,
-                        triple.target_type,
-                        triple.confidence,
-                    )
-                ],
-                at=now,
-            )
-        status = TripleStatus.APPROVED if approve else TripleStatus.REJECTED
-        claimed = TripleReview.objects.filter(id=triple.id, status=TripleStatus.PENDING).update(
-            status=status, decided_by=reviewer.name, decided_at=now, note=note
-        )
-        if claimed != 1:
-            raise Refused("already_decided", "another reviewer decided this triple first")
-        audit(
-            triple.source_memory_id,
-            "reviewed",
-            actor=reviewer,
-            reason=note or f"entity triple {status}",
-            metadata={"tripleId": triple.id, "decision": status, "triple": str(triple)},
-            at=now,
-        )
-    return TripleReview.objects.get(id=triple_id)

@@ -6,6 +6,11 @@
   const rows = () => Array.from(document.querySelectorAll("[data-row]"));
   const focused = () => document.querySelector("[data-row].focused");
   const typing = (el) => el && (el.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName));
+  // Enter and Space belong to a focused link, button or other control (a nav link, Filter, "Keep
+  // both"): the shortcuts never take them for the focused row.
+  const CONTROL = "a[href], button, summary, input, select, textarea, label, [role=button], [role=link], [tabindex]:not([tabindex='-1'])";
+  const activates = (event) => (event.key === "Enter" || event.key === " ") &&
+    event.target instanceof Element && event.target !== document.body && Boolean(event.target.closest(CONTROL));
 
   // scroll=false on page load: the page keeps showing its title and filters (phones especially).
   function focusRow(row, scroll = true) {
@@ -81,7 +86,7 @@
       if (typing(document.activeElement)) document.activeElement.blur();
       return;
     }
-    if (typing(event.target) || event.metaKey || event.ctrlKey || event.altKey) return;
+    if (typing(event.target) || activates(event) || event.metaKey || event.ctrlKey || event.altKey) return;
     const row = focused();
     if (pendingG) {
       pendingG = false;
@@ -139,7 +144,7 @@
   // After a decision swaps a row, keep the reviewer moving: focus the next open row.
   document.addEventListener("htmx:beforeSwap", (event) => {
     const target = event.detail.target;
-    if (target && target.matches && target.matches("[data-row].focused")) window.__advanceFrom = target.id;
+    if (event.detail.shouldSwap && target && target.matches && target.matches("[data-row].focused")) window.__advanceFrom = target.id;
   });
   // A new list of rows (<section data-review-list>: a filter change, another page) swapped in:
   // focus its first open row, so the first "a" decides something; bring the list's top into view
@@ -158,7 +163,23 @@
     focusRow(nextOpen(swapped) || swapped);
   });
   document.addEventListener("toast", (event) => window.showToast(event.detail.message || event.detail.value, event.detail.undo, event.detail.row));
+  // The session ended (dashboard.access.session_ended answers 401 with this event): say so and
+  // keep the page as it is, anything typed included; the link signs in and comes back here.
+  document.addEventListener("session-ended", (event) => {
+    const toast = document.getElementById("toast");
+    if (!toast) return;
+    clearTimeout(window.__toastTimer);
+    toast.textContent = event.detail.message;
+    const link = document.createElement("a");
+    link.className = "linklike";
+    link.href = event.detail.login;
+    link.textContent = "Sign in";
+    link.dataset.testid = "sign-in-again";
+    toast.appendChild(link);
+    toast.hidden = false;
+  });
   document.addEventListener("htmx:responseError", (event) => {
+    if (event.detail.xhr.status === 401) return;  // the session-ended event said it
     window.showToast("Request failed (" + event.detail.xhr.status + "). Reload the page and try again.");
   });
   document.addEventListener("DOMContentLoaded", () => {

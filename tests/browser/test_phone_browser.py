@@ -63,3 +63,25 @@ def test_the_review_queue_is_cards_under_a_compact_header_on_a_phone(
     assert page.evaluate("document.querySelector('.topbar').getBoundingClientRect().bottom") <= 0
     page.evaluate("window.scrollTo(0, 0)")
     shot("review-phone")
+
+
+def test_the_jobs_list_is_usable_on_a_phone(page, live_server, login, seeded, shot):
+    """Issue 19, defect 10: each job is a compact card (long text clipped), not a 1,800 px row,
+    and no template comment shows."""
+    login("reviewer")
+    page.set_viewport_size(PHONE)
+    page.goto(f"{live_server.url}/jobs/")
+    rows = page.locator("table.jobs tbody tr")
+    expect(rows.first).to_be_visible()
+    assert rows.count() >= 5
+    expect(page.locator("body")).not_to_contain_text("{#")
+    assert sideways(page) <= 0
+    heights = rows.evaluate_all("rows => rows.map(r => r.getBoundingClientRect().height)")
+    assert max(heights) < 260, heights
+    # Each card still names its job, its memory and its status, on screen.
+    first = rows.first
+    expect(first.locator("a.mono")).to_be_in_viewport()
+    expect(first.locator(".badge").first).to_be_visible()
+    box = first.locator("td.excerpt").bounding_box()
+    assert box and box["width"] > PHONE["width"] * 0.6, box
+    shot("jobs-phone")

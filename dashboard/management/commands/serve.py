@@ -1,16 +1,16 @@
-"""serve: gunicorn (web, static files via whitenoise), the django-q2 cluster and the MCP server.
+"""serve: gunicorn (web, static files via whitenoise), the django-q2 cluster and the MCP server,
+supervised (dashboard.supervisor): one that dies is restarted, and only Ctrl-C stops them.
 
 The MCP server (streamable HTTP, for agents) is its own ASGI process on the next port: the web
 workers are synchronous, and MCP sessions live in the memory of one process.
 """
 
 import os
-import signal
-import subprocess
 import sys
-import time
 
 from django.core.management.base import BaseCommand
+
+from dashboard.supervisor import Child, Supervisor
 
 DEFAULT_BIND = "127.0.0.1:8000"
 
@@ -31,7 +31,8 @@ def public_url(bind: str) -> str:
 class Command(BaseCommand):
     help = (
         "Serve on MEMORY_BIND (default http://127.0.0.1:8000) with gunicorn, run the qcluster "
-        "and the MCP server (the next port, /mcp) beside it; Ctrl-C stops all three."
+        "and the MCP server (the next port, /mcp) beside it, restarting any that stops; "
+        "Ctrl-C stops all three."
     )
 
     def add_arguments(self, parser):
@@ -50,9 +51,9 @@ class Command(BaseCommand):
 
         call_command("setup_schedules")
         bin_dir = os.path.dirname(sys.executable)
-        # Own sessions: Ctrl-C reaches only this process, which then stops each child by its
-        # main pid (a SIGTERM to a whole django-q2 process group made shutdown hang).
-        web = subprocess.Popen(
+        mcp_bind = mcp_bind or _next_port(bind)
+        web = Child(
+            "web",
             [
                 os.path.join(bin_dir, "gunicorn"),
                 "config.wsgi",
@@ -65,42 +66,24 @@ class Command(BaseCommand):
                 "--graceful-timeout",
                 "5",
             ],
-            start_new_session=True,
         )
-        cluster = subprocess.Popen(
-            [sys.executable, "manage.py", "qcluster"], start_new_session=True
-        )
-        mcp_bind = mcp_bind or _next_port(bind)
-        mcp = subprocess.Popen(
-            [sys.executable, "manage.py", "mcp", "--http", "--bind", mcp_bind],
-            start_new_session=True,
-        )
-        children = [web, cluster, mcp]
-        self.stdout.write(
-            f"Serving on http://{bind}/ (web pid {web.pid}, workers pid {cluster.pid}).\n"
-            f"MCP for agents (streamable HTTP): http://{mcp_bind}/mcp with the header "
-            f"'Authorization: Bearer <token>' (pid {mcp.pid}). Ctrl-C stops all three.",
-        )
-        self.stdout.flush()
+        cluster = Child("workers", [sys.executable, "manage.py", "qcluster"])
+        mcp = Child("mcp", [sys.executable, "manage.py", "mcp", "--http", "--bind", mcp_bind])
 
-        def stop(*_):
-            for child in children:
-                if child.poll() is None:
-                    child.send_signal(signal.SIGTERM)
+        def ready():
+            self.stdout.write(
+                f"Serving on http://{bind}/ (web pid {web.pid}, workers pid {cluster.pid}).\n"
+                f"MCP for agents (streamable HTTP): http://{mcp_bind}/mcp with the header "
+                f"'Authorization: Bearer <token>' (pid {mcp.pid}). A part that stops is started "
+                "again; Ctrl-C stops all three.",
+            )
+            self.stdout.flush()
 
-        signal.signal(signal.SIGINT, stop)
-        signal.signal(signal.SIGTERM, stop)
-        try:
-            while all(child.poll() is None for child in children):
-                time.sleep(0.5)
-        finally:
-            stop()
-            deadline = time.monotonic() + 15
-            for child in children:
-                try:
-                    child.wait(timeout=max(0.1, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    child.kill()
+        def say(line: str) -> None:
+            self.stderr.write(line)
+            self.stderr.flush()
+
+        Supervisor([web, cluster, mcp], say).run(ready=ready)
         self.stdout.write("Stopped web, workers and MCP.")
 
 

@@ -195,13 +195,12 @@ class Command(BaseCommand):
 
     # The child: refuses to run anywhere but the parent's temporary database.
     def _inner(self, options):
-        from django.db import connection
-
         from devtools.bench import Bench, Options
+        from memory import backend
 
         workdir = os.environ.get(BENCH_DIR_ENV)
         database = str(settings.DATABASES["default"]["NAME"])
-        if connection.vendor == "postgresql":
+        if backend.is_postgres():
             temporary = database == os.environ.get(BENCH_DB_ENV) and database.startswith(
                 "memory_bench_"
             )

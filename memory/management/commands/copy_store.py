@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import numpy as np
 from django.apps import apps
+from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.core.management.color import no_style
 from django.db import connections, transaction
 
+from memory.backend import is_postgres
+from memory.backend.postgres.url import database_settings
 from memory.models import Embedding, Memory
 
 TARGET = "copy_store_target"
@@ -33,9 +36,10 @@ def copied_models() -> list:
 
 
 def open_target(url: str):
-    from config.settings import postgres_database
-
-    connections.settings[TARGET] = postgres_database(url)
+    store = settings.DATABASES["default"]
+    connections.settings[TARGET] = database_settings(  # kept like the store's own connection
+        url, CONN_MAX_AGE=store["CONN_MAX_AGE"], CONN_HEALTH_CHECKS=store["CONN_HEALTH_CHECKS"]
+    )
     connections.configure_settings(connections.settings)
     return connections[TARGET]
 
@@ -79,7 +83,7 @@ def copy_table(model, source, target) -> int:
 def index_vectors(source, target) -> int:
     """Fill the target's vector index from the float32 blobs (read from the source, which holds
     the same rows: the target's connection is busy with the bulk load)."""
-    from memory import vectors_postgres
+    from memory.vectors import postgres as vectors_postgres
 
     rows = Embedding.objects.using(source.alias).order_by("id").values_list("id", "vector")
     pairs = (
@@ -102,10 +106,10 @@ class Command(BaseCommand):
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
         try:
-            if target.vendor != "postgresql":
+            if not is_postgres(target):
                 raise CommandError("--to must be a PostgreSQL URL")
             if source.settings_dict["NAME"] == target.settings_dict["NAME"] and (
-                source.vendor == "postgresql"
+                is_postgres(source)
                 and source.settings_dict["HOST"] == target.settings_dict["HOST"]
                 and source.settings_dict["PORT"] == target.settings_dict["PORT"]
             ):

@@ -135,20 +135,35 @@ def _set_vectors(rows: list[tuple[int, np.ndarray]]) -> int:
         return cursor.rowcount
 
 
-def index_vector(embedding_id: int, vector: np.ndarray) -> bool:
-    """Index the vector of one embeddings row (see `index_vectors`); False if it cannot go in."""
-    return index_vectors([(embedding_id, vector)]) == 1
+def extension_loaded() -> bool:
+    """Always: the PostgreSQL backend refuses to start without pgvector."""
+    return True
 
 
-def index_vectors(items: list[tuple[int, np.ndarray]]) -> int:
-    """Index the vectors of embeddings rows just written (each the vector of its row's blob).
+def describe() -> dict:
+    """What serves KNN, for the health report."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+        row = cursor.fetchone()
+    return {"backend": "pgvector", "pgvectorVersion": row[0] if row else None, "index": "hnsw"}
+
+
+def search_engine() -> str:
+    """'hnsw': pgvector's index (approximate)."""
+    return "hnsw"
+
+
+def index_vectors(items, *, replacing: set[int] | None = None) -> int:
+    """Index the vectors of embeddings rows just written: (embedding id, vector[, model]), each
+    the vector of its row's blob. `replacing` is not needed: a row whose blob changed lost its
+    indexed vector to the trigger already.
 
     Inside a write transaction the HNSW inserts (milliseconds each) run right after its commit,
     in the same thread, before the write function returns: they do not lengthen the
     transaction, and a search after the write finds the vectors. A vector that cannot go in (zero,
     other dimensions) leaves the row without one. Returns how many can go in.
     """
-    rows = [(embedding_id, v) for embedding_id, v in items if indexable(v)]
+    rows = [(item[0], item[1]) for item in items if indexable(item[1])]
     if not rows:
         return 0
     if runs_after_commit(connection):
@@ -186,6 +201,16 @@ def index_pending(*, older_than: float = 0.0, batch: int = 500) -> int:
         pending = [(int(eid), np.frombuffer(bytes(blob), dtype=np.float32)) for eid, blob in found]
         indexed += _set_vectors([(eid, v) for eid, v in pending if indexable(v)])
     return indexed
+
+
+def repair_matrix(*, every: float = 0.0) -> dict[str, str]:
+    """Nothing to check: PostgreSQL serves KNN from pgvector's index, not a shared matrix file."""
+    return {}
+
+
+def repair_index(*, older_than: float = 60.0, limit: int = 500) -> int:
+    """`index_pending` of at most `limit` rows written more than `older_than` seconds ago."""
+    return index_pending(older_than=older_than, batch=limit)
 
 
 class _Repair:
@@ -270,6 +295,15 @@ def nearest(query: np.ndarray, *, model: str, k: int) -> list[tuple[int, float]]
     return [(int(eid), float(distance)) for eid, distance in rows if distance is not None]
 
 
+def nearest_many(queries: list[np.ndarray], *, model: str, k: int) -> list[list[tuple[int, float]]]:
+    """`nearest` of each query, one after the other."""
+    return [nearest(query, model=model, k=k) for query in queries]
+
+
+def catch_up(model: str) -> None:
+    """Nothing to catch up: the HNSW index lives in the database."""
+
+
 def nearest_exact(query: np.ndarray, *, model: str, k: int) -> list[tuple[int, float]]:
     """The same KNN by a full scan (no index): the reference the benchmark measures recall by."""
     if not indexable(query):
@@ -288,9 +322,8 @@ def nearest_exact(query: np.ndarray, *, model: str, k: int) -> list[tuple[int, f
 def live_memories_for(
     embedding_ids: list[int], *, agent_id: str, exclude_id: str | None
 ) -> dict[int, list[str]]:
-    """Map embedding ids to the live memory ids of one agent that carry that content."""
-    if not embedding_ids:
-        return {}
+    """Map embedding ids (at least one) to the live memory ids of one agent that carry that
+    content."""
     marks = ",".join(["%s"] * len(embedding_ids))
     # LATERAL keeps the plan driven by the few embedding ids (one index probe each), whatever the
     # planner's statistics say about the agent's live memories.

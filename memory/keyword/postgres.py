@@ -1,7 +1,7 @@
 """All SQL of the keyword index on PostgreSQL: a generated `tsvector` over memories.content with a
 GIN index. It plays the part FTS5 plays on SQLite: store statistics, document frequencies and the
-candidates that match the query's rarest terms. memory.keyword scores the candidates from their
-text (BM25, its own stemmer), so a memory gets the same score on both engines.
+candidates that match the query's rarest terms. memory.keyword.bm25 scores the candidates from
+their text (BM25, its own stemmer), so a memory gets the same score on both engines.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import time
 
 from django.db import connection
 
-from memory.bm25 import (
+from memory.keyword.bm25 import (
     CACHE_DRIFT,
     CACHE_MIN_ROWS,
     CACHE_SECONDS,
@@ -218,6 +218,13 @@ def search(
     return scored[:limit]
 
 
+def search_many(
+    texts: list[str], *, agent_id: str, limit: int, exclude_id: str | None = None
+) -> list[list[tuple[str, float]]]:
+    """`search` of each text, one after the other."""
+    return [search(text, agent_id=agent_id, limit=limit, exclude_id=exclude_id) for text in texts]
+
+
 def scores_for(text: str, memory_ids: list[str]) -> dict[str, float]:
     """Normalised BM25 of specific memories for `text` (0.0 when they do not match at all)."""
     found = dict.fromkeys(memory_ids, 0.0)
@@ -236,3 +243,8 @@ def scores_for(text: str, memory_ids: list[str]) -> dict[str, float]:
     for memory_id, content in contents.items():
         found[memory_id] = query.score(content)
     return found
+
+
+def scores_for_many(texts: list[str], memory_ids: list[list[str]]) -> list[dict[str, float]]:
+    """`scores_for` of each text with its own memories, one after the other."""
+    return [scores_for(text, ids) for text, ids in zip(texts, memory_ids, strict=True)]

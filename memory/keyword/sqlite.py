@@ -1,17 +1,14 @@
-"""The keyword index: FTS5 over memories.content on SQLite (all of its SQL is here), PostgreSQL
-full-text search in memory.keyword_postgres. `search`, `search_many` and `scores_for` pick the
-engine's module by the connection's vendor; both engines turn user text into the same plain terms
-and score in [0, 1), stronger matches higher, so the hybrid formula is the same on both.
-
-On SQLite, FTS5 finds the candidates and this module scores them (BM25 with an IDF that never
-reaches zero, so a match in a store of a handful of memories still counts):
+"""All SQL of the keyword index on SQLite: FTS5 over memories.content. It finds the candidates and
+memory.keyword.bm25 scores them (BM25 with an IDF that never reaches zero, so a match in a store of
+a handful of memories still counts):
 1. document frequencies of the query's terms: one counting query, cached per process on big stores;
 2. candidates, every text of a batch in one query (`_Plan`): the index's bm25 best of the rarest
-   terms (only as many as RARE_DOCUMENT_BUDGET postings: ranking costs about a microsecond a row),
-   the memories holding both of the next two rarest terms (an intersection, not ranked), and the
-   next terms alone only when those came up short. (Ranking an OR of every term scored most of
-   the store at 100k memories; ranking the rarest term alone brought back the thousand memories
-   that share a name with the query and little else, and took 17 ms for a job of ten facts.)
+   terms (only as many as memory.keyword.RARE_DOCUMENT_BUDGET postings: ranking costs about a
+   microsecond a row), the memories holding both of the next two rarest terms (an intersection,
+   not ranked), and the next terms alone only when those came up short. (Ranking an OR of every
+   term scored most of the store at 100k memories; ranking the rarest term alone brought back the
+   thousand memories that share a name with the query and little else, and took 17 ms for a job of
+   ten facts.)
 3. scores: every candidate against every term, from its text, so the same memory gets the same
    score whether the keyword leg or the vector leg found it.
 """
@@ -22,26 +19,7 @@ from dataclasses import dataclass
 
 from django.db import connection
 
-from memory import keyword_postgres
-from memory.bm25 import (  # noqa: F401 (re-exported: callers use keyword.stem, keyword.query_terms)
-    _WORD,
-    CACHE_DRIFT,
-    CACHE_MIN_ROWS,
-    CACHE_SECONDS,
-    K1,
-    MAX_QUERY_TERMS,
-    STOP_WORDS,
-    B,
-    _fold,
-    _FrequencyCache,
-    _has_vowel,
-    _Query,
-    _Stats,
-    _tokens,
-    normalise_bm25,
-    query_terms,
-    stem,
-)
+from memory.keyword.bm25 import CACHE_MIN_ROWS, _FrequencyCache, _Query, _Stats, query_terms
 
 FTS_TABLE_SQL = [
     "CREATE VIRTUAL TABLE memories_fts USING fts5(content, content='memories', "
@@ -64,7 +42,6 @@ FTS_DROP_SQL = [
 ]
 
 
-# Words so common that OR-ing them in would match most of the store and only cost time.
 def _quoted(terms: list[str]) -> str:
     return " OR ".join(f'"{term}"' for term in terms)
 
@@ -77,13 +54,6 @@ def match_expression(text: str) -> str | None:
     """
     terms = query_terms(text)
     return _quoted(terms) if terms else None
-
-
-def _postgres():
-    """The PostgreSQL module when the store is on PostgreSQL, else None (SQLite: this module)."""
-    if connection.vendor != "postgresql":
-        return None
-    return keyword_postgres
 
 
 # --- store statistics and document frequencies -----------------------------------------------------
@@ -138,11 +108,12 @@ def document_frequencies(cursor, terms: list[str], stats: _Stats) -> dict[str, i
 
 # --- the keyword leg --------------------------------------------------------------------------------
 
-# The index ranks (bm25) only the rarest terms whose posting lists add up to this many memories:
-# ranking costs about a microsecond per row, and at 100k memories even the rarest word of an
-# everyday sentence (a name, a service) is in a thousand of them. A huge budget ranks every term
-# (the exhaustive keyword leg the benchmark compares this one with).
-RARE_DOCUMENT_BUDGET = 100
+
+def _budget() -> int:
+    """memory.keyword.RARE_DOCUMENT_BUDGET as it is now: the benchmark raises it there."""
+    from memory import keyword  # the package imports this module: read its knob at call time
+
+    return keyword.RARE_DOCUMENT_BUDGET
 
 
 @dataclass(frozen=True)
@@ -165,11 +136,11 @@ class _Plan:
     fills: tuple[str, ...]
 
 
-def _plan(terms: list[str], frequencies: dict[str, int]) -> _Plan:
+def _plan(terms: list[str], frequencies: dict[str, int], budget: int) -> _Plan:
     matching = sorted((t for t in terms if frequencies.get(t)), key=lambda t: frequencies[t])
     ranked, total = [], 0
     for term in matching:
-        if total + frequencies[term] > RARE_DOCUMENT_BUDGET:
+        if total + frequencies[term] > budget:
             break
         ranked.append(term)
         total += frequencies[term]
@@ -181,31 +152,19 @@ def _plan(terms: list[str], frequencies: dict[str, int]) -> _Plan:
     )
 
 
-def search(
-    text: str, *, agent_id: str, limit: int, exclude_id: str | None = None
-) -> list[tuple[str, float]]:
-    """(memory id, normalised score) of the best keyword matches among the agent's live memories."""
-    if engine := _postgres():
-        return engine.search(text, agent_id=agent_id, limit=limit, exclude_id=exclude_id)
-    return search_many([text], agent_id=agent_id, limit=limit, exclude_id=exclude_id)[0]
-
-
 def search_many(
     texts: list[str], *, agent_id: str, limit: int, exclude_id: str | None = None
 ) -> list[list[tuple[str, float]]]:
-    """`search` for several texts at once: one frequency query, one candidate query (and one more
-    for the texts whose candidates came up short). Each text's plan, rounds and ranking depend on
-    that text alone, so a batch ranks every text exactly as a search of its own does."""
-    if engine := _postgres():
-        return [
-            engine.search(text, agent_id=agent_id, limit=limit, exclude_id=exclude_id)
-            for text in texts
-        ]
+    """(memory id, normalised score) of each text's best keyword matches among the agent's live
+    memories: one frequency query, one candidate query (and one more for the texts whose candidates
+    came up short). Each text's plan, rounds and ranking depend on that text alone, so a batch ranks
+    every text exactly as a search of its own does."""
     terms = [query_terms(text) for text in texts]
     with connection.cursor() as cursor:
         stats = _stats(cursor)
         frequencies = document_frequencies(cursor, sorted({t for ts in terms for t in ts}), stats)
-        plans = [_plan(ts, frequencies) for ts in terms]
+        budget = _budget()
+        plans = [_plan(ts, frequencies, budget) for ts in terms]
         found = _candidates(cursor, plans, max(limit * 4, 40), limit, agent_id, exclude_id)
     results = []
     for index, rows in enumerate(found):
@@ -303,17 +262,9 @@ def _fetch(cursor, asking, agent_id, exclude_id) -> dict[int, tuple[list, bool]]
     return fetched
 
 
-def scores_for(text: str, memory_ids: list[str]) -> dict[str, float]:
-    """Normalised BM25 of specific memories for `text` (0.0 when they do not match at all)."""
-    if engine := _postgres():
-        return engine.scores_for(text, memory_ids)
-    return scores_for_many([text], [memory_ids])[0]
-
-
 def scores_for_many(texts: list[str], memory_ids: list[list[str]]) -> list[dict[str, float]]:
-    """`scores_for` of several texts, each with its own memories: two queries in all."""
-    if engine := _postgres():
-        return [engine.scores_for(t, ids) for t, ids in zip(texts, memory_ids, strict=True)]
+    """Normalised BM25 of each text's own memories (0.0 where a memory does not match at all):
+    two queries in all."""
     wanted = sorted({memory_id for ids in memory_ids for memory_id in ids})
     results = [dict.fromkeys(ids, 0.0) for ids in memory_ids]
     terms = [query_terms(text) for text in texts]

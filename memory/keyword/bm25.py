@@ -25,7 +25,7 @@ MAX_QUERY_TERMS = 24
 K1, B = 1.2, 0.75
 # PostgreSQL's candidates come from the rarest terms whose posting lists add up to this many
 # memories (at least the rarest one); a store smaller than this always uses every term. (SQLite
-# plans its candidate tiers in memory.keyword, with a budget of its own.)
+# plans its candidate tiers in memory.keyword.sqlite, with memory.keyword's budget.)
 RARE_DOCUMENT_BUDGET = 2000
 # Stores this big cache document frequencies per process (smaller ones count them afresh: cheap,
 # and exact); the cache empties when the store grew or shrank by more than CACHE_DRIFT, or aged.

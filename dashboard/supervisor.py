@@ -1,0 +1,137 @@
+"""Keeps serve's processes running: a child that dies is started again after a backoff (1 s,
+doubling to 30 s, back to 1 s once it has run a minute), each death and restart is logged and
+recorded for /api/health (memory.processes), and only Ctrl-C or SIGTERM stops them all."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from memory import processes
+
+FIRST_BACKOFF = 1.0
+MAX_BACKOFF = 30.0
+HEALTHY_AFTER = 60.0  # a child that ran this long before dying is restarted after FIRST_BACKOFF
+STOP_GRACE = 15.0
+
+
+def _now_text() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@dataclass
+class Child:
+    """One supervised process: how to start it and what happened to it."""
+
+    name: str
+    argv: list[str]
+    process: subprocess.Popen | None = None
+    started: float = 0.0
+    restarts: int = 0
+    backoff: float = FIRST_BACKOFF
+    restart_at: float | None = None
+    last_exit: dict | None = field(default=None)
+
+    def start(self) -> None:
+        # Own session: Ctrl-C reaches only the supervisor, which stops each child by its pid (a
+        # SIGTERM to a whole django-q2 process group made shutdown hang).
+        self.process = subprocess.Popen(self.argv, start_new_session=True)
+        self.started = time.monotonic()
+        self.restart_at = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def record(self) -> dict:
+        state = "running" if self.running() else "restarting"
+        return {
+            "pid": self.pid if self.running() else None,
+            "state": state,
+            "restarts": self.restarts,
+            "lastExit": self.last_exit,
+        }
+
+
+class Supervisor:
+    """Start the children, keep them running, stop them all on a signal."""
+
+    def __init__(self, children: list[Child], say: Callable[[str], None]) -> None:
+        self.children = children
+        self.say = say
+        self.stopping = False
+        self.started_at = _now_text()
+
+    def run(self, *, ready: Callable[[], None] = lambda: None) -> None:
+        signal.signal(signal.SIGINT, self._stop_signal)
+        signal.signal(signal.SIGTERM, self._stop_signal)
+        try:
+            for child in self.children:
+                child.start()
+            self._publish()
+            ready()
+            while not self.stopping:
+                if self._tend():
+                    self._publish()
+                time.sleep(0.25)
+        finally:
+            self._stop_all()
+
+    def _stop_signal(self, *_):
+        self.stopping = True
+
+    def _tend(self) -> bool:
+        """Notice deaths and start what is due; True when anything changed."""
+        changed = False
+        now = time.monotonic()
+        for child in self.children:
+            if child.restart_at is None and child.process is not None and not child.running():
+                self._died(child, now)
+                changed = True
+            elif child.restart_at is not None and now >= child.restart_at and not self.stopping:
+                child.start()
+                child.restarts += 1
+                self.say(f"Restarted {child.name} (pid {child.pid}, restart {child.restarts}).")
+                changed = True
+        return changed
+
+    def _died(self, child: Child, now: float) -> None:
+        code = child.process.returncode
+        how = f"signal {-code}" if code < 0 else f"exit code {code}"
+        if now - child.started >= HEALTHY_AFTER:
+            child.backoff = FIRST_BACKOFF
+        wait = child.backoff
+        child.backoff = min(MAX_BACKOFF, child.backoff * 2)
+        child.restart_at = now + wait
+        child.last_exit = {"code": code, "at": _now_text()}
+        self.say(f"{child.name} (pid {child.pid}) stopped with {how}; restarting in {wait:.0f} s.")
+
+    def _publish(self) -> None:
+        processes.write(
+            {
+                "pid": os.getpid(),
+                "startedAt": self.started_at,
+                "children": {child.name: child.record() for child in self.children},
+            }
+        )
+
+    def _stop_all(self) -> None:
+        self.stopping = True
+        running = [child for child in self.children if child.running()]
+        for child in running:
+            child.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE
+        for child in running:
+            try:
+                child.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.process.kill()
+        processes.clear()

@@ -1,0 +1,53 @@
+"""The keyword leg over the store's full-text index, whichever engine holds it: FTS5 on SQLite
+(memory.keyword.sqlite), a tsvector with a GIN index on PostgreSQL (memory.keyword.postgres).
+Each call picks the engine's module once; both turn user text into the same plain terms and score
+with the same BM25 (memory.keyword.bm25) in [0, 1), stronger matches higher, so the hybrid formula
+is the same on both."""
+
+from __future__ import annotations
+
+from memory import backend
+from memory.keyword import postgres, sqlite
+from memory.keyword.bm25 import (  # noqa: F401 (re-exported: callers use keyword.STOP_WORDS, ...)
+    STOP_WORDS,
+    normalise_bm25,
+    query_terms,
+    stem,
+)
+from memory.keyword.sqlite import match_expression  # noqa: F401 (re-exported for its tests)
+
+# SQLite's index ranks (bm25) only the rarest terms whose posting lists add up to this many
+# memories: ranking costs about a microsecond per row, and at 100k memories even the rarest word of
+# an everyday sentence (a name, a service) is in a thousand of them. A huge budget ranks every term
+# (the exhaustive keyword leg the benchmark compares this one with). Read at each search, so it is
+# raised here. (PostgreSQL's budget is memory.keyword.bm25's.)
+RARE_DOCUMENT_BUDGET = 100
+
+
+def _engine():
+    """The keyword module of the store's engine."""
+    return postgres if backend.is_postgres() else sqlite
+
+
+def search(
+    text: str, *, agent_id: str, limit: int, exclude_id: str | None = None
+) -> list[tuple[str, float]]:
+    """(memory id, normalised score) of the best keyword matches among the agent's live memories."""
+    return search_many([text], agent_id=agent_id, limit=limit, exclude_id=exclude_id)[0]
+
+
+def search_many(
+    texts: list[str], *, agent_id: str, limit: int, exclude_id: str | None = None
+) -> list[list[tuple[str, float]]]:
+    """`search` for several texts at once, each ranked exactly as a search of its own."""
+    return _engine().search_many(texts, agent_id=agent_id, limit=limit, exclude_id=exclude_id)
+
+
+def scores_for(text: str, memory_ids: list[str]) -> dict[str, float]:
+    """Normalised BM25 of specific memories for `text` (0.0 when they do not match at all)."""
+    return scores_for_many([text], [memory_ids])[0]
+
+
+def scores_for_many(texts: list[str], memory_ids: list[list[str]]) -> list[dict[str, float]]:
+    """`scores_for` of several texts, each with its own memories."""
+    return _engine().scores_for_many(texts, memory_ids)

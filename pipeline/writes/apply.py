@@ -1,0 +1,121 @@
+"""The apply step the job write, a reviewer's approval and the bulk path share: the one rule that
+refuses a stale or pinned target, the memory an ADD derives, and the guarded UPDATE/DELETE.
+
+Nothing here opens a transaction: each function runs inside its caller's write.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memory import writes
+from memory.models import ActorType, Memory
+from memory.writes import Actor, Vector
+from pipeline.config import PIPELINE_NAME
+from pipeline.models import Proposal
+
+# A proposal's blocked reasons for a target it may not change now.
+TARGET_DELETED = "target_deleted"
+TARGET_CHANGED = "target_changed"
+PINNED_TARGET = "pinned_target"
+
+
+@dataclass(frozen=True)
+class TargetRefusal:
+    """Why an UPDATE/DELETE may not be applied to its target now: `reason` is the blocked reason."""
+
+    reason: str
+    # The target is pinned and no force was given. Also set beside a stale reason: the bulk path
+    # leaves every pinned target for a one-by-one decision, stale or not.
+    pinned: bool = False
+
+    @property
+    def stale(self) -> bool:
+        """The target changed or went away since the decision: never applied blindly."""
+        return self.reason != PINNED_TARGET
+
+
+def target_refusal(proposal: Proposal, target: Memory | None, force: bool) -> TargetRefusal | None:
+    """The refusal a change of `target` meets, or None: stale first (gone or deleted, or its
+    version differs from the one decided on), then pinned without `force`."""
+    pinned = target is not None and target.pinned and not force
+    if target is None or target.is_deleted:
+        return TargetRefusal(TARGET_DELETED, pinned)
+    if target.version != proposal.target_version:
+        return TargetRefusal(TARGET_CHANGED, pinned)
+    if pinned:
+        return TargetRefusal(PINNED_TARGET, pinned)
+    return None
+
+
+def derived_fields(proposal: Proposal, agent_id: str) -> dict:
+    """How a memory an ADD derives is described (who, why, type, source, audit metadata)."""
+    return {
+        "type": proposal.fact_type,
+        "agent_id": agent_id,
+        "source_id": proposal.source_memory_id,
+        "who": PIPELINE_NAME,
+        "why": "extracted-fact",
+        "importance": proposal.fact_confidence,
+        "extraction_model": proposal.model,
+        "metadata": {
+            "proposalId": proposal.id,
+            "proposedAction": proposal.action,
+            "sourceMemoryId": proposal.source_memory_id,
+            "decisionConfidence": proposal.confidence,
+            "factConfidence": proposal.fact_confidence,
+            "extractionModel": proposal.model,
+        },
+    }
+
+
+def derive_memory(
+    proposal: Proposal, content: str, actor: Actor, vector: Vector | None, *, reason: str
+) -> writes.RememberResult:
+    """The memory an ADD creates (or the active duplicate it meets), inside the caller's write."""
+    return writes.derive_in_transaction(
+        content,
+        **derived_fields(proposal, proposal.source_memory.agent_id),
+        actor=actor,
+        reason=reason,
+        vector=vector,
+    )
+
+
+def apply_destructive(
+    proposal: Proposal,
+    target: Memory,
+    content: str,
+    actor: Actor,
+    vector: Vector | None,
+    *,
+    reason: str | None = None,
+) -> None:
+    """UPDATE through the modify path, DELETE through the forget path (soft, cold copy first)."""
+    metadata = {"proposalId": proposal.id, "sourceMemoryId": proposal.source_memory_id}
+    if proposal.action == "update":
+        writes.modify_in_transaction(
+            target,
+            {"content": content, "type": proposal.fact_type},
+            actor=actor,
+            reason=reason or proposal.reason,
+            if_version=proposal.target_version,
+            vector=vector,
+            archive_reason="superseded",
+            metadata=metadata,
+        )
+        proposal.updated_memory = target
+    else:
+        writes.forget_in_transaction(
+            target,
+            actor=actor,
+            reason=reason or proposal.reason,
+            # A reviewer who got past target_refusal confirmed a pinned target; the pipeline never.
+            force=actor.type == ActorType.OPERATOR,
+            if_version=proposal.target_version,
+            archive_reason="pipeline_delete"
+            if actor.type == ActorType.PIPELINE
+            else "review_delete",
+            metadata=metadata,
+        )
+        proposal.deleted_memory = target

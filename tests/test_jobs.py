@@ -1,0 +1,122 @@
+"""memory.jobs: the Job's life in one module, with the pipeline's policy passed in (attempts,
+backoff, lease timeout), and no other product module writing a job's status."""
+
+from __future__ import annotations
+
+import ast
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+
+from memory import jobs, writes
+from memory.models import ExtractionStatus, JobStatus
+from memory.writes import Actor
+
+pytestmark = pytest.mark.django_db
+
+AGENT = Actor("test-agent", "agent")
+ROOT = Path(__file__).resolve().parent.parent
+WRITES = {"update", "create", "get_or_create", "update_or_create", "bulk_update"}
+
+
+def _is_job_status(node) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "JobStatus"
+    )
+
+
+def status_writes(source: str) -> list[int]:
+    """Lines that set a job's status: `.update(status=JobStatus.X)` and friends, or a column dict
+    `{"status": JobStatus.X}` (update_rows)."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in WRITES
+        ):
+            lines += [
+                node.lineno for k in node.keywords if k.arg == "status" and _is_job_status(k.value)
+            ]
+        elif isinstance(node, ast.Dict):
+            lines += [
+                value.lineno
+                for key, value in zip(node.keys, node.values, strict=True)
+                if isinstance(key, ast.Constant) and key.value == "status" and _is_job_status(value)
+            ]
+    return lines
+
+
+def test_only_memory_jobs_writes_a_jobs_status():
+    outside = {
+        f"{path.relative_to(ROOT)}:{line}"
+        for package in ("memory", "pipeline", "api", "dashboard")
+        for path in (ROOT / package).rglob("*.py")
+        if "migrations" not in path.parts and path != ROOT / "memory" / "jobs.py"
+        for line in status_writes(path.read_text())
+    }
+    assert outside == set()
+    assert status_writes((ROOT / "memory" / "jobs.py").read_text())
+
+
+def test_a_planted_status_write_is_caught():
+    planted = "Job.objects.filter(id=1).update(status=JobStatus.DEAD)\n"
+    assert status_writes(planted) == [1]
+    assert status_writes('update_rows(Job, [1], {"status": JobStatus.COMPLETED})\n') == [1]
+    assert status_writes("Job.objects.filter(status=JobStatus.PENDING).count()\n") == []
+
+
+def test_a_lease_takes_the_attempt_budget_and_lease_timeout_it_is_given():
+    job = writes.remember("Deploys freeze on Fridays.", actor=AGENT).job
+    claim = jobs.lease(job.id, max_attempts=5, lease_timeout=timedelta(minutes=10))
+    assert claim is not None and (claim.attempts, claim.max_attempts) == (1, 5)
+    # Leased a minute ago: not stale under a ten-minute timeout, stale under a thirty-second one.
+    job.refresh_from_db()
+    job.leased_at = timezone.now() - timedelta(minutes=1)
+    job.save(update_fields=["leased_at"])
+    assert jobs.lease(job.id, max_attempts=5, lease_timeout=timedelta(minutes=10)) is None
+    retaken = jobs.lease(job.id, max_attempts=5, lease_timeout=timedelta(seconds=30))
+    assert retaken is not None and retaken.attempts == 2
+
+
+def test_a_failure_waits_the_backoff_it_is_given_and_the_last_attempt_buries_the_job():
+    job = writes.remember("Rotate the keys monthly.", actor=AGENT).job
+    claim = jobs.lease(job.id, max_attempts=2, lease_timeout=timedelta(minutes=5))
+    now = timezone.now()
+    assert jobs.fail_in_transaction(
+        jobs.held(claim), "boom", retry_in=timedelta(seconds=42), at=now
+    )
+    job.refresh_from_db()
+    assert job.status == JobStatus.PENDING and job.next_attempt_at == now + timedelta(seconds=42)
+
+    job.next_attempt_at = None
+    job.save(update_fields=["next_attempt_at"])
+    claim = jobs.lease(job.id, max_attempts=2, lease_timeout=timedelta(minutes=5))
+    status = jobs.fail_in_transaction(jobs.held(claim), "boom", retry_in=timedelta(0), at=now)
+    job.refresh_from_db()
+    assert status == job.status == JobStatus.DEAD
+    assert job.memory.extraction_status == ExtractionStatus.FAILED
+
+
+def test_a_requeue_gives_the_attempt_back():
+    job = writes.remember("The cache TTL is 60 seconds.", actor=AGENT).job
+    claim = jobs.lease(job.id, max_attempts=3, lease_timeout=timedelta(minutes=5))
+    jobs.requeue_in_transaction(jobs.held(claim), {"requeued": "edited"}, at=timezone.now())
+    job.refresh_from_db()
+    assert (job.status, job.attempts, job.leased_at) == (JobStatus.PENDING, 0, None)
+
+
+def test_forget_cancels_the_pending_job_and_recover_queues_a_fresh_one():
+    memory = writes.remember("Backups run at 02:00 UTC.", actor=AGENT).memory
+    writes.forget(memory.id, actor=AGENT, reason="test")
+    assert list(memory.jobs.values_list("status", flat=True)) == [JobStatus.CANCELLED]
+    writes.recover(memory.id, actor=AGENT, reason="test")
+    assert sorted(memory.jobs.values_list("status", flat=True)) == [
+        JobStatus.CANCELLED,
+        JobStatus.PENDING,
+    ]
+    assert jobs.live_or_done(memory.id).status == JobStatus.PENDING

@@ -1,0 +1,100 @@
+"""`manage.py serve` keeps running when one part dies (issue 21, item 3): killing only the queue
+workers or only the MCP server leaves the dashboard up, the dead part is started again (logged, and
+shown in /api/health with its restart count), and only SIGINT/SIGTERM stops everything."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+
+import httpx
+import pytest
+
+from dashboard import supervisor
+from tests.mcp_support import Store, free_port
+from tests.test_mcp_http import Served, reachable, wait_for
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    store = Store(tmp_path_factory.mktemp("supervised"))
+    store.manage("migrate", "--noinput")
+    store.tokens = {"ingest": store.token("watcher", "ingest")}
+    server = Served(store, free_port(), free_port())
+    try:
+        url = wait_for(server.mcp_url, 60, "serve to print the MCP URL")
+        wait_for(lambda: reachable(url) and reachable(server.web + "/login/"), 60, "web and MCP")
+        yield server
+    finally:
+        server.stop()
+
+
+def processes(served) -> dict:
+    answer = httpx.get(
+        served.web + "/api/health",
+        headers={"Authorization": f"Bearer {served.store.tokens['ingest']}"},
+        timeout=10,
+    )
+    assert answer.status_code == 200
+    return answer.json()["processes"]
+
+
+def test_health_lists_every_supervised_process_running(served):
+    report = processes(served)
+    assert report["supervisorAlive"] is True
+    assert set(report["children"]) == {"web", "workers", "mcp"}
+    assert all(child["state"] == "running" for child in report["children"].values())
+    assert all(child["restarts"] == 0 for child in report["children"].values())
+
+
+@pytest.mark.parametrize("name", ["workers", "mcp"])
+def test_a_killed_part_is_restarted_and_the_dashboard_stays_up(served, name):
+    before = processes(served)["children"][name]
+    os.kill(before["pid"], signal.SIGKILL)
+    # The dashboard keeps answering while the part is down and after.
+    assert httpx.get(served.web + "/login/", timeout=5).status_code == 200
+
+    def restarted():
+        child = processes(served)["children"][name]
+        return child if child["state"] == "running" and child["pid"] != before["pid"] else None
+
+    child = wait_for(restarted, 30, f"{name} to be restarted")
+    assert child["restarts"] == before["restarts"] + 1
+    assert child["lastExit"]["code"] == -signal.SIGKILL
+    assert re.search(rf"{name} \(pid {before['pid']}\) stopped with signal 9", served.text())
+    assert f"Restarted {name} (pid {child['pid']}" in served.text()
+    assert served.proc.poll() is None
+    if name == "mcp":
+        wait_for(lambda: reachable(served.mcp_url()), 30, "the restarted MCP server to answer")
+
+
+def test_sigterm_stops_every_part_and_clears_the_record(served):
+    pids = [child["pid"] for child in processes(served)["children"].values()]
+    served.proc.send_signal(signal.SIGTERM)
+    assert served.proc.wait(timeout=30) == 0
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert not (served.store.root / "processes.json").exists()
+    assert "Stopped web, workers and MCP." in served.text()
+
+
+def test_a_part_that_keeps_dying_waits_longer_each_time(monkeypatch):
+    said = []
+    child = supervisor.Child("flaky", ["true"])
+    watcher = supervisor.Supervisor([child], said.append)
+    waits = []
+    for _ in range(7):
+        child.start()
+        child.process.wait()
+        watcher._died(child, now=child.started + 1)
+        waits.append(child.restart_at - (child.started + 1))
+    assert waits == [1, 2, 4, 8, 16, 30, 30]
+    child.start()
+    child.process.wait()
+    watcher._died(child, now=child.started + supervisor.HEALTHY_AFTER)  # ran a minute: fresh
+    assert child.restart_at - (child.started + supervisor.HEALTHY_AFTER) == 1
+    assert "flaky (pid" in said[0] and "restarting in 1 s" in said[0]
