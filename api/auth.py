@@ -1,16 +1,22 @@
-"""API tokens: generated once, stored as SHA-256, checked per request with scopes."""
+"""API tokens: generated once, stored as SHA-256, checked per request with scopes and expiry;
+each use is recorded in last_used_at, at most once a minute per token."""
 
 from __future__ import annotations
 
 import hashlib
 import secrets
+from datetime import UTC, datetime, timedelta
 
+from django.db import connection
+from django.db.models import Q
 from django.utils import timezone
 
 from memory.models import ApiToken
 
 SCOPES = ("ingest", "review", "admin")
 TOKEN_PREFIX = "mcd_"
+# last_used_at is written at most this often per token: one small UPDATE, not one per request.
+LAST_USED_EVERY = timedelta(minutes=1)
 
 
 def hash_token(token: str) -> str:
@@ -23,15 +29,18 @@ def create_token(
     agent_id: str = "default",
     scopes: list[str] | None = None,
     multi_agent: bool = False,
+    expires_at: datetime | None = None,
 ) -> tuple[ApiToken, str]:
     """Create a token row and return it with the plain token, which is never stored.
 
     The token acts for `agent_id` only, unless `multi_agent` (an admin's choice) lets it name
-    other agents too."""
+    other agents too. From `expires_at` on (None: never) it is refused."""
     scopes = list(scopes or ["ingest"])
     unknown = sorted(set(scopes) - set(SCOPES))
     if unknown:
         raise ValueError(f"unknown scope(s): {', '.join(unknown)}; choose from {', '.join(SCOPES)}")
+    if expires_at is not None and expires_at <= timezone.now():
+        raise ValueError(f"the expiry {when(expires_at)} is in the past; choose a later one")
     plain = TOKEN_PREFIX + secrets.token_urlsafe(32)
     row = ApiToken.objects.create(
         name=name,
@@ -41,18 +50,84 @@ def create_token(
         multi_agent=multi_agent,
         scopes=scopes,
         created_at=timezone.now(),
+        expires_at=expires_at,
     )
     return row, plain
 
 
-def authenticate(header: str | None) -> ApiToken | None:
-    """The live token named by an `Authorization: Bearer <token>` header, or None."""
+def when(moment: datetime) -> str:
+    """An instant as the commands and refusals print it: `2027-01-31 00:00 UTC`."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _unrevoked(header: str | None) -> ApiToken | None:
+    """The unrevoked token an `Authorization: Bearer <token>` header names, expired or not."""
     if not header or not header.startswith("Bearer "):
         return None
     plain = header[len("Bearer ") :].strip()
     if not plain:
         return None
     return ApiToken.objects.filter(token_hash=hash_token(plain), revoked=False).first()
+
+
+def authenticate(header: str | None) -> ApiToken | None:
+    """The live (unrevoked, unexpired) token named by an `Authorization: Bearer <token>` header,
+    or None; a use is recorded in its last_used_at."""
+    token = _unrevoked(header)
+    now = timezone.now()
+    if token is None or token.expired(now):
+        return None
+    _record_use(token, now)
+    return token
+
+
+def refusal(header: str | None, message: str) -> tuple[str, str]:
+    """(error code, message) of the 401 for a header authenticate refused: `token_expired` saying
+    when, for an expired token; else `unauthorized` with the caller's message."""
+    token = _unrevoked(header)
+    if token is None or not token.expired():
+        return "unauthorized", message
+    return "token_expired", (
+        f"this API token ('{token.name}') expired at {when(token.expires_at)}: "
+        "create a new one with manage.py create_api_token"
+    )
+
+
+def _record_use(token: ApiToken, now: datetime) -> None:
+    """Set last_used_at unless it was set within LAST_USED_EVERY: one UPDATE in its own autocommit
+    (the condition in SQL, so concurrent requests write it once), never inside a caller's
+    transaction, whose lock it would hold and whose rollback would undo it."""
+    if token.last_used_at is not None and now - token.last_used_at < LAST_USED_EVERY:
+        return
+    if connection.in_atomic_block:
+        return
+    ApiToken.objects.filter(
+        Q(last_used_at__isnull=True) | Q(last_used_at__lte=now - LAST_USED_EVERY), pk=token.pk
+    ).update(last_used_at=now)
+    token.last_used_at = now
+
+
+def revoke(name_or_prefix: str) -> ApiToken:
+    """Revoke the one unrevoked token with this name, prefix (`mcd_` and what follows, as the admin
+    lists it) or plain value; LookupError when none or several match."""
+    live = ApiToken.objects.filter(revoked=False)
+    matches = list(live.filter(name=name_or_prefix))
+    if not matches and name_or_prefix.startswith(TOKEN_PREFIX):
+        matches = list(live.filter(token_hash=hash_token(name_or_prefix))) or list(
+            live.filter(prefix__startswith=name_or_prefix)
+        )
+    if not matches:
+        raise LookupError(f"no unrevoked token is named or starts with {name_or_prefix!r}")
+    if len(matches) > 1:
+        listed = "; ".join(f"{t.prefix}… '{t.name}' (agent {t.agent_id})" for t in matches)
+        raise LookupError(
+            f"{len(matches)} unrevoked tokens match {name_or_prefix!r}: {listed}. "
+            "Revoke one by its prefix"
+        )
+    token = matches[0]
+    ApiToken.objects.filter(pk=token.pk).update(revoked=True)
+    token.revoked = True
+    return token
 
 
 def has_scope(token: ApiToken, scope: str | None) -> bool:

@@ -14,7 +14,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views import defaults
 from django.views.decorators.csrf import csrf_exempt
 
-from api.auth import authenticate, has_scope
+from api.auth import authenticate, has_scope, refusal
 from memory.backend import storage_full
 from memory.writes import Refused
 
@@ -136,6 +136,9 @@ def optional(body: dict, key: str, kind: type | tuple[type, ...], label: str | N
     return value
 
 
+UNAUTHORIZED = "a valid 'Authorization: Bearer <token>' header is required"
+
+
 def api(methods: tuple[str, ...], scope: str | None = None, *, public: bool = False) -> Callable:
     """Decorate a JSON view: 405 for other methods, 401/403 for tokens, JSON for every error."""
 
@@ -148,13 +151,10 @@ def api(methods: tuple[str, ...], scope: str | None = None, *, public: bool = Fa
                 response["Allow"] = ", ".join(methods)
                 return response
             if not public:
-                token = authenticate(request.headers.get("Authorization"))
+                header = request.headers.get("Authorization")
+                token = authenticate(header)
                 if token is None:
-                    return error(
-                        401,
-                        "unauthorized",
-                        "a valid 'Authorization: Bearer <token>' header is required",
-                    )
+                    return error(401, *refusal(header, UNAUTHORIZED))
                 if not has_scope(token, scope):
                     return error(403, "forbidden", f"this token lacks the '{scope}' scope")
                 request.api_token = token

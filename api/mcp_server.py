@@ -15,20 +15,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
-from django.conf import settings
 from django.db import close_old_connections
 from mcp import types
 from mcp.server import Server, ServerRequestContext
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-from mcp.server.auth.provider import AccessToken
-from mcp.server.stdio import stdio_server
-from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
-from starlette.responses import JSONResponse
 
 from api import memory_service
-from api.auth import authenticate
-from api.http import BadRequest, check_strings
+from api.auth import authenticate, refusal
+from api.http import MAX_INT, BadRequest, check_strings
 from memory.models import ApiToken
 from memory.writes import Refused
 
@@ -407,6 +401,23 @@ def _in_thread(fn: Callable, *args):
         close_old_connections()
 
 
+def check_integers(value: Any, where: str) -> None:
+    """Every integer in the arguments, however deep, within +-MAX_INT: the bound the JSON API's
+    parser puts on a body (api.http), which the SDK's JSON parsing does not, so a huge offset or
+    version is refused here before it can overflow a query."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int):
+        if abs(value) > MAX_INT:
+            raise BadRequest(f"{where}: integers must be between -{MAX_INT} and {MAX_INT}")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_integers(item, f"{where}.{key}")
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            check_integers(item, f"{where}[{index}]")
+
+
 def run_tool(name: str, arguments: dict | None, authorization: str | None, client: str | None):
     """(payload, is_error) of one tool call; errors are the JSON API's {error, message}."""
     spec = TOOLS.get(name)
@@ -414,10 +425,11 @@ def run_tool(name: str, arguments: dict | None, authorization: str | None, clien
         return _error("unknown_tool", f"no tool named {name!r}; see tools/list"), True
     token = authenticate(authorization)
     if token is None:
-        return _error("unauthorized", UNAUTHORIZED), True
+        return _error(*refusal(authorization, UNAUTHORIZED)), True
     args = arguments or {}
     try:
         check_strings(args, "arguments")
+        check_integers(args, "arguments")
         unknown = sorted(set(args) - set(spec.properties))
         if unknown:
             takes = ", ".join(spec.properties) or "no arguments"
@@ -436,7 +448,7 @@ def read_memory_resource(uri: str, authorization: str | None) -> str:
     """memory://<id> as JSON: the memory and its audit trail (of an agent the token may read)."""
     token = authenticate(authorization)
     if token is None:
-        raise MCPError(types.INVALID_REQUEST, UNAUTHORIZED)
+        raise MCPError(types.INVALID_REQUEST, refusal(authorization, UNAUTHORIZED)[1])
     memory_id = uri[len(RESOURCE_PREFIX) :] if uri.startswith(RESOURCE_PREFIX) else ""
     try:
         memory = memory_service.get_memory(token, memory_id)
@@ -451,7 +463,7 @@ def read_memory_resource(uri: str, authorization: str | None) -> str:
 def list_memory_resources(authorization: str | None) -> list[types.Resource]:
     token = authenticate(authorization)
     if token is None:
-        raise MCPError(types.INVALID_REQUEST, UNAUTHORIZED)
+        raise MCPError(types.INVALID_REQUEST, refusal(authorization, UNAUTHORIZED)[1])
     newest = memory_service.list_memories(token, {"limit": RESOURCE_LIST_SIZE})["memories"]
     return [
         types.Resource(
@@ -529,113 +541,3 @@ def build_server(authorization: Authorization) -> Server:
         on_list_resource_templates=list_resource_templates,
         on_read_resource=read_resource,
     )
-
-
-# --- transports -----------------------------------------------------------------------------------
-
-
-async def serve_stdio(token: str) -> None:
-    """Serve one client over stdin/stdout as the holder of `token`."""
-    server = build_server(lambda ctx: f"Bearer {token}")
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
-
-
-def _http_authorization(ctx: ServerRequestContext) -> str | None:
-    # Each HTTP request carries its own header: a session never outlives its caller's token.
-    request = ctx.request
-    return request.headers.get("authorization") if request is not None else None
-
-
-def _transport_security(host: str) -> TransportSecuritySettings | None:
-    """DNS-rebinding protection: the Host and Origin headers must name one of MCP's own allowed
-    hosts (MEMORY_MCP_ALLOWED_HOSTS; by default the bind host, loopback and Django's hosts). A
-    wildcard in DJANGO_ALLOWED_HOSTS never turns it off: only `*` in MCP's own setting does."""
-    configured = list(settings.MEMORY_MCP_ALLOWED_HOSTS)
-    if "*" in configured:
-        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    named = [h for h in (*configured, *settings.ALLOWED_HOSTS) if h != "*" and "*" not in h]
-    hosts = sorted({host, "127.0.0.1", "localhost", *named})
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=[*hosts, *(f"{h}:*" for h in hosts)],
-        allowed_origins=[
-            f"{scheme}://{h}{port}"
-            for h in hosts
-            for scheme in ("http", "https")
-            for port in ("", ":*")
-        ],
-    )
-
-
-class BearerTokenRequired:
-    """ASGI guard in front of the MCP endpoint: no valid token, a 401 JSON error like the API's.
-
-    It names the token as the request's principal, so the SDK binds each session to the token
-    that opened it (another token using or deleting it gets 404), and it caps the sessions one
-    token may hold open (MEMORY_MCP_SESSIONS_PER_TOKEN): one agent cannot take every session of
-    the server (MEMORY_MCP_MAX_SESSIONS in all; idle ones end after MEMORY_MCP_SESSION_IDLE_SECONDS).
-    """
-
-    def __init__(self, app, sessions: Callable[[], dict] | None = None):
-        self.app = app
-        self.sessions = sessions or dict  # session id -> owner, as the SDK's manager keeps them
-        self.opening: dict[str, int] = {}  # new-session requests in flight, per principal
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = dict(scope.get("headers") or [])
-        header = headers.get(b"authorization", b"").decode("latin-1")
-        token = await anyio.to_thread.run_sync(_in_thread, authenticate, header or None)
-        if token is None:
-            response = JSONResponse(
-                _error("unauthorized", UNAUTHORIZED),
-                status_code=401,
-                headers={"WWW-Authenticate": 'Bearer realm="memory-curation"'},
-            )
-            await response(scope, receive, send)
-            return
-        principal = f"api-token-{token.pk}"
-        scope["user"] = AuthenticatedUser(
-            AccessToken(token=principal, client_id=principal, scopes=list(token.scopes or []))
-        )
-        opens = scope.get("method") == "POST" and b"mcp-session-id" not in headers
-        if not opens:
-            await self.app(scope, receive, send)
-            return
-        held = sum(1 for owner in self.sessions().values() if owner["client_id"] == principal)
-        if held + self.opening.get(principal, 0) >= settings.MEMORY_MCP_SESSIONS_PER_TOKEN:
-            response = JSONResponse(
-                _error(
-                    "too_many_sessions",
-                    f"this token already holds {held} open MCP sessions (at most "
-                    f"{settings.MEMORY_MCP_SESSIONS_PER_TOKEN}): reuse one, or end one with "
-                    "DELETE; idle sessions end by themselves",
-                ),
-                status_code=429,
-            )
-            await response(scope, receive, send)
-            return
-        self.opening[principal] = self.opening.get(principal, 0) + 1
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            self.opening[principal] -= 1
-            if not self.opening[principal]:
-                del self.opening[principal]
-
-
-def http_app(*, host: str = "127.0.0.1", path: str = "/mcp"):
-    """The streamable HTTP ASGI app (run it under uvicorn; sessions live in this one process)."""
-    server = build_server(_http_authorization)
-    app = server.streamable_http_app(
-        streamable_http_path=path,
-        host=host,
-        transport_security=_transport_security(host),
-        max_sessions=settings.MEMORY_MCP_MAX_SESSIONS,
-        session_idle_timeout=settings.MEMORY_MCP_SESSION_IDLE_SECONDS,
-    )
-    manager = server._session_manager  # pinned SDK (mcp==2.3.0): who owns each open session
-    return BearerTokenRequired(app, sessions=lambda: manager._session_owners)

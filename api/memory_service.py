@@ -8,9 +8,10 @@ shape of DESIGN §7. Refusals of the store (`Refused`) pass through for the call
 from __future__ import annotations
 
 from django.conf import settings
+from django.db.models import Q
 
 from api.auth import has_scope, may_act_for
-from api.http import BadRequest, optional
+from api.http import MAX_INT, BadRequest, optional
 from api.serializers import history_json, memory_json, proposal_json
 from memory import backend, writes
 from memory.content import is_effectively_empty
@@ -140,8 +141,8 @@ def short_string(body: dict, key: str, limit: int = 200) -> str | None:
 
 def if_version_field(body: dict) -> int | None:
     value = optional(body, "ifVersion", int, "a positive integer")
-    if value is not None and value < 1:
-        raise BadRequest("ifVersion must be a positive integer")
+    if value is not None and not 1 <= value <= MAX_INT:
+        raise BadRequest(f"ifVersion must be a positive integer up to {MAX_INT}")
     return value
 
 
@@ -206,19 +207,25 @@ def filters_field(body: dict) -> dict:
     }
 
 
+def filter_q(filters: dict) -> Q:
+    """The filters but includeDeleted as one Q on Memory (what recall pushes into the search)."""
+    where = Q()
+    if filters["type"]:
+        where &= Q(type=filters["type"])
+    if filters["who"]:
+        where &= Q(who__icontains=filters["who"])
+    if filters["pinned"] is not None:
+        where &= Q(pinned=filters["pinned"])
+    for tag in filters["tags"]:
+        where &= backend.list_holds("tags", tag)
+    return where
+
+
 def filtered(agent_id: str, filters: dict):
     query = Memory.objects.filter(agent_id=agent_id)
     if not filters["include_deleted"]:
         query = query.filter(is_deleted=False)
-    if filters["type"]:
-        query = query.filter(type=filters["type"])
-    if filters["who"]:
-        query = query.filter(who__icontains=filters["who"])
-    if filters["pinned"] is not None:
-        query = query.filter(pinned=filters["pinned"])
-    for tag in filters["tags"]:
-        query = query.filter(backend.list_holds("tags", tag))
-    return query
+    return query.filter(filter_q(filters))
 
 
 # --- operations -----------------------------------------------------------------------------------
@@ -330,7 +337,8 @@ def recover(token: ApiToken, memory_id: str, body: dict) -> dict:
 
 
 def recall(token: ApiToken, body: dict, filters: dict | None = None) -> dict:
-    """Hybrid search of one agent's live memories ({query, limit?, agentId?}), best first."""
+    """Hybrid search of one agent's live memories ({query, limit?, agentId?, type?, who?, tags?,
+    pinned?}), best first."""
     query = optional(body, "query", str, "a string")
     if not query or not query.strip():
         raise BadRequest("query is required")
@@ -338,16 +346,13 @@ def recall(token: ApiToken, body: dict, filters: dict | None = None) -> dict:
         raise BadRequest("query is too long", 413, "too_large")
     limit = limit_field(body, 10, 100)
     agent_id = agent_of(token, body)
-    # With filters, search deeper and keep the first `limit` hits that pass them.
-    recalled = memory_ops.recall(query, [agent_id], k=100 if filters else limit)
+    # The filters (MCP's, or the body's type/who/tags/pinned) go into the search itself: filtering
+    # its first hits afterwards answered nothing while matches existed further down.
+    where = filter_q(filters if filters is not None else filters_field(body))
+    recalled = memory_ops.recall(query, [agent_id], k=limit, where=where or None)
     hits = recalled.hits
     # A memory purged between the search and this read is left out, not a KeyError.
     found = Memory.objects.in_bulk([hit.memory_id for hit in hits])
-    if filters:
-        allowed = set(
-            filtered(agent_id, filters).filter(id__in=list(found)).values_list("id", flat=True)
-        )
-        hits = [hit for hit in hits if hit.memory_id in allowed][:limit]
     results = [
         {
             **memory_json(found[hit.memory_id]),
@@ -375,8 +380,8 @@ def list_memories(token: ApiToken, body: dict) -> dict:
     limit = limit_field(body, 20, LIST_MAX)
     offset = optional(body, "offset", int, "a non-negative integer")
     offset = 0 if offset is None else offset
-    if offset < 0:
-        raise BadRequest("offset must be a non-negative integer")
+    if not 0 <= offset <= MAX_INT:  # also for callers that did not come through a bounded parser
+        raise BadRequest(f"offset must be a non-negative integer up to {MAX_INT}")
     query = filtered(agent_of(token, body), filters)
     count = query.count()
     rows = list(query.order_by("-created_at", "-id")[offset : offset + limit])

@@ -271,6 +271,9 @@ MEMORY_LLM_TIMEOUT_SECONDS = float(env_str("MEMORY_LLM_TIMEOUT_SECONDS", "90"))
 MEMORY_EMBED_TIMEOUT_SECONDS = float(env_str("MEMORY_EMBED_TIMEOUT_SECONDS", "30"))
 # Recall answers a person or an agent waiting on a web request: past this, keyword results only.
 MEMORY_RECALL_EMBED_TIMEOUT_SECONDS = float(env_str("MEMORY_RECALL_EMBED_TIMEOUT_SECONDS", "2"))
+# Recalls of one web process waiting on the embedding server at once; the next answers
+# keyword-only at once. Keep it below WEB_THREADS: a hung server then holds only these threads.
+MEMORY_RECALL_EMBED_PARALLEL = max(1, env_int("MEMORY_RECALL_EMBED_PARALLEL", 2))
 MEMORY_PROBE_TIMEOUT_SECONDS = float(env_str("MEMORY_PROBE_TIMEOUT_SECONDS", "1.5"))
 # Decision calls of one job run side by side, at most this many at once (a local Ollama serves
 # 4 requests of one model at a time when memory allows; its queue holds the rest).

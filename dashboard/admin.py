@@ -111,9 +111,25 @@ class JobAdmin(admin.ModelAdmin):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    list_display = ("name", "prefix", "agent_id", "scopes", "created_at", "last_used_at", "revoked")
+    """Tokens are created with `manage.py create_api_token` and revoked with `revoke_api_token`;
+    the list shows when each was last used (to the minute), when it expires and its state."""
+
+    list_display = (
+        "name",
+        "prefix",
+        "agent_id",
+        "scopes",
+        "state",
+        "created_at",
+        "last_used_at",
+        "expires_at",
+    )
     list_filter = ("revoked",)
     readonly_fields = ("token_hash", "prefix", "created_at", "last_used_at")
+
+    @admin.display(description="state")
+    def state(self, obj):
+        return "revoked" if obj.revoked else "expired" if obj.expired() else "active"
 
 
 @admin.register(Proposal)

@@ -60,15 +60,18 @@ def stacked_columns(
 ) -> SafeString:
     """One stacked column per entry of `columns`; series[column][key] is the height of `key`.
 
-    About 13 columns are labelled on the axis (always the last one, and none too close to it);
-    the grid marks half and full height; every segment has a tooltip
-    "<tooltip(column)>: <n> <unit(key)>".
+    About 13 columns are labelled on the axis (always the last one, and none too close to it),
+    about 6 of them on a phone (the others are `wide-only`); the grid marks half and full height;
+    every segment has a tooltip "<tooltip(column)>: <n> <unit(key)>". Axis labels are `tick`s:
+    app.css draws them larger on a phone, where the chart is scaled to half its width, so they
+    stay readable (11 px or more); the margins leave room for that size.
     """
-    height, left, bottom, top = 190, 34, 24, 10
+    height, left, bottom, top = 206, 60, 32, 18
     plot_w, plot_h = WIDTH - left - 8, height - bottom - top
     peak = max([sum(series.get(column, {}).values()) for column in columns] + [1])
     bar_w = plot_w / max(len(columns), 1)
     every = max(1, math.ceil(len(columns) / 13))
+    every_on_phone = every * max(1, math.ceil(len(columns) / every / 6))
     last = len(columns) - 1
     parts = [
         f'<svg class="chart" viewBox="0 0 {WIDTH} {height}" role="img" aria-label="{escape(title)}">'
@@ -78,7 +81,8 @@ def stacked_columns(
         y = top + plot_h * (1 - fraction)
         parts.append(
             f'<line x1="{left}" x2="{WIDTH - 8}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eef0f3"/>'
-            f'<text x="{left - 4}" y="{y + 3:.1f}" text-anchor="end">{_number(peak * fraction)}</text>'
+            f'<text class="tick" x="{left - 4}" y="{y + 3:.1f}" text-anchor="end">'
+            f"{_number(peak * fraction)}</text>"
         )
     parts.append(
         f'<line x1="{left}" x2="{WIDTH - 8}" y1="{top + plot_h}" y2="{top + plot_h}" stroke="#d0d5dd"/>'
@@ -98,8 +102,14 @@ def stacked_columns(
                 f'fill="{colour}"><title>{escape(tooltip(column))}: {n} {escape(unit(key))}</title></rect>'
             )
         if index == last or (index % every == 0 and last - index >= every):
+            on_phone = index == last or (
+                index % every_on_phone == 0 and last - index >= every_on_phone
+            )
+            # The last label ends at the chart's right edge instead of running past it.
+            at, anchor = (x + bar_w - 2, "end") if index == last else (x + bar_w / 2 - 1, "middle")
             parts.append(
-                f'<text x="{x + bar_w / 2 - 1:.1f}" y="{height - 8}" text-anchor="middle">'
+                f'<text class="{"tick" if on_phone else "tick wide-only"}" '
+                f'x="{at:.1f}" y="{height - 8}" text-anchor="{anchor}">'
                 f"{escape(axis_label(column))}</text>"
             )
     parts.append("</svg>")

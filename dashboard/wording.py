@@ -8,6 +8,7 @@ from django.utils.text import capfirst
 from memory.writes import Refused
 from pipeline.config import FROZEN
 from pipeline.models import Action, Proposal, ProposalStatus
+from pipeline.review import Decision
 
 
 def short_id(identifier: str | None) -> str:
@@ -40,12 +41,48 @@ WAITING = {
     "safety_review": "waits for a reviewer: a safety finding",
     "target_changed": "stale: the memory it changes was edited since the decision",
     "target_deleted": "stale: the memory it changes was deleted since the decision",
+    "source_changed": "stale: its raw memory was edited since the job read it",
 }
 # What an approval did to the memory, by the action it applied.
 APPLIED_VERB = {Action.ADD: "added", Action.UPDATE: "updated", Action.DELETE: "deleted"}
 FROZEN_NOW = "held: the emergency brake is on, nobody can apply it until an admin lifts it"
+BRAKE_LIFTED = (
+    "waits for a reviewer: recorded while the emergency brake was on; the brake is lifted now"
+)
 # An htmx request arrived without a session (dashboard.access.session_ended): nothing was done.
 SESSION_ENDED = "Your session ended — sign in again. Nothing was saved."
+
+
+# "Done 3 approved of 4": the past tense of a bulk decision.
+BULK_DONE = {Decision.APPROVE: "approved", Decision.REJECT: "rejected"}
+
+
+def bulk_gone(count: int, deciders: list[str]) -> str:
+    """Why a bulk action decided fewer than it confirmed: they had gone when their turn came."""
+    if count <= 0:
+        return ""
+    were = "was" if count == 1 else "were"
+    if deciders:
+        return f"{count} {were} no longer waiting when their turn came: decided by {', '.join(deciders)}."
+    return (
+        f"{count} {were} no longer waiting when their turn came: another reviewer decided "
+        f"{'it' if count == 1 else 'them'} first, or {'it' if count == 1 else 'they'} left the filter."
+    )
+
+
+def queue_end(fresh: int) -> str:
+    """What j or n say on the queue's last page: the end, and what arrived on earlier pages."""
+    if not fresh:
+        return "End of the queue: this is the last page."
+    return (
+        f"End of the queue: this is the last page. {fresh} new proposal{'' if fresh == 1 else 's'} "
+        f"arrived on the pages before it — go to the first page."
+    )
+
+
+def mode_note(mode: str | None) -> str:
+    """A word on a recorded mode at decision (a proposal's mode, a job's writeMode) that needs one."""
+    return "the emergency brake was on: nothing was written" if mode == FROZEN else ""
 
 
 def sentence(text: str) -> str:
@@ -69,9 +106,13 @@ def refusal(refused: Refused) -> str:
 
 def waiting(proposal: Proposal, banner_key: str | None = None) -> str:
     """Why a proposal waits, as it is now: the brake overrides what was recorded at the time."""
-    if banner_key == FROZEN and proposal.is_open:
+    if not proposal.is_open:
+        return ""  # decided: nothing holds it any more
+    if banner_key == FROZEN:
         return FROZEN_NOW
     reason = proposal.blocked_reason
+    if reason == "mutations_frozen":
+        return BRAKE_LIFTED  # recorded under the brake, which is off now
     return WAITING.get(reason, f"waiting: {reason}") if reason else ""
 
 

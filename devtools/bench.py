@@ -6,6 +6,7 @@ database (see memory/management/commands/bench.py); nothing in the product impor
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -295,6 +296,7 @@ BUDGETS = {
     "search_p50": 15.0,
     "recall": 0.98,  # exact search on SQLite (matrix or vec0)
     "recall_hnsw": 0.95,  # approximate search on PostgreSQL (pgvector HNSW)
+    "keyword_recall": 0.95,  # the keyword leg's top 10 against the exhaustive BM25 ranking
     "matrix_mib": 100.0,  # the shared matrix resident in one process (100k x 768)
     "statements": 20,  # inside the job's write, 10 facts
     "latency_slack": 60.0,  # job latency beyond extraction + embedding + one decision round
@@ -302,6 +304,7 @@ BUDGETS = {
     "lock_p99": 10.0,
     "load_p99": 50.0,
     "queue_p50": 100.0,
+    "eval_case": 20.0,  # manage.py eval: our own time per case of the shipped set, 0-latency model
 }
 
 
@@ -686,8 +689,10 @@ class Bench:
             hybrid_recall >= BUDGETS["recall"],
         )
         self.report.add(
-            f"  keyword leg alone: recall@10 vs exhaustive keyword leg @ {tag}",
+            f"keyword leg recall@10 vs exhaustive BM25 @ {tag} (30 queries)",
             f"{keyword_recall:.3f}",
+            f">= {BUDGETS['keyword_recall']:g}",
+            keyword_recall >= BUDGETS["keyword_recall"],
         )
         for name, values in legs.items():
             self.report.add(f"  {name} @ {tag}: p50", f"{pct(values, 50):.2f} ms")
@@ -716,11 +721,11 @@ class Bench:
         )
 
     def _hybrid_recall(self, texts: list[str], queries: list[np.ndarray]) -> tuple[float, float]:
-        """What the keyword leg's rarest-terms shortcut keeps, against the same search with every
-        term ranked by the index (the exhaustive keyword leg): the share of the hybrid top 5, and
-        of the keyword leg's own top 10 (the vector leg hides most misses of the second)."""
+        """What the keyword leg's candidate window keeps: the share of the hybrid top 5 that the
+        same search with every matching memory scored (the exhaustive keyword leg) finds, and the
+        share of the exhaustive BM25 top 10 (every live memory scored in Python, the leg's
+        formula and statistics) in the keyword leg's own top 10."""
         from memory import keyword
-        from memory.keyword import bm25
         from memory.search import hybrid_search
 
         def top(text, vector):
@@ -733,14 +738,13 @@ class Bench:
 
         fast = [top(t, v) for t, v in zip(texts, queries, strict=True)]
         fast_keyword = keyword_top()
-        saved = (keyword.RARE_DOCUMENT_BUDGET, bm25.RARE_DOCUMENT_BUDGET)
-        # SQLite plans its candidate tiers with keyword's budget, PostgreSQL with bm25's.
-        keyword.RARE_DOCUMENT_BUDGET = bm25.RARE_DOCUMENT_BUDGET = 1 << 62
+        saved = keyword.CANDIDATE_WINDOW
+        keyword.CANDIDATE_WINDOW = 1 << 62  # every memory holding a query word is scored
         try:
             exhaustive = [top(t, v) for t, v in zip(texts, queries, strict=True)]
-            exhaustive_keyword = keyword_top()
         finally:
-            keyword.RARE_DOCUMENT_BUDGET, bm25.RARE_DOCUMENT_BUDGET = saved
+            keyword.CANDIDATE_WINDOW = saved
+        exhaustive_keyword = exhaustive_bm25(texts, k=10)
 
         def kept(found, truth):
             hits = sum(len(set(a) & set(b)) for a, b in zip(found, truth, strict=True))
@@ -1143,6 +1147,44 @@ class Bench:
         )
         self.log(f"job latency with a {delay * 1000:.0f} ms model: p50 {p50:.0f} ms")
 
+    def measure_eval(self) -> None:
+        """The shipped evaluation set through the job's code against the 0-latency fake model,
+        one case at a time: wall time per case, less the CPU the fake server spent on it."""
+        from pipeline.eval import cases
+        from pipeline.eval.report import build_report
+        from pipeline.eval.run import run_cases
+        from pipeline.llm.ollama import OllamaChat
+
+        fake = FakeModelProcess(delay=0.0)
+        try:
+            client = OllamaChat(fake.url, settings.MEMORY_EXTRACTION_MODEL, 30.0)
+            shipped = cases.load()
+            run_cases(client, shipped.cases[:10])  # warm: the connection, the server's pool
+            server_cpu = fake.cpu_seconds()
+            started = time.perf_counter()
+            outcomes = run_cases(client, shipped.cases)
+            wall_ms = ms_since(started)
+            server_ms = (fake.cpu_seconds() - server_cpu) * 1000
+        finally:
+            fake.stop()
+        report = build_report(shipped, client.provider, client.model, outcomes)
+        count = len(outcomes)
+        per_case = round((wall_ms - server_ms) / count, 2)
+        self.results["eval"] = {
+            "cases": count,
+            "per_case_ms": per_case,
+            "wall_per_case_ms": round(wall_ms / count, 2),
+            "model_server_cpu_per_case_ms": round(server_ms / count, 2),
+            "accuracy": report["decision"]["accuracy"],
+        }
+        self.report.add(
+            f"eval, shipped set ({count} cases, 0-latency model): per case",
+            f"{per_case:.2f} ms",
+            f"<= {BUDGETS['eval_case']:g} ms",
+            per_case <= BUDGETS["eval_case"],
+        )
+        self.log(f"eval of the shipped set: {per_case:.2f} ms per case of our own")
+
     # -- many nodes ------------------------------------------------------------------------------------
     def measure_throughput(self) -> None:
         """jobs/s of 3 queue-worker processes (separate qcluster instances, one worker each) on
@@ -1166,16 +1208,7 @@ class Bench:
         try:
             for log_path in logs:
                 with open(log_path, "w") as log_file:
-                    clusters.append(
-                        subprocess.Popen(
-                            [sys.executable, "manage.py", "qcluster"],
-                            cwd=settings.BASE_DIR,
-                            env=env,
-                            stdout=log_file,
-                            stderr=subprocess.STDOUT,
-                            start_new_session=True,
-                        )
-                    )
+                    clusters.append(start_worker(env, log_file))
             deadline = time.monotonic() + 120
             while not all("running." in path.read_text(errors="replace") for path in logs):
                 if time.monotonic() > deadline or any(c.poll() is not None for c in clusters):
@@ -1225,14 +1258,7 @@ class Bench:
             "Q_WORKERS": "2",
         }
         with open(log_path, "w") as log_file:
-            cluster = subprocess.Popen(
-                [sys.executable, "manage.py", "qcluster"],
-                cwd=settings.BASE_DIR,
-                env=env,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+            cluster = start_worker(env, log_file)
         try:
             call = self._remember_client()
             started = time.perf_counter()
@@ -1323,6 +1349,7 @@ class Bench:
             self.measure_queue(size)
         self.measure_remember()
         self.measure_jobs()
+        self.measure_eval()
         if self.o.skip_load:
             self.results["remember_under_load"] = {"p99_ms": None}
             self.results["jobs_per_s"] = {"jobs_per_s": None, "workers": 2, "backlog_left": None}
@@ -1351,7 +1378,57 @@ class Bench:
             "jobs_per_s": self.results["jobs_per_s"],
             "throughput": self.results["throughput"],
             "queue_page": self.results["queue_page"],
+            "eval": self.results["eval"],
         }
+
+
+WORKERS_DIR = "workers"  # in the run's directory: one file per queue worker still running
+
+
+def _workers_dir() -> Path | None:
+    workdir = os.environ.get("MEMORY_BENCH_DIR")
+    return Path(workdir) / WORKERS_DIR if workdir else None
+
+
+def _prctl():
+    """libc's prctl, looked up before a fork (nothing may be imported between fork and exec)."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None  # not Linux: the parent command reaps the worker (reap_workers)
+
+
+def _die_with(parent: int, prctl) -> None:
+    """In the new worker before exec: ask Linux for SIGTERM when the benchmark process dies, however
+    it dies (a SIGKILL included); a parent already gone means now."""
+    if prctl is not None:
+        prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def start_worker(env: dict, log_file, command: list[str] | None = None) -> subprocess.Popen:
+    """A queue worker (`manage.py qcluster`) in a session of its own, so a terminal's Ctrl-C
+    reaches the benchmark, which stops it in order (stop_cluster). Whatever way the benchmark
+    ends, it does not outlive it: it gets SIGTERM when this process dies, and it is recorded in
+    the run's directory for `manage.py bench` to reap (reap_workers)."""
+    command = command or [sys.executable, "manage.py", "qcluster"]
+    worker = subprocess.Popen(
+        command,
+        cwd=settings.BASE_DIR,
+        env=env,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=partial(_die_with, os.getpid(), _prctl()),
+    )
+    registry = _workers_dir()
+    if registry is not None:
+        registry.mkdir(exist_ok=True)
+        (registry / str(worker.pid)).write_text("\0".join(command))
+    return worker
 
 
 def stop_cluster(cluster: subprocess.Popen) -> None:
@@ -1363,6 +1440,93 @@ def stop_cluster(cluster: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         cluster.kill()
         cluster.wait()
+    registry = _workers_dir()
+    if registry is not None:
+        (registry / str(cluster.pid)).unlink(missing_ok=True)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process other than a zombie is left in the process group."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+def _runs(pid: int, command: str) -> bool:
+    """Whether the pid still runs the recorded command (a reused pid is not ours to stop); a
+    leader that is gone or a zombie leaves its group to us (/proc shows no command line)."""
+    try:
+        running = Path(f"/proc/{pid}/cmdline").read_text().rstrip("\0")
+    except OSError:
+        return True
+    return not running or running == command
+
+
+def reap_workers(workdir: Path, *, timeout: float = 30.0) -> list[int]:
+    """Stop the queue workers a benchmark run left behind (its process died before it stopped
+    them): SIGTERM, then SIGKILL to each one's process group. Returns their pids."""
+    registry = Path(workdir) / WORKERS_DIR
+    reaped = []
+    for entry in sorted(registry.glob("[0-9]*")) if registry.is_dir() else []:
+        pid = int(entry.name)
+        if _group_alive(pid) and _runs(pid, entry.read_text()):
+            reaped.append(pid)
+            try:
+                os.kill(pid, signal.SIGTERM)  # the cluster stops its own workers
+            except ProcessLookupError:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGTERM)  # its workers outlived it
+            deadline = time.monotonic() + timeout
+            while _group_alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        entry.unlink(missing_ok=True)
+    return reaped
+
+
+def exhaustive_bm25(texts: list[str], *, k: int) -> list[list[str]]:
+    """Each text's BM25 top k over every live memory of the bench's agent, scored in Python with
+    the keyword leg's formula and statistics: no index picks the candidates (an inverted index of
+    the rows' stems, built here, only skips the rows that hold no query word and score 0)."""
+    from memory.keyword import bm25, postgres, sqlite
+    from memory.models import Memory
+
+    engine = postgres if on_postgres() else sqlite
+    terms = [bm25.query_terms(text) for text in texts]
+    with connection.cursor() as cursor:
+        stats = engine._STATS.get(cursor) if on_postgres() else sqlite._stats(cursor)
+        distinct = sorted({t for ts in terms for t in ts})
+        frequencies = engine.document_frequencies(cursor, distinct, stats)
+    wanted = {bm25.stem(t) for t in distinct}
+    holding: dict[str, list[int]] = {}
+    rows = list(
+        Memory.objects.filter(agent_id=AGENT, is_deleted=False).values_list("id", "content")
+    )
+    for row, (_, content) in enumerate(rows):
+        for key in {bm25.stem(w) for w in bm25._tokens(content)} & wanted:
+            holding.setdefault(key, []).append(row)
+    found = []
+    for text_terms in terms:
+        query = bm25._Query.of(text_terms, frequencies, stats)
+        candidates = {row for key in query.weights for row in holding.get(key, [])}
+        scored = sorted(
+            (-score, rows[row][0]) for row in candidates if (score := query.score(rows[row][1])) > 0
+        )
+        found.append([memory_id for _, memory_id in scored[:k]])
+    return found
 
 
 def exact_recall(queries: np.ndarray, found: list[list[int]], model: str, k: int) -> float:

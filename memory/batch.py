@@ -25,7 +25,6 @@ from memory.models import (
     MemoryCold,
     MemoryEntityMention,
     MemoryHistory,
-    Relation,
 )
 from memory.refused import Refused
 from memory.vectors import Vector, vector_to_blob
@@ -371,39 +370,29 @@ class Triple:
     confidence: float = 0.5
 
 
-def _upsert_entity(name: str, entity_type: str, agent_id: str, at) -> Entity:
-    canonical = linker.canonical_name(name)
-    entity = Entity.objects.filter(agent_id=agent_id, canonical_name=canonical).first()
-    if entity is None:
-        return Entity.objects.create(
-            name=" ".join(name.split()),
-            canonical_name=canonical,
-            entity_type=entity_type or "unknown",
-            agent_id=agent_id,
-            mentions=0,
-            created_at=at,
-            updated_at=at,
-        )
-    if entity.entity_type in {"unknown", "extracted"} and entity_type not in {"", "unknown"}:
-        entity.entity_type = entity_type
-        entity.save(update_fields=["entity_type"])
-    return entity
+# Entity types a structured payload may overwrite: the placeholders, not a type someone chose.
+_PLACEHOLDER_TYPES = frozenset({"unknown", "extracted"})
 
 
 def persist_triples(memory: Memory, triples: list[Triple], *, at) -> list[int]:
-    """Explicit graph write: entities, relations and mentions for structured triples."""
-    touched: list[int] = []
+    """Explicit graph write: entities, relations and mentions for structured triples, in at most
+    TRIPLE_STATEMENTS statements however many triples there are (remember runs it under the
+    write lock, where a statement per entity and relation held every other writer up).
+    Returns the ids of the entities the triples name, in id order."""
+    if not triples:
+        return []
+    ids = _upsert_entities(memory.agent_id, triples, at)
+    # One row per edge: an edge named twice counts twice, its confidences averaged.
+    edges: dict[tuple[int, int, str], list[float]] = {}
     # entity id -> its new mention: the first triple naming an entity gives its text.
     mentions: dict[int, MemoryEntityMention] = {}
     for triple in triples:
-        source = _upsert_entity(triple.source, triple.source_type, memory.agent_id, at)
-        target = _upsert_entity(triple.target, triple.target_type, memory.agent_id, at)
-        _count_relation(source, target, triple, at)
-        for entity, text in ((source, triple.source), (target, triple.target)):
-            mentions.setdefault(
-                entity.pk, mention_row(memory.id, entity.pk, text, triple.confidence, at=at)
-            )
-            touched.append(entity.pk)
+        source = ids[linker.canonical_name(triple.source)]
+        target = ids[linker.canonical_name(triple.target)]
+        edges.setdefault((source, target, triple.relationship), []).append(triple.confidence)
+        for pk, text in ((source, triple.source), (target, triple.target)):
+            mentions.setdefault(pk, mention_row(memory.id, pk, text, triple.confidence, at=at))
+    _upsert_relations(edges, at)
     # Entities the memory already mentions (the inline linker's) keep that mention and its count.
     known = set(
         MemoryEntityMention.objects.filter(memory=memory, entity_id__in=list(mentions)).values_list(
@@ -411,30 +400,90 @@ def persist_triples(memory: Memory, triples: list[Triple], *, at) -> list[int]:
         )
     )
     write_mentions([m for pk, m in mentions.items() if pk not in known], at=at)
-    return sorted(set(touched))
+    return sorted(set(ids.values()))
 
 
-def _count_relation(source: Entity, target: Entity, triple: Triple, at) -> None:
-    """The relation of the triple, new or seen once more (its confidence averaged over mentions)."""
-    relation = Relation.objects.filter(
-        source=source, target=target, relation_type=triple.relationship
-    ).first()
-    if relation is None:
-        Relation.objects.create(
-            source=source,
-            target=target,
-            relation_type=triple.relationship,
-            confidence=triple.confidence,
-            mentions=1,
-            created_at=at,
-            updated_at=at,
+# persist_triples' statements at most: entities read, inserted, read again, retyped; relations
+# upserted; mentions read, inserted, counted (tests/test_triple_write_bound.py holds it to this).
+TRIPLE_STATEMENTS = 8
+
+
+def _upsert_entities(agent_id: str, triples: list[Triple], at) -> dict[str, int]:
+    """canonical name -> entity id of every entity the triples name, created when new (with
+    the name as first written) and given the first known type the triples state when it has
+    only a placeholder. New rows go in one INSERT that skips names a concurrent writer has just
+    created; the second read then finds those too."""
+    named: dict[str, tuple[str, str]] = {}  # canonical -> (name as first written, type)
+    for triple in triples:
+        for name, kind in (
+            (triple.source, triple.source_type),
+            (triple.target, triple.target_type),
+        ):
+            canonical = linker.canonical_name(name)
+            first_name, first_kind = named.get(canonical, (" ".join(name.split()), "unknown"))
+            if first_kind == "unknown" and kind not in {"", "unknown"}:
+                first_kind = kind
+            named[canonical] = (first_name, first_kind)
+    wanted = sorted(named)  # one order for every writer: PostgreSQL's inserts then never deadlock
+
+    def stored(names: list[str]) -> dict[str, tuple[int, str]]:
+        rows = Entity.objects.filter(agent_id=agent_id, canonical_name__in=names)
+        return {c: (pk, t) for pk, c, t in rows.values_list("pk", "canonical_name", "entity_type")}
+
+    found = stored(wanted)
+    new = [canonical for canonical in wanted if canonical not in found]
+    if new:
+        Entity.objects.bulk_create(
+            [
+                Entity(
+                    name=named[canonical][0],
+                    canonical_name=canonical,
+                    entity_type=named[canonical][1],
+                    agent_id=agent_id,
+                    mentions=0,
+                    created_at=at,
+                    updated_at=at,
+                )
+                for canonical in new
+            ],
+            ignore_conflicts=True,
         )
-        return
-    n = relation.mentions
-    relation.confidence = (relation.confidence * n + triple.confidence) / (n + 1)
-    relation.mentions = n + 1
-    relation.updated_at = at
-    relation.save(update_fields=["confidence", "mentions", "updated_at"])
+        found.update(stored(new))
+    retyped = sorted(
+        (pk, named[canonical][1])
+        for canonical, (pk, kind) in found.items()
+        if kind in _PLACEHOLDER_TYPES and named[canonical][1] not in {"unknown", kind}
+    )
+    if retyped:  # in id order, as write_mentions locks entity rows
+        with connection.bulk_cursor() as cursor:
+            cursor.executemany(
+                "UPDATE entities SET entity_type = %s WHERE id = %s",
+                [(kind, pk) for pk, kind in retyped],
+            )
+    return {canonical: pk for canonical, (pk, _) in found.items()}
+
+
+def _upsert_relations(edges: dict[tuple[int, int, str], list[float]], at) -> None:
+    """Every edge in one upsert: a new relation, or one seen again whose count grows in SQL and
+    whose confidence becomes the mean over all its mentions (a count read earlier would lose a
+    concurrent writer's). Rows in key order, so PostgreSQL writers lock them in one order."""
+    rows = sorted(edges.items())
+    stamp = connection.ops.adapt_datetimefield_value(at)
+    params: list = []
+    for (source, target, kind), confidences in rows:
+        params += [source, target, kind, sum(confidences) / len(confidences), len(confidences)]
+        params += [stamp, stamp]
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * len(rows))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO relations (source_id, target_id, relation_type, confidence, mentions, "
+            f"created_at, updated_at) VALUES {values} "
+            "ON CONFLICT (source_id, target_id, relation_type) DO UPDATE SET "
+            "confidence = (relations.confidence * relations.mentions "
+            "+ excluded.confidence * excluded.mentions) / (relations.mentions + excluded.mentions), "
+            "mentions = relations.mentions + excluded.mentions, updated_at = excluded.updated_at",
+            params,
+        )
 
 
 # --- vectors ------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import uuid
 
 from django.db import DEFAULT_DB_ALIAS, connections, models
 from django.db.models import Q
+from django.utils import timezone
 
 # source_type of a memory the pipeline derived from a raw one (the pipeline acts under this name).
 DERIVED_SOURCE_TYPE = "pipeline-v2"
@@ -358,11 +359,17 @@ class ApiToken(models.Model):
     multi_agent = models.BooleanField(default=False)
     scopes = models.JSONField(default=list)
     created_at = models.DateTimeField()
+    # Set by api.auth.authenticate, at most once a minute per token (its own UPDATE).
     last_used_at = models.DateTimeField(null=True, blank=True)
+    # None: never expires. From then on the token is refused with a 401 saying it expired.
+    expires_at = models.DateTimeField(null=True, blank=True)
     revoked = models.BooleanField(default=False)
 
     class Meta:
         db_table = "api_tokens"
+
+    def expired(self, now=None) -> bool:
+        return self.expires_at is not None and self.expires_at <= (now or timezone.now())
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"

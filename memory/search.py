@@ -10,10 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from django.db.models import Q
 
 from memory import keyword, vectors
+from memory.models import Memory
 
 LEG_LIMIT = 10
+# A filter that admits at most this many of the agent's live memories is searched exactly: every
+# one of them is scored on both legs (their text and their vectors), cheaper than widening.
+EXACT_FILTERED = 2000
 
 
 @dataclass
@@ -59,8 +64,10 @@ def hybrid_search(
     exclude_id: str | None = None,
     query_vector: np.ndarray | None = None,
     model: str | None = None,
+    where: Q | None = None,
 ) -> list[Hit]:
     """Top-k live memories of one agent for `text`; pass the query's vector to use the vector leg.
+    `where` (a filter on Memory) narrows the search inside both legs, never after them.
 
     The caller embeds the query (a model call) before calling, so this function never waits on
     a model server and can run anywhere.
@@ -74,6 +81,7 @@ def hybrid_search(
         exclude_id=exclude_id,
         query_vectors=[query_vector],
         model=model,
+        where=where,
     )[0]
 
 
@@ -98,6 +106,7 @@ def hybrid_search_many(
     query_vectors: list[np.ndarray | None] | None = None,
     model: str | None = None,
     keyword_hits: list[list[tuple[str, float]]] | None = None,
+    where: Q | None = None,
 ) -> list[list[Hit]]:
     """`hybrid_search` of each text (with its vector, when given), all legs batched.
 
@@ -105,20 +114,85 @@ def hybrid_search_many(
     term matches) and its similarity. A memory with no vector of this model (not embedded yet, or
     embedded by the previous model during a switch) has only the keyword score, and keeps it.
     `keyword_hits`, when given, is `keyword_leg` of the same texts, agent, k and exclusion.
+    With `where`, both legs look at the memories it admits only: exactly, every one of them scored,
+    when they are few (EXACT_FILTERED); otherwise the filter is part of the keyword leg's SQL and
+    the vector leg widens its scan until it found enough of them.
     """
     leg_limit = max(LEG_LIMIT, k * 2)
-    if keyword_hits is None:
-        keyword_hits = keyword_leg(texts, agent_id=agent_id, k=k, exclude_id=exclude_id)
     query_vectors = query_vectors or [None] * len(texts)
     with_vector = [i for i, v in enumerate(query_vectors) if v is not None] if model else []
     vector_hits: list[list[tuple[str, float]]] = [[] for _ in texts]
-    found = vectors.search_many(
-        [query_vectors[i] for i in with_vector],
-        model=model or "",
+    found = keep = None
+    if where is not None:
+        keyword_hits, found, keep = _filtered(
+            texts, query_vectors, with_vector, agent_id, exclude_id, where, model, leg_limit
+        )
+    if keyword_hits is None:
+        keyword_hits = keyword_leg(texts, agent_id=agent_id, k=k, exclude_id=exclude_id)
+    if found is None:
+        found = vectors.search_many(
+            [query_vectors[i] for i in with_vector],
+            model=model or "",
+            agent_id=agent_id,
+            limit=leg_limit,
+            exclude_id=exclude_id,
+            keep=keep,
+        )
+    legs = (keyword_hits, vector_hits, with_vector, found, query_vectors, model)
+    return _merged(texts, *legs, alpha, min_score, k)
+
+
+def _filtered(texts, query_vectors, with_vector, agent_id, exclude_id, where, model, leg_limit):
+    """(keyword hits, vector hits or None, the vector leg's filter) of a filtered search: both
+    legs exactly over the admitted memories when they are few; else the keyword leg with the
+    filter in its SQL, and the filter for the vector leg's widening scan."""
+    admitted = Memory.objects.filter(agent_id=agent_id, is_deleted=False).filter(where)
+    if exclude_id:
+        admitted = admitted.exclude(id=exclude_id)
+    few = list(admitted.values_list("id", flat=True)[: EXACT_FILTERED + 1])
+    if len(few) <= EXACT_FILTERED:
+        keyword_hits, found = _exact_legs(texts, query_vectors, with_vector, few, model, leg_limit)
+        return keyword_hits, found, None
+    sql, params = admitted.values("id").query.sql_with_params()
+    keyword_hits = keyword.search_many(
+        texts,
         agent_id=agent_id,
         limit=leg_limit,
         exclude_id=exclude_id,
+        where=(f"m.id IN ({sql})", list(params)),
     )
+
+    def keep(memory_ids: list[str]) -> set[str]:
+        return set(admitted.filter(id__in=memory_ids).values_list("id", flat=True))
+
+    return keyword_hits, None, keep
+
+
+def _exact_legs(texts, query_vectors, with_vector, memory_ids, model, leg_limit):
+    """Both legs over a few memories, every one scored: (keyword hits, vector hits per query
+    with a vector)."""
+
+    def best(scores: dict[str, float]) -> list[tuple[str, float]]:
+        ranked = sorted(
+            ((mid, s) for mid, s in scores.items() if s > 0), key=lambda h: (-h[1], h[0])
+        )
+        return ranked[:leg_limit]
+
+    keyword_hits = [
+        best(scores) for scores in keyword.scores_for_many(texts, [memory_ids] * len(texts))
+    ]
+    similarities = vectors.similarities_for_many(
+        [query_vectors[i] for i in with_vector],
+        model=model or "",
+        memory_ids=[memory_ids] * len(with_vector),
+    )
+    return keyword_hits, [best(scores) for scores in similarities]
+
+
+def _merged(
+    texts, keyword_hits, vector_hits, with_vector, found, query_vectors, model, alpha, min_score, k
+) -> list[list[Hit]]:
+    """Every candidate of either leg scored on both, merged per text."""
     for i, hits in zip(with_vector, found, strict=True):
         vector_hits[i] = hits
     # Score every candidate on both legs: a memory just outside one leg's top list would otherwise

@@ -52,6 +52,11 @@ from memory.models import (
 from memory.refused import Refused
 from memory.vectors import Vector  # noqa: F401
 
+# The history events that change a memory (its row and version): the store's own writes (here and
+# memory.batch) file them. Every other event (an agent's feedback, a review note, a pipeline
+# decision filed under its raw memory) only says something about the memory: never a change.
+CHANGE_EVENTS = ("created", "updated", "deleted", "recovered")
+
 
 @dataclass(frozen=True)
 class Actor:
@@ -278,6 +283,25 @@ def _set_at_version(memory: Memory, *, deleted: bool, doing: str, actor: Actor, 
         setattr(memory, name, value)
 
 
+def _set_content_at_version(memory: Memory, *, actor: Actor, at, **columns):
+    """_set_at_version for a new text: a concurrent write of the same text that committed after
+    the duplicate check (PostgreSQL's writers do not take turns) wins the partial UNIQUE index,
+    and the edit is refused as if the check had seen it, not failed (the savepoint keeps the
+    caller's transaction usable)."""
+    try:
+        with transaction.atomic():
+            _set_at_version(memory, deleted=False, doing="modified", actor=actor, at=at, **columns)
+    except IntegrityError:
+        duplicate = active_duplicate(memory.agent_id, columns["content_hash"], exclude_id=memory.id)
+        if duplicate is None:
+            raise
+        raise Refused(
+            "duplicate_content_hash",
+            "another active memory already has this content",
+            duplicateMemoryId=duplicate.id,
+        ) from None
+
+
 MODIFIABLE_FIELDS = ("content", "type", "tags", "importance", "pinned")
 
 
@@ -334,7 +358,10 @@ def modify_in_transaction(
             .first()
         )
     changed_fields = sorted(updates)
-    _set_at_version(memory, deleted=False, doing="modified", actor=actor, at=now, **updates)
+    if content_changed:
+        _set_content_at_version(memory, actor=actor, at=now, **updates)
+    else:
+        _set_at_version(memory, deleted=False, doing="modified", actor=actor, at=now, **updates)
     if content_changed and vector is not None:
         upsert_embedding(memory, vector, at=now)
     audit(

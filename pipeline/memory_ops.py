@@ -1,21 +1,33 @@
-"""Memory reads and edits that need the embedding model first, shared by the API and the dashboard:
-recall (embed the query, keyword-only past a short timeout) and modify (embed the new storage text
-before the write transaction opens)."""
+"""Memory reads and edits that involve the embedding model, shared by the API and the dashboard:
+recall (embed the query in one of a few slots, keyword-only past a short timeout) and modify
+(write and commit the text, then queue its vector for the queue workers: embed_later)."""
 
 from __future__ import annotations
 
+import logging
+import os
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Q
+from django_q.tasks import async_task
 
 from memory import writes
-from memory.content import normalize
 from memory.models import Memory
 from memory.search import Hit, hybrid_search
+from memory.vectors import Vector
 from pipeline.config import search_settings
 from pipeline.llm import embed_or_none
+
+log = logging.getLogger(__name__)
+
+# How long a recall waits for a free embedding slot. A healthy server answers a query's embed in
+# tens of milliseconds, so a slot frees up within this; a hung one frees none for the whole
+# recall timeout, and the recalls past the slots then answer keyword-only at once.
+SLOT_WAIT_SECONDS = 0.05
 
 
 @dataclass(frozen=True)
@@ -24,12 +36,12 @@ class Recalled:
     keyword_only: bool  # the embedding server did not answer in time: no vector leg
 
 
-def recall(query: str, agent_ids: Iterable[str], *, k: int) -> Recalled:
-    """The best k live memories of these agents for `query`, best first, with the configured
-    alpha and min_score. The query is embedded once, up front."""
+def recall(query: str, agent_ids: Iterable[str], *, k: int, where: Q | None = None) -> Recalled:
+    """The best k live memories of these agents for `query` (of those `where` admits: the filter
+    is applied inside the search), best first, with the configured alpha and min_score. The query
+    is embedded once, up front (query_vector)."""
     alpha, min_score = search_settings()
-    # A person or an agent waits on this answer: past a short timeout, keyword results only.
-    vector = embed_or_none(query, timeout=settings.MEMORY_RECALL_EMBED_TIMEOUT_SECONDS)
+    vector = query_vector(query)
     hits: list[Hit] = []
     for agent_id in agent_ids:
         hits += hybrid_search(
@@ -40,9 +52,39 @@ def recall(query: str, agent_ids: Iterable[str], *, k: int) -> Recalled:
             min_score=min_score,
             query_vector=vector.values if vector else None,
             model=vector.model if vector else None,
+            where=where,
         )
     hits.sort(key=lambda hit: (-hit.score, hit.memory_id))
     return Recalled(hits[:k], keyword_only=vector is None)
+
+
+_slots: dict[tuple[int, int], threading.BoundedSemaphore] = {}
+_slots_lock = threading.Lock()
+
+
+def _embed_slots() -> threading.BoundedSemaphore:
+    """This process's MEMORY_RECALL_EMBED_PARALLEL slots (made again after a fork)."""
+    key = (os.getpid(), settings.MEMORY_RECALL_EMBED_PARALLEL)
+    with _slots_lock:
+        slots = _slots.get(key)
+        if slots is None:
+            slots = _slots[key] = threading.BoundedSemaphore(key[1])
+        return slots
+
+
+def query_vector(query: str) -> Vector | None:
+    """The query's vector, or None (keyword-only) when the embedding server does not answer
+    within MEMORY_RECALL_EMBED_TIMEOUT_SECONDS or when this process already has
+    MEMORY_RECALL_EMBED_PARALLEL recalls waiting on it. A hung server so holds at most that many
+    of a web process's threads; remember, health and every other request keep the rest."""
+    slots = _embed_slots()
+    if not slots.acquire(timeout=SLOT_WAIT_SECONDS):
+        log.warning("every recall embedding slot is waiting on the model: keyword results only")
+        return None
+    try:
+        return embed_or_none(query, timeout=settings.MEMORY_RECALL_EMBED_TIMEOUT_SECONDS)
+    finally:
+        slots.release()
 
 
 def modify(
@@ -53,13 +95,45 @@ def modify(
     reason: str,
     if_version: int | None = None,
 ) -> Memory:
-    """writes.modify, with the vector of the new content's storage text (the text that is stored)
-    fetched first when the content changes: the model call never runs inside the transaction."""
-    vector = None
-    if changes.get("content") is not None:
-        storage = normalize(changes["content"]).storage
-        if storage != memory.content:
-            vector = embed_or_none(storage)
-    return writes.modify(
-        memory.id, changes, actor=actor, reason=reason, if_version=if_version, vector=vector
+    """writes.modify, never waiting on the embedding server: the new text is written and
+    committed first, then its vector is queued (embed_later) unless a vector of that text is
+    stored already (a revert). Until it arrives the memory is found by its keywords."""
+    updated = writes.modify(memory.id, changes, actor=actor, reason=reason, if_version=if_version)
+    if updated.content != memory.content and not updated.embedding_model:
+        embed_later(updated.id)
+    return updated
+
+
+def embed_later(memory_id: str) -> None:
+    """Queue embed_stored(memory_id) for the queue workers. Call it after the write committed
+    (a worker must see the text). A hand-off that fails is logged; the maintenance run embeds
+    every live memory without a vector (pipeline.tasks.embed_missing)."""
+    try:
+        async_task(
+            "pipeline.memory_ops.embed_stored",
+            memory_id,
+            task_name=f"embed-{memory_id}",
+            q_options={"group": "embeddings"},
+        )
+    except Exception:
+        log.exception(
+            "could not queue the vector of memory %s; maintenance will embed it", memory_id
+        )
+
+
+def embed_stored(memory_id: str) -> bool:
+    """The queued task: embed the memory's current text, outside any transaction, and store the
+    vector unless the text changed meanwhile (writes.store_vector). Nothing to do for a memory
+    forgotten or embedded since. False when nothing was stored."""
+    row = (
+        Memory.objects.filter(id=memory_id, is_deleted=False)
+        .values_list("content", "content_hash", "embedding_model")
+        .first()
     )
+    if row is None or row[2]:
+        return False
+    content, content_hash, _ = row
+    vector = embed_or_none(content)
+    if vector is None:  # the server failed: maintenance embeds it later
+        return False
+    return writes.store_vector(memory_id, content_hash, vector)

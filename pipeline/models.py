@@ -75,6 +75,9 @@ class Action(models.TextChoices):
     NONE = "none"
 
 
+# The blocked reason of a proposal made stale by its raw memory (writes.apply.source_refusal).
+SOURCE_CHANGED = "source_changed"
+
 RISK_OF = {Action.DELETE: 0, Action.UPDATE: 1, Action.ADD: 2, Action.NONE: 3}
 DESTRUCTIVE = frozenset({Action.UPDATE, Action.DELETE})
 
@@ -172,6 +175,10 @@ class Proposal(models.Model):
     )
     target_version = models.PositiveIntegerField(null=True, blank=True)
     target_content = models.TextField(null=True, blank=True)
+    # The raw memory's version when its job wrote this proposal (the text the model read): one
+    # that moved on since makes the proposal stale (writes.apply.source_refusal). None: recorded
+    # before versions were kept, never checked.
+    source_version = models.PositiveIntegerField(null=True, blank=True)
     confidence = models.FloatField()
     reason = models.TextField()
     status = models.CharField(max_length=12, choices=ProposalStatus.choices)
@@ -263,8 +270,19 @@ class Proposal(models.Model):
 
     @property
     def is_stale(self) -> bool:
-        """Its target changed since the decision: a reviewer re-decides on the current version."""
+        """Its target (or its raw memory) changed since the decision: a reviewer re-decides on
+        the current version."""
         return self.status == ProposalStatus.STALE
+
+    @property
+    def stale_source(self) -> bool:
+        """Stale because its raw memory changed since its job (not its target)."""
+        return self.is_stale and self.blocked_reason == SOURCE_CHANGED
+
+    @property
+    def source_changed(self) -> bool:
+        """Its raw memory is no longer at the version its job read (reads source_memory)."""
+        return self.source_version is not None and self.source_memory.version != self.source_version
 
     @property
     def can_revert(self) -> bool:
@@ -457,6 +475,10 @@ class ReplayRun(models.Model):
     created_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Like a job's lease: renewed at each claim and each saved result; a running run whose lease is
+    # older than the lease timeout lost its worker, and the sweep retries or fails it.
+    leased_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
 
     class Meta:
         db_table = "pipeline_replay_runs"

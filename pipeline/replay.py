@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass, field, replace
+from datetime import timedelta
 
 from django_q.tasks import async_task
 
 from memory.content import normalize
 from pipeline import extraction, parsing
+from pipeline.config import get_config
 from pipeline.decision import NO_CANDIDATES_REASON
 from pipeline.llm import CallRecord, ChatClient, ProviderError, get_chat_client
 from pipeline.models import DESTRUCTIVE, Action, LlmCall, Proposal, ReplayRun, ReplayStatus
@@ -296,7 +298,12 @@ def run_replay(run_id: str) -> str | None:
     """The queued task: compare each proposal of the run not compared yet, saving each result as it
     arrives; the first provider error fails the run. Returns the final status (None: not claimed).
     """
-    run = writes.claim_run(run_id)
+    config = get_config()
+    run = writes.claim_run(
+        run_id,
+        lease_timeout=timedelta(seconds=config.lease_timeout_seconds),
+        max_attempts=config.max_attempts,
+    )
     if run is None:
         return None
     results = list(run.results)
@@ -325,6 +332,19 @@ def run_replay(run_id: str) -> str | None:
         return ReplayStatus.FAILED
     writes.finish_run(run.id)
     return ReplayStatus.DONE
+
+
+def reclaim_stale_runs() -> dict[str, int]:
+    """The sweep's part for runs: a running run whose lease outlived the jobs' lease timeout lost
+    its worker (a task never runs longer than Q_TIMEOUT, which that timeout exceeds). It is queued
+    again to go on after its saved results, or, out of attempts, failed saying so."""
+    config = get_config()
+    retried, failed = writes.reclaim_stale_runs(
+        timedelta(seconds=config.lease_timeout_seconds), max_attempts=config.max_attempts
+    )
+    for run_id in retried:
+        _hand_off(run_id)
+    return {"retried": len(retried), "failed": failed}
 
 
 def results_of(run: ReplayRun) -> SliceReplay:

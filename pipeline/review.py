@@ -11,11 +11,9 @@ from typing import Any
 
 from django.db.models import Count, QuerySet, TextChoices
 
-from memory.content import normalize
 from memory.models import Job
 from memory.writes import Actor, Refused
-from pipeline import safety
-from pipeline.llm import embed_or_none
+from pipeline import memory_ops, safety
 from pipeline.models import Action, Proposal, ProposalStatus, TripleReview
 from pipeline.writes import config as config_writes
 from pipeline.writes import jobs as job_writes
@@ -84,24 +82,22 @@ def approve(
     redecide: bool = False,
     force: bool = False,
 ) -> Proposal:
-    """Approve (optionally edited / as another action). The vector is computed before the write.
-    `force` confirms changing or deleting a pinned target."""
-    proposal = Proposal.objects.filter(id=proposal_id).only("fact_content", "action").first()
-    vector = None
-    if proposal is not None and (action or proposal.action) in {Action.ADD, Action.UPDATE}:
-        vector = embed_or_none(
-            normalize(content if content and content.strip() else proposal.fact_content).storage
-        )
-    return review_writes.approve(
+    """Approve (optionally edited / as another action). `force` confirms changing or deleting a
+    pinned target. The reviewer never waits on the embedding server: the change is committed
+    first, then the written memory's vector is queued (memory_ops.embed_later)."""
+    approved = review_writes.approve(
         proposal_id,
         reviewer=reviewer,
         content=content,
-        vector=vector,
         action=action,
         note=note,
         redecide=redecide,
         force=force,
     )
+    for memory_id in (approved.created_memory_id, approved.updated_memory_id):
+        if memory_id:
+            memory_ops.embed_later(memory_id)
+    return approved
 
 
 def reject(proposal_id: str, reviewer: Actor, *, reason: str | None = None) -> Proposal:

@@ -17,7 +17,7 @@ from memory.jobs import Claim
 from memory.models import Job, JobStatus, Memory
 from memory.threads import process_pool
 from memory.writes import Vector
-from pipeline import decision, extraction
+from pipeline import decision, extraction, replay
 from pipeline.config import get_config, mode_of
 from pipeline.llm import CallRecord, ProviderError, get_chat_client, get_embedder
 from pipeline.writes import jobs
@@ -186,6 +186,7 @@ def sweep() -> dict:
     index vectors whose post-commit index insert was lost (see memory.vectors.index_vectors)."""
     config = get_config()
     reclaimed = jobs.reclaim_stale_leases(timedelta(seconds=config.lease_timeout_seconds))
+    runs = replay.reclaim_stale_runs()  # second opinions whose worker died, the same way
     repaired = vectors.repair_index()
     # The whole shared matrix file against the stored vectors, every ten minutes per worker:
     # rows no search meets (zeroed, say) would otherwise drop out of every top k unnoticed.
@@ -214,6 +215,8 @@ def sweep() -> dict:
         report["vectorsIndexed"] = repaired
     if damaged:
         report["matrixRebuilt"] = damaged
+    if any(runs.values()):
+        report["replayRuns"] = runs
     return report
 
 

@@ -65,7 +65,9 @@ def test_bench_writes_every_figure_and_leaves_no_database_behind(tmp_path):
         "remember_under_load",
         "jobs_per_s",
         "queue_page",
+        "eval",
     }
+    assert figures["eval"]["cases"] >= 300 and is_number(figures["eval"]["per_case_ms"])
     assert set(figures["remember"]) == {"p50_ms", "p99_ms", "per_s"}
     assert set(figures["search"]) == set(SIZES)
     for size in SIZES:
@@ -121,3 +123,167 @@ def test_bench_writes_every_figure_and_leaves_no_database_behind(tmp_path):
     assert re.search(r"<= 50 ms\s+(ok|OVER)", output)
     workdir = re.search(r"Benchmark database: (\S+)", output).group(1)
     assert not Path(workdir).exists()
+
+
+# --- queue workers never outlive the benchmark ---------------------------------------------------
+
+SLEEPER = (
+    "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    "open(sys.argv[1], 'w').close(); time.sleep(300)"
+)
+INNER = """
+import os, sys, time
+import django
+django.setup()
+from devtools.bench import start_worker
+worker = start_worker(dict(os.environ), open(os.devnull, "w"), [sys.executable, "-c", "{sleep}"])
+print(worker.pid, flush=True)
+time.sleep(300)
+"""
+
+
+def _gone(pid: int, seconds: float = 20.0) -> bool:
+    import time
+
+    from devtools.bench import _group_alive
+
+    deadline = time.monotonic() + seconds
+    while _group_alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def test_a_worker_dies_with_the_benchmark_process_that_started_it_even_of_sigkill(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from django.conf import settings
+
+    from devtools.bench import reap_workers
+
+    sleeps = "import time; time.sleep(300)"  # no SIGTERM handler: the kernel's SIGTERM stops it
+    inner = subprocess.Popen(
+        [sys.executable, "-c", INNER.format(sleep=sleeps)],
+        cwd=settings.BASE_DIR,
+        env={**os.environ, "MEMORY_BENCH_DIR": str(tmp_path)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        worker = int(inner.stdout.readline())
+        assert (tmp_path / "workers" / str(worker)).exists()  # recorded for the parent command
+        inner.send_signal(signal.SIGKILL)  # no finally, no atexit runs in it
+        inner.wait(timeout=10)
+        assert _gone(worker), "the worker outlived the benchmark process"
+    finally:
+        if inner.poll() is None:
+            inner.kill()
+        reaped = reap_workers(tmp_path, timeout=1)
+    assert reaped == [] and not list((tmp_path / "workers").iterdir())
+
+
+def test_the_bench_command_reaps_the_workers_a_dead_run_recorded(tmp_path, monkeypatch):
+    """Without Linux's parent-death signal too (a worker that ignores SIGTERM, started by this
+    process, which stays alive): reap_workers stops its group, with SIGKILL when SIGTERM is not
+    enough."""
+    import os
+    import sys
+    import time
+
+    from devtools import bench
+
+    monkeypatch.setenv("MEMORY_BENCH_DIR", str(tmp_path))
+    with open(os.devnull, "w") as devnull:
+        ready = tmp_path / "ready"
+        command = [sys.executable, "-c", SLEEPER, str(ready)]
+        worker = bench.start_worker(dict(os.environ), devnull, command)
+    try:
+        deadline = time.monotonic() + 20
+        while not ready.exists() and time.monotonic() < deadline:  # SIGTERM is ignored from now
+            time.sleep(0.05)
+        assert bench.reap_workers(tmp_path, timeout=1) == [worker.pid]
+        assert worker.wait(timeout=10) == -9 and _gone(worker.pid)
+        assert not list((tmp_path / "workers").iterdir())
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+
+
+def _qclusters_under(tmp_path) -> list[int]:
+    """Pids of the qcluster main processes started by a benchmark whose run directory is under
+    tmp_path, read from /proc (their environment names the run directory)."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        bench_dir = next((e for e in environ if e.startswith(b"MEMORY_BENCH_DIR=")), b"")
+        if b"qcluster" in cmdline and str(tmp_path).encode() in bench_dir:
+            stat = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(stat[3]) == int(proc.name):  # its own process group: a cluster's main process
+                found.append(int(proc.name))
+    return found
+
+
+def _group_running(pgid: int) -> bool:
+    """Whether a process that is not a zombie is left in the process group (from /proc)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+def test_killing_the_benchmark_midway_leaves_no_queue_worker_running(tmp_path):
+    """The real thing: the inner process is SIGKILLed while its 3 qclusters work; afterwards no
+    process of theirs is left and the command reports the failure."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from django.conf import settings
+
+    env = {**os.environ, "TMPDIR": str(tmp_path)}  # the run's directory is created in here
+    env.pop("MEMORY_TEST_DB_PATH", None)
+    outer = subprocess.Popen(
+        [sys.executable, "manage.py", "bench", "--engine", "sqlite", "--sizes", "50"]
+        + ["--remember-calls", "10", "--queries", "5", "--jobs", "2", "--load-calls", "5"]
+        + ["--throughput-jobs", "100000", "--load-backlog", "10", "--phase-seconds", "5"],
+        cwd=settings.BASE_DIR,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 600
+        while len(workers) < 3:
+            assert outer.poll() is None, outer.stderr.read()
+            assert time.monotonic() < deadline, "the benchmark never started its workers"
+            workers = _qclusters_under(tmp_path)
+            time.sleep(0.2)
+        inner = int(Path(f"/proc/{workers[0]}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        os.kill(inner, signal.SIGKILL)
+        _, errors = outer.communicate(timeout=180)
+        assert outer.returncode != 0 and "exit status -9" in errors
+        assert not any(_group_running(pid) for pid in workers)
+        assert not list(tmp_path.glob("memory-bench-*"))  # the run's directory is gone too
+    finally:
+        if outer.poll() is None:
+            outer.kill()
+        for pid in workers:
+            if _group_running(pid):
+                os.killpg(pid, signal.SIGKILL)

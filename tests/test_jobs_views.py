@@ -144,7 +144,7 @@ def test_job_detail_shows_facts_proposals_and_model_calls(viewer_client, done_jo
     assert html.count('data-testid="llm-call"') == len(calls)
     extract = next(c for c in calls if c.kind == "extract")
     # The exact prompt and raw response are in collapsible raw blocks.
-    assert '<pre class="raw">' in html
+    assert '<pre class="raw"' in html
     assert "<details>" in html
     from django.utils.html import escape
 

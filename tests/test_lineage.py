@@ -13,6 +13,7 @@ from memory import writes
 from memory.models import Memory
 from memory.writes import Actor
 from pipeline import review
+from pipeline.llm.prompts import PROMPT_VERSION
 from pipeline.models import Proposal
 from pipeline.writes import review as review_writes
 from tests.pipeline_support import ScriptedModel, decision, fact, raw, seed, set_mode
@@ -93,7 +94,9 @@ def test_a_derived_memory_tells_its_story_in_order(approved):
     assert step(steps, "candidates").text.startswith("Hybrid search found")
     assert "closest scored" in step(steps, "candidates").text
     decided = step(steps, "decision")
-    assert decided.actor == MODEL and f"{MODEL} (prompt v1) decided ADD" in decided.text
+    assert (
+        decided.actor == MODEL and f"{MODEL} (prompt {PROMPT_VERSION}) decided ADD" in decided.text
+    )
     assert "shadow mode" in decided.text
     assert decided.links[0].href == f"/proposals/{proposal.id}/"
     reviewed = step(steps, "review")

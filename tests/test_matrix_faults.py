@@ -16,7 +16,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from memory import matrix, vectors
+from memory import matrix, matrix_file, vectors
 from memory.models import Embedding
 from memory.vectors import vector_to_blob
 from tests.pipeline_support import on_a_file_database
@@ -119,7 +119,7 @@ def test_an_impossible_row_count_in_the_header_is_rebuilt_not_a_server_error(fol
     query = stored[1][42]
     reader.nearest(query, model="m1", k=5)
     with open(the_file(folder), "r+b") as handle:
-        handle.seek(matrix._COUNT_AT)
+        handle.seek(matrix_file._COUNT_AT)
         handle.write(struct.pack("<Q", 10**12))
     assert [i for i, _ in reader.nearest(query, model="m1", k=5)] == exact_top(stored, query)
     assert "rows in room for" in matrix.STATE["lastDamage"]
@@ -128,7 +128,7 @@ def test_an_impossible_row_count_in_the_header_is_rebuilt_not_a_server_error(fol
 
 
 def overwrite(folder, rows, garbage):
-    mapping = matrix._Mapping.open(the_file(folder), writable=True)
+    mapping = matrix_file._Mapping.open(the_file(folder), writable=True)
     rng = np.random.default_rng(7)
     if garbage == "zeros":
         mapping.bits[:, rows] = 0
@@ -199,7 +199,7 @@ def test_a_file_that_cannot_be_allocated_is_refused_before_any_write(tmp_path):
         resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY))
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         try:
-            matrix._Mapping.create(path, "m1", DIMS, 1024, (0, 0))
+            matrix_file._Mapping.create(path, "m1", DIMS, 1024, (0, 0))
         except matrix.MatrixUnavailable:
             return not path.exists()
         return False

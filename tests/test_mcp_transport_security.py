@@ -1,7 +1,7 @@
 """The MCP server's Host and Origin checks stay on when Django accepts any host (issue 21, item 9):
 `DJANGO_ALLOWED_HOSTS=*` used to switch off DNS-rebinding protection; MCP has its own setting."""
 
-from api.mcp_server import _transport_security
+from api.mcp_transports import _transport_security
 
 
 def test_a_wildcard_in_djangos_hosts_keeps_the_mcp_checks_on(settings):

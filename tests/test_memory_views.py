@@ -290,7 +290,7 @@ def test_a_reviewer_pins_and_unpins_with_history(reviewer_client, hx):
     assert not Memory.objects.get(id=memory.id).pinned
 
 
-def test_a_reviewer_edits_content_with_a_reason(reviewer_client):
+def test_a_reviewer_edits_content_with_a_reason(reviewer_client, drain_queue):
     memory = remember("Billing runs on Postgres 16")
     response = reviewer_client.post(
         action_url(memory),
@@ -308,7 +308,11 @@ def test_a_reviewer_edits_content_with_a_reason(reviewer_client):
         2,
         "rita",
     )
-    assert memory.embedding_model  # the vector was fetched before the write
+    # The reviewer never waits on the embedding server: the vector is queued after the commit.
+    assert not memory.embedding_model
+    assert drain_queue() == 1
+    memory.refresh_from_db()
+    assert memory.embedding_model
     row = MemoryHistory.objects.get(memory_id=memory.id, event="updated")
     assert (row.reason, row.old_content, row.new_content) == (
         "upgraded",
@@ -320,7 +324,9 @@ def test_a_reviewer_edits_content_with_a_reason(reviewer_client):
     assert "<del>16</del> <ins>17</ins>" in page  # a space: never "1617"
 
 
-def test_an_edit_embeds_the_stored_text_not_the_typed_one(reviewer_client, fake_ollama):
+def test_an_edit_embeds_the_stored_text_not_the_typed_one(
+    reviewer_client, fake_ollama, drain_queue
+):
     memory = remember("Billing runs on Postgres 16")
     typed = "  Billing   runs on\tPostgres 17  "
     response = reviewer_client.post(
@@ -330,6 +336,8 @@ def test_an_edit_embeds_the_stored_text_not_the_typed_one(reviewer_client, fake_
     assert response.status_code == 302
     memory.refresh_from_db()
     assert memory.content == "Billing runs on Postgres 17"
+    drain_queue()  # the queued embedding, as a queue worker runs it
+    memory.refresh_from_db()
     # The vector is stored under the content's hash: it must be the vector of that content.
     assert [call["input"] for call in fake_ollama.calls("/api/embed")] == [[memory.content]]
     assert memory.embedding_model == "nomic-embed-text"

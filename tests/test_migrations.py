@@ -43,3 +43,142 @@ def test_it_migrates_back_to_zero_and_forward_again():
 @pytest.mark.django_db(transaction=True)
 def test_it_has_no_model_changes_missing_a_migration():
     call_command("makemigrations", "--check", "--dry-run", verbosity=0)
+
+
+def _old_normalisation(text):
+    """The normalisation stores were written with before visible text and NFC (the first
+    memory.content): lowercase storage content minus a trailing .,!?;: run, and its SHA-256."""
+    import hashlib
+    import re
+
+    storage = re.sub(r"\s+", " ", text).strip()
+    normalized = re.sub(r"[.,!?;:]+$", "", storage.lower()).strip() or storage.lower()
+    return normalized, hashlib.sha256(normalized.encode("utf-8")).hexdigest()
+
+
+def _old_style(text, *, agent_id="default", minutes=0, deleted=False, pinned=False):
+    """A memory as an old store holds it: written now, then given its old normalisation's hash."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from memory import writes
+    from memory.models import Memory
+
+    row = writes.remember(
+        f"placeholder {agent_id} {minutes} {text}",
+        actor=writes.Actor("agent-a", "agent"),
+        agent_id=agent_id,
+        pinned=pinned,
+    ).memory
+    normalized, old_hash = _old_normalisation(text)
+    at = timezone.now() - timedelta(days=1) + timedelta(minutes=minutes)
+    Memory.objects.filter(id=row.id).update(
+        content=text,
+        normalized_content=normalized,
+        content_hash=old_hash,
+        created_at=at,
+        is_deleted=deleted,
+        deleted_at=at if deleted else None,
+    )
+    return Memory.objects.get(id=row.id)
+
+
+def _recompute(chunk=None, monkeypatch=None):
+    import importlib
+
+    from django.apps import apps
+
+    module = importlib.import_module("memory.migrations.0008_recompute_content_hashes")
+    if chunk:
+        monkeypatch.setattr(module, "CHUNK", chunk)
+    return module.recompute_content_hashes(apps, None)
+
+
+@pytest.mark.django_db
+def test_old_hashes_are_recomputed_and_true_duplicates_merged_oldest_kept(monkeypatch):
+    from memory.content import normalize
+    from memory.models import Embedding, Job, Memory, MemoryCold, MemoryHistory
+
+    visible = "Café opens at nine on Mondays."
+    nfc = _old_style(visible, minutes=0)
+    nfd = _old_style("Cafe\u0301 opens at nine on Mondays.", minutes=1)
+    zwsp = _old_style("Café opens at\u200b nine on Mondays", minutes=2)
+    bom = _old_style("\ufeffCAFÉ opens at nine on Mondays!", minutes=3, pinned=True)
+    other_agent = _old_style("Cafe\u0301 opens at nine on Mondays.", agent_id="other", minutes=4)
+    gone = _old_style("Cafe\u0301 opens at nine on Mondays", minutes=5, deleted=True)
+    # An older hidden-character copy and a newer copy already at the new hash: the older stays.
+    older_zw = _old_style("Ship\u200b it on Fridays", minutes=6)
+    newer_plain = writes_remember("Ship it on Fridays")
+    target = normalize(visible).hash
+    assert len({nfc.content_hash, nfd.content_hash, zwsp.content_hash, bom.content_hash}) == 4
+    Embedding.objects.create(
+        content_hash=nfd.content_hash,
+        vector=b"\0" * 16,
+        dimensions=4,
+        model="m",
+        source_memory_id=nfd.id,
+        created_at=nfd.created_at,
+    )
+    pending = Job.objects.filter(memory_id=nfd.id, status="pending").count()
+    assert pending == 1
+
+    stats = _recompute(chunk=2, monkeypatch=monkeypatch)  # chunks of two: every boundary crossed
+
+    rows = {m.id: m for m in Memory.objects.all()}
+    assert {rows[i].content_hash for i in (nfc.id, nfd.id, zwsp.id, bom.id)} == {target}
+    assert {rows[i].normalized_content for i in (nfc.id, nfd.id, zwsp.id, bom.id)} == {
+        normalize(visible).normalized
+    }
+    assert not rows[nfc.id].is_deleted  # the oldest copy is kept
+    assert all(rows[i].is_deleted for i in (nfd.id, zwsp.id, bom.id))
+    assert rows[nfd.id].version == nfd.version + 1 and rows[nfd.id].updated_by == "system"
+    assert rows[other_agent.id].content_hash == target and not rows[other_agent.id].is_deleted
+    assert rows[gone.id].content_hash == target and rows[gone.id].is_deleted
+    assert not rows[older_zw.id].is_deleted and rows[newer_plain.id].is_deleted
+    assert rows[older_zw.id].content_hash == rows[newer_plain.id].content_hash
+    assert stats == {"rehashed": 6, "merged": 4}  # the NFC and plain copies were right
+
+    audits = MemoryHistory.objects.filter(event="deleted", actor_type="system")
+    assert sorted(a.memory_id for a in audits) == sorted([nfd.id, zwsp.id, bom.id, newer_plain.id])
+    audit = audits.get(memory_id=nfd.id)
+    assert audit.changed_by == "system" and nfc.id in audit.reason and "duplicate" in audit.reason
+    assert audit.metadata["duplicateOf"] == nfc.id and audit.metadata["contentHash"] == target
+    assert audit.metadata["oldContentHash"] == nfd.content_hash
+    assert audit.metadata["cancelledJobs"] == 1 and audit.old_content == nfd.content
+    assert MemoryCold.objects.get(memory_id=nfd.id).archived_reason == "deduplicated"
+    assert not Job.objects.filter(memory_id=nfd.id, status="pending").exists()
+    assert Embedding.objects.get(source_memory_id=nfd.id).content_hash == target  # re-keyed
+    assert (
+        not MemoryHistory.objects.filter(memory_id__in=[nfc.id, other_agent.id, gone.id])
+        .filter(event="deleted")
+        .exists()
+    )
+
+    assert _recompute() == {"rehashed": 0, "merged": 0}  # a second run finds nothing to do
+
+
+def writes_remember(text):
+    from memory import writes
+
+    return writes.remember(text, actor=writes.Actor("agent-a", "agent")).memory
+
+
+@pytest.mark.django_db
+def test_two_memories_holding_each_others_new_hash_swap_without_a_merge():
+    from memory.content import normalize
+    from memory.models import Memory, MemoryHistory
+
+    first = writes_remember("Kettle\u200b on at four")
+    second = writes_remember("Tea time at four")
+    # Wrong hashes that cross: each row holds the slot the other one must move to.
+    Memory.objects.filter(id=first.id).update(content_hash="x")
+    Memory.objects.filter(id=second.id).update(content_hash=normalize(first.content).hash)
+    Memory.objects.filter(id=first.id).update(content_hash=normalize(second.content).hash)
+
+    assert _recompute() == {"rehashed": 2, "merged": 0}
+
+    for row in (first, second):
+        stored = Memory.objects.get(id=row.id)
+        assert stored.content_hash == normalize(row.content).hash and not stored.is_deleted
+    assert not MemoryHistory.objects.filter(event="deleted").exists()

@@ -169,11 +169,7 @@ def test_a_job_claims_extracts_decides_records_and_completes(
 def test_the_raw_memory_vector_is_stored_in_every_mode(mode):
     set_mode(mode)
     source, job = run("Kenji deploys billing-api with Terraform every Friday.")
-    assert job.status == "completed" and job.result["writeMode"] in {
-        "shadow",
-        "controlled-write",
-        "full",
-    }
+    assert job.status == "completed" and job.result["writeMode"] == mode  # the brake: "frozen"
     assert Embedding.objects.filter(content_hash=source.content_hash).exists()
     assert source.embedding_model == "offline-hash-768"
 
@@ -196,7 +192,7 @@ def test_shadow_and_frozen_record_every_proposal_and_write_no_memory(
     for action in ("add", "update", "delete"):
         assert proposals[action].status == "pending"
         assert proposals[action].blocked_reason == blocked
-        assert proposals[action].mode == "shadow"
+        assert proposals[action].mode == mode  # the brake is recorded as "frozen"
     assert proposals["none"].status == "recorded"
     assert proposals["update"].target_memory_id == store.postgres.id
     assert proposals["update"].target_version == 1
@@ -207,7 +203,7 @@ def test_shadow_and_frozen_record_every_proposal_and_write_no_memory(
     assert audits.count() == 4
     assert set(audits.values_list("changed_by", "actor_type")) == {("pipeline-shadow", "pipeline")}
     assert all(a.metadata["shadow"] is True for a in audits)
-    assert job.result["writeMode"] == "shadow"
+    assert job.result["writeMode"] == mode
     assert job.result["writeStats"]["added"] == 0 and job.result["writeStats"]["recorded"] == 1
 
 

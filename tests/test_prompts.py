@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from pipeline.llm import prompts
 from pipeline.parsing import ACTIONS, FACT_TYPES, Candidate, Fact
 
@@ -58,3 +60,53 @@ def test_decision_prompt_shows_the_fact_and_numbered_candidates():
         assert f"- {action}:" in prompt
     assert prompt.index("Candidates:") < prompt.index("Return ONLY a JSON object")
     assert '"targetId"' in prompt and '"reason"' in prompt
+
+
+# The SHA-256 of the prompt texts and schemas (`_prompt_digest`) under each PROMPT_VERSION. When a
+# prompt changes, bump PROMPT_VERSION and add its new digest here; never edit an old line.
+PROMPT_DIGESTS = {
+    "v1": "c1f5dfda8d40e2ce35f6e9628251cfe731fa18f9aac7d92f7ac702b0564cfde5",
+    "v2": "abdb1039f7c550a9201061e7fed57b8a3c3bc00509e747530734ace19d4504f2",
+}
+
+
+def _prompt_digest(module=prompts) -> str:
+    """One hash over everything the model is sent besides the data: both prompts rendered with
+    fixed inputs (counter-examples included) and both schemas."""
+    import hashlib
+
+    fact = Fact("Alice prefers dark mode", "preference", 0.9)
+    example = {"action": "update", "fact": "F", "target": "T", "note": "N"}
+    parts = [
+        module.extraction_prompt("<TEXT>"),
+        module.decision_prompt(fact, CANDIDATES),
+        module.decision_prompt(fact, CANDIDATES, [example]),
+        json.dumps([module.EXTRACTION_SCHEMA, module.DECISION_SCHEMA], sort_keys=True),
+    ]
+    return hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()
+
+
+def _check_prompt_version(version: str, digest: str) -> None:
+    recorded = PROMPT_DIGESTS.get(version)
+    assert recorded is not None, (
+        f"no prompt digest recorded for PROMPT_VERSION {version!r}: add {version!r}: {digest!r} "
+        "to PROMPT_DIGESTS"
+    )
+    assert recorded == digest, (
+        f"the prompts changed under PROMPT_VERSION {version!r}: bump PROMPT_VERSION and record "
+        f"the new hash ({digest}) in PROMPT_DIGESTS"
+    )
+
+
+def test_the_prompts_are_the_ones_recorded_for_their_version():
+    _check_prompt_version(prompts.PROMPT_VERSION, _prompt_digest())
+
+
+def test_a_changed_prompt_under_the_same_version_fails(monkeypatch):
+    monkeypatch.setattr(prompts, "_DECISION_ANSWER", prompts._DECISION_ANSWER + "Be brief.\n")
+    with pytest.raises(AssertionError, match="bump PROMPT_VERSION and record the new hash"):
+        _check_prompt_version(prompts.PROMPT_VERSION, _prompt_digest())
+
+
+def test_every_version_has_its_own_digest():
+    assert len(set(PROMPT_DIGESTS.values())) == len(PROMPT_DIGESTS)

@@ -17,6 +17,7 @@ from django_q.models import OrmQ
 from memory.models import Job, Memory, MemoryHistory
 from pipeline import replay
 from pipeline.llm import get_chat_client, offline
+from pipeline.llm.prompts import PROMPT_VERSION
 from pipeline.models import LlmCall, Proposal, ReplayRun
 from pipeline.writes.config import update_config
 from tests.fake_ollama import Script
@@ -277,7 +278,7 @@ def test_the_page_describes_the_slice_and_the_links_lead_to_it(reviewer_client, 
     updates = Proposal.objects.filter(status="pending", action="update").count()
     assert updates >= 2  # the Kafka and the staging contradictions
     assert "Review queue slice:" in page and f"<strong>{updates}</strong> proposals" in page
-    assert 'data-testid="prompt-version">v1<' in page
+    assert f'data-testid="prompt-version">{PROMPT_VERSION}<' in page
     assert 'value="qwen3:4b"' in page  # the configured model is the default
     proposal = proposal_about("Kafka")
     detail = reviewer_client.get(f"/proposals/{proposal.id}/").content.decode()
@@ -462,3 +463,46 @@ def test_each_answer_shows_while_the_model_is_still_slow_and_no_write_waits_for_
     body = finished.content.decode()
     assert finished.status_code == 286 and body.count('data-testid="replay-card"') == 2
     assert 'data-testid="agreement-rate">0%<' in body
+
+
+# --- a run whose worker died --------------------------------------------------------------------
+
+
+def test_a_running_run_whose_worker_died_is_reclaimed_by_the_sweep_then_failed_out_of_attempts():
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from pipeline import tasks
+    from pipeline.config import get_config
+    from pipeline.writes import replay as replay_writes
+
+    config = get_config()
+    lease = timedelta(seconds=config.lease_timeout_seconds)
+    run = replay_writes.create_run(
+        requested_by="rita", provider="offline", model="offline", proposal_ids=["gone"], total=1
+    )
+    claimed = replay_writes.claim_run(run.id, lease_timeout=lease, max_attempts=3)
+    assert (claimed.status, claimed.attempts) == ("running", 1) and claimed.leased_at
+    # A live worker's run is neither claimed by a second task nor reclaimed by the sweep.
+    assert replay_writes.claim_run(run.id, lease_timeout=lease, max_attempts=3) is None
+    assert "replayRuns" not in tasks.sweep()
+    assert ReplayRun.objects.get().status == "running"
+
+    # The worker dies: nothing renews the lease, which then outlives the lease timeout.
+    died = timezone.now() - lease - timedelta(seconds=1)
+    ReplayRun.objects.filter(id=run.id).update(leased_at=died)
+    assert tasks.sweep()["replayRuns"] == {"retried": 1, "failed": 0}
+    assert ReplayRun.objects.get().status == "queued"
+    assert queued_replays() == [("pipeline.replay.run_replay", (run.id,))]
+    assert replay.run_replay(run.id) == "done"
+    assert ReplayRun.objects.get().attempts == 2
+
+    # A run that kills its worker on every attempt ends failed, saying why.
+    ReplayRun.objects.filter(id=run.id).update(
+        status="running", attempts=config.max_attempts, leased_at=died, finished_at=None
+    )
+    assert replay.run_replay(run.id) is None  # out of attempts: not claimed again
+    assert tasks.sweep()["replayRuns"] == {"retried": 0, "failed": 1}
+    failed = ReplayRun.objects.get()
+    assert failed.status == "failed" and failed.finished_at and "worker" in failed.error

@@ -84,7 +84,9 @@ def test_reviewer_actions_need_the_review_scope(client, pending, ingest_auth):
     assert not MemoryHistory.objects.filter(event="reviewed").exists()
 
 
-def test_approving_an_add_creates_the_memory_and_audits_the_reviewer(client, pending, review_auth):
+def test_approving_an_add_creates_the_memory_and_audits_the_reviewer(
+    client, pending, review_auth, drain_queue
+):
     add = pending["add"]
     response = approve(client, review_auth, add, note="looks right")
     assert response.status_code == 200
@@ -93,7 +95,10 @@ def test_approving_an_add_creates_the_memory_and_audits_the_reviewer(client, pen
     created = Memory.objects.get(id=body["createdMemoryId"])
     assert created.content == ADD_FACT and created.source_id == add.source_memory_id
     assert created.who == "pipeline-v2" and created.source_type == "pipeline-v2"
-    assert created.embedding_model  # embedded before the write
+    assert not created.embedding_model  # embedded after the commit, by a queue worker
+    assert drain_queue() == 1
+    created.refresh_from_db()
+    assert created.embedding_model
     (history,) = MemoryHistory.objects.filter(memory=created)
     assert (history.event, history.changed_by, history.actor_type) == (
         "created",

@@ -529,3 +529,129 @@ def test_the_queue_filters_are_one_queryset_method_and_the_views_read_it(reviewe
     assert [p.id for p in page] == [p.id for p in updates][: len(page)]
     assert list(Proposal.objects.queue()) == list(Proposal.objects.queue(status="pending"))
     assert not Proposal.objects.queue(conf_min=1.0, conf_max=1.0, flag="secret").exists()
+
+
+def test_work_under_the_brake_is_recorded_and_shown_as_the_brake_not_shadow(
+    reviewer_client, queue, pipeline_run, decide
+):
+    """Issue 19, defect 9: the brake is its own state at decision; decided proposals wait no more."""
+    update_config({"mutationsFrozen": True}, changed_by="t", reason="brake")
+    (raw,) = pipeline_run("Nadia runs the on-call rota for ingest. From the ops sync.")
+    held = Proposal.objects.filter(source_memory=raw, status="pending").first()
+    assert held.mode == "frozen" and held.job.result["writeMode"] == "frozen"
+    page = reviewer_client.get(f"/proposals/{held.id}/").content.decode()
+    assert 'data-testid="mode-at-decision">frozen<' in page and "emergency brake was on" in page
+    assert "held: the emergency brake is on" in page
+    job = reviewer_client.get(f"/jobs/{held.job_id}/").content.decode()
+    assert 'data-testid="write-mode">frozen<' in job and "mutations_frozen" not in job
+
+    update_config({"mutationsFrozen": False}, changed_by="t", reason="lifted")
+    for url in (f"/proposals/{held.id}/", f"/jobs/{held.job_id}/", "/review/"):
+        body = reviewer_client.get(url).content.decode()
+        assert "mutations_frozen" not in body and "the emergency brake is on" not in body, url
+    assert (
+        "the brake is lifted now" in reviewer_client.get(f"/proposals/{held.id}/").content.decode()
+    )
+
+    shadow = queue.filter(action="add", blocked_reason="shadow_mode").first()
+    assert decide(reviewer_client, shadow, decision="approve").status_code == 200
+    page = reviewer_client.get(f"/proposals/{shadow.id}/").content.decode()
+    assert "shadow_mode" not in page and 'data-testid="waiting"' not in page
+    assert 'data-testid="mode-at-decision">shadow<' in page
+    job = reviewer_client.get(f"/jobs/{shadow.job_id}/").content.decode()
+    row = job[job.index(f"/proposals/{shadow.id}/") - 2500 : job.index(f"/proposals/{shadow.id}/")]
+    assert "held for review" not in row.split("<tr")[-1]
+
+
+def _bulk_until_done(client, hx, data) -> list[str]:
+    """Post a bulk apply and follow the panel's chunk-to-chunk form to the end: every answer."""
+    body = client.post("/review/bulk/", data, **hx).content.decode()
+    bodies = [body]
+    while 'hx-trigger="load' in body:
+        form = body[body.index('hx-trigger="load') : body.index("</form>")]
+        fields = re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', form)
+        follow = {}
+        for name, value in fields:
+            follow.setdefault(name, []).append(value)
+        body = client.post("/review/bulk/", follow, **hx).content.decode()
+        bodies.append(body)
+    return bodies
+
+
+def test_bulk_progress_words_reasons_of_every_chunk_and_what_others_took(
+    reviewer_client, admin_client_role, queue, pipeline_run, hx, decide
+):
+    """Issue 19, defect 8: "rejected" (not "rejectd"), every chunk's reasons, and the ones another
+    reviewer decided first said as such (the bar ends at 100%); counts and rows redrawn."""
+    from dashboard.views import review as views
+
+    pipeline_run("The staging deploy key is AKIAIOSFODNN7EXAMPLE for billing-api. Rotate it.")
+    pinned = queue.filter(action="update").first()
+    Memory.objects.filter(id=pinned.target_memory_id).update(pinned=True)
+    pending = list(Proposal.objects.filter(status="pending").order_by("id"))
+    total = len(pending)
+    taken = [p for p in pending if p.action == "add" and not p.safety_kinds][-1]
+    views.BULK_CHUNK = 2
+    try:
+        data = {"decision": "approve", "scope": "all", "step": "apply", "total": total}
+        data["shown"] = " ".join(p.id for p in pending)
+        assert decide(admin_client_role, taken, decision="approve").status_code == 200
+        bodies = _bulk_until_done(reviewer_client, hx, data)
+    finally:
+        views.BULK_CHUNK = 25
+    body = bodies[-1]
+    reasons = re.findall(r'data-testid="bulk-reason">([^<]*)<', body)
+    assert any("pinned" in r for r in reasons) and any("secret" in r for r in reasons), reasons
+    left = Proposal.objects.filter(status="pending").count()
+    assert f"Done</strong> {total - 1 - left} approved, {left} not applied of {total}." in body
+    assert "1 was no longer waiting when their turn came" in body
+    assert '<rect width="100.0" height="1"/>' in body  # the bar ends full
+    # The bar's counts are the queue's now, and the rows of the page say what happened to them.
+    assert re.search(rf'id="queue-counts" hx-swap-oob="true"><strong>{left}</strong>', body)
+    assert re.search(rf'id="scope-all-count" hx-swap-oob="true">{left}<', body)
+    approved = Proposal.objects.filter(status="applied", decided_by="rita").first()
+    assert f'id="p-{approved.id}" data-row hx-swap-oob="true"' in "".join(bodies)
+
+    rejects = [p.id for p in Proposal.objects.filter(status="pending")[:2]]
+    data = {"decision": "reject", "scope": "selected", "step": "apply", "ids": " ".join(rejects)}
+    body = _bulk_until_done(reviewer_client, hx, {**data, "reason": "dup", "total": 2})[-1]
+    assert "Done</strong> 2 rejected of 2." in body and "rejectd" not in body
+
+
+def test_an_htmx_post_after_the_session_ended_is_401_with_the_session_ended_event(
+    client, queue, hx
+):
+    """dashboard/access.py: no login form pasted into a row; the page says so and keeps itself."""
+    import json
+
+    proposal = queue.first()
+    headers = {**hx, "HTTP_HX_CURRENT_URL": "http://testserver/review/?action=add"}
+    response = client.post(
+        f"/proposals/{proposal.id}/decide/", {"decision": "approve", "from": "row"}, **headers
+    )
+    assert response.status_code == 401
+    event = json.loads(response.headers["HX-Trigger"])["session-ended"]
+    assert event["message"].startswith("Your session ended — sign in again")
+    assert event["login"] == "/login/?next=/review/%3Faction%3Dadd"
+    assert "id_password" not in response.content.decode()
+    assert Proposal.objects.get(id=proposal.id).status == "pending"
+    # Without htmx it is still the redirect to the login form.
+    plain = client.post(f"/proposals/{proposal.id}/decide/", {"decision": "approve"})
+    assert plain.status_code == 302 and plain.url.startswith("/login/?next=")
+
+
+def test_a_bulk_post_with_several_ids_values_previews_and_decides_every_one(
+    reviewer_client, queue, hx
+):
+    """dashboard/review_forms.py IdsField: each ticked checkbox sends its own `ids` value."""
+    ids = list(queue.filter(action="add").values_list("id", flat=True)[:3])
+    assert len(ids) == 3
+    pending = queue.count()
+    data = {"decision": "reject", "scope": "selected", "reason": "not durable", "ids": ids}
+    body = reviewer_client.post("/review/bulk/", {**data, "step": "preview"}, **hx)
+    assert "Reject 3 proposals?" in body.content.decode()
+    assert Proposal.objects.filter(id__in=ids, status="pending").count() == 3  # nothing yet
+    body = reviewer_client.post("/review/bulk/", {**data, "step": "apply", "total": 3}, **hx)
+    assert "Done</strong> 3 rejected of 3." in body.content.decode()
+    assert set(Proposal.objects.filter(id__in=ids).values_list("status", flat=True)) == {"rejected"}
+    assert Proposal.objects.filter(status="pending").count() == pending - 3

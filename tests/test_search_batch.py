@@ -178,8 +178,8 @@ def test_a_memory_not_yet_re_embedded_keeps_its_keyword_score():
     assert hits[old.id].score > hits[new.id].score  # the better match still ranks first
 
 
-def test_more_query_terms_than_the_rare_budget_still_find_the_best_match(monkeypatch):
-    monkeypatch.setattr(keyword, "RARE_DOCUMENT_BUDGET", 1)  # only the rarest term finds rows
+def test_a_window_of_one_candidate_still_finds_the_best_match(monkeypatch):
+    monkeypatch.setattr(keyword, "CANDIDATE_WINDOW", 1)  # only the best-weighed memory is scored
     best = remember("Sana tunes Redis eviction for the search cluster", model=None)
     for i in range(8):
         remember(f"The search cluster note number {i}", model=None)

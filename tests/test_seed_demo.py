@@ -82,9 +82,12 @@ def test_the_demo_history_is_spread_over_weeks_with_a_mix_of_decisions(capsys):
 
 
 def queued_job_ids() -> list[str]:
+    """The job ids queued for `run_job` (an approval also queues its memory's embedding)."""
     from django_q.models import OrmQ
 
-    return [task.args()[0] for task in OrmQ.objects.all()]
+    return [
+        task.args()[0] for task in OrmQ.objects.all() if task.func() == "pipeline.tasks.run_job"
+    ]
 
 
 # Transactional: hand-offs run on commit, as in `make run`, not when a captured test transaction ends.

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from django.utils import timezone
 
-from memory import matrix, vectors
+from memory import matrix, matrix_file, vectors
 from memory.models import Embedding
 from memory.vectors import vector_to_blob
 from tests.pipeline_support import on_a_file_database
@@ -108,12 +108,12 @@ def test_a_file_of_another_database_at_the_same_place_is_never_used(folder, tmp_
     index = matrix.MatrixIndex()
     index.nearest(rows[0][1], model="m1", k=1)
     path = index.mapping.path
-    other = matrix._Mapping.open(path, writable=True)
+    other = matrix_file._Mapping.open(path, writable=True)
     other.database = (0, 0)
-    matrix._HEADER.pack_into(
+    matrix_file._HEADER.pack_into(
         other.buffer,
         0,
-        matrix._MAGIC,
+        matrix_file._MAGIC,
         DIMS,
         other.layout.words,
         other.layout.capacity,

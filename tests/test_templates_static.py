@@ -6,6 +6,7 @@ rendered with real data, have no inline style or script either (charts, meters a
 Python).
 """
 
+import json
 import re
 from pathlib import Path
 
@@ -100,10 +101,15 @@ def test_the_template_check_allows_files_comments_and_data_attributes():
     assert template_problems(source) == []
 
 
-def test_htmx_is_told_not_to_inject_its_indicator_style():
-    # Otherwise htmx adds a <style> element at load, which style-src 'self' refuses.
+def test_htmx_is_told_not_to_inject_its_indicator_style_nor_settle_style_attributes():
+    # Otherwise htmx adds a <style> element at load, and after a swap copies the old element's
+    # style attribute onto the new one (issue 19): inline styles that style-src 'self' refuses.
     base = (TEMPLATES / "base.html").read_text()
-    assert """<meta name="htmx-config" content='{"includeIndicatorStyles": false}'>""" in base
+    found = re.search(r"""<meta name="htmx-config" content='([^']*)'>""", base)
+    assert found, "base.html configures htmx with a <meta name=htmx-config>"
+    config = json.loads(found.group(1))
+    assert config["includeIndicatorStyles"] is False
+    assert "style" not in config["attributesToSettle"]
 
 
 @pytest.mark.django_db

@@ -15,6 +15,7 @@ from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
+from dashboard import wording
 from dashboard.access import reviewer_actor, role_required
 from dashboard.forms import JobFilterForm
 from dashboard.htmx import render_page, wants_fragment
@@ -136,6 +137,7 @@ def _job_context(request, job: Job, *, notice: tuple[str, str] | None = None) ->
         "entities": result.get("entities") or [],
         "warnings": result.get("warnings") or [],
         "write_mode": result.get("writeMode"),
+        "write_mode_note": wording.mode_note(result.get("writeMode")),
         "write_stats": write_stats,
         "write_total": sum(s["value"] for s in write_stats if isinstance(s["value"], int | float)),
         "cancelled": result.get("cancelled"),

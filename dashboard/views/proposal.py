@@ -6,7 +6,9 @@ from __future__ import annotations
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
+from dashboard import wording
 from dashboard.access import role_required
+from memory.models import MemoryCold
 from pipeline.models import LlmCall, Proposal
 
 
@@ -31,5 +33,15 @@ def proposal(request, proposal_id: str):
         "warnings": result.get("warnings", []),
         "siblings": Proposal.objects.filter(job_id=p.job_id).exclude(id=p.id).order_by("position"),
         "target_changed": bool(p.target_memory and p.target_memory.version != p.target_version),
+        "mode_note": wording.mode_note(p.mode),
+        # The raw memory's text as its job read it, when an edit since archived it.
+        "source_then": (
+            MemoryCold.objects.filter(memory_id=p.source_memory_id, version=p.source_version)
+            .order_by("-archived_at")
+            .values_list("content", flat=True)
+            .first()
+            if p.source_changed
+            else None
+        ),
     }
     return render(request, "dashboard/proposal.html", context)

@@ -8,12 +8,14 @@ from django.http import HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard import wording
 from dashboard.access import reviewer_actor, role_required
 from dashboard.htmx import render_page, review_changed, toast
-from dashboard.paging import cursor_page
+from dashboard.paging import beyond, cursor_page
 from dashboard.review_forms import BulkForm, DecideForm, queue_for
 from memory.writes import Refused
 from pipeline import review as reviewing
@@ -27,10 +29,39 @@ BULK_CHUNK = 25
 # --- the queue ------------------------------------------------------------------------------------
 
 
+def _queue_end(request, form, query) -> HttpResponse:
+    """Asked when j or n finds no next page: say this is the end, and how many proposals arrived
+    (since the reviewer opened the queue's first page) on the pages before this one."""
+    since = parse_datetime(request.GET.get("since") or "")
+    order = queue_order(form.filters()["sort"])
+    fresh = query.filter(created_at__gt=since) if since else query.none()
+    first = request.GET.get("first")
+    anchor = (
+        Proposal.objects.filter(pk=first).values(*(key.lstrip("-") for key in order)).first()
+        if first
+        else None
+    )
+    if anchor:
+        fresh = fresh.filter(beyond(order, anchor, forward=False))
+    context = {"fresh": fresh.count(), "filters": _filters(request)}
+    response = render(request, "dashboard/review.html#queue-end", context)
+    return toast(response, wording.queue_end(context["fresh"]))
+
+
+def _filters(request) -> str:
+    """The queue's filters as a query string, without its cursors."""
+    filters = request.GET.copy()
+    for cursor in ("after", "before", "page", "end", "since", "first"):
+        filters.pop(cursor, None)
+    return filters.urlencode()
+
+
 @role_required("viewer")
 @require_GET
 def review(request):
     form, query = queue_for(request.GET)
+    if request.htmx and request.GET.get("end"):
+        return _queue_end(request, form, query)
     page = cursor_page(
         query.select_related("target_memory", "source_memory"),
         queue_order(form.filters()["sort"]),
@@ -38,13 +69,11 @@ def review(request):
         after=request.GET.get("after"),
         before=request.GET.get("before"),
     )
-    filters = request.GET.copy()
-    for cursor in ("after", "before", "page"):
-        filters.pop(cursor, None)
     context = {
         "form": form,
         "page": page,
-        "filters": filters.urlencode(),
+        "filters": _filters(request),
+        "loaded_at": timezone.now().isoformat(),
         "total": page.count,
         "by_action": reviewing.count_by_action(query),
     }
@@ -60,7 +89,8 @@ ANSWERS = {  # where a decision came from -> the fragment that answers it
 
 
 def _decide(request, proposal: Proposal, form: DecideForm) -> tuple[str, str]:
-    """Run one reviewer decision; returns (css, message) describing the outcome."""
+    """Run one reviewer decision; returns (css, message) describing the outcome (a refusal's
+    code is left on the form as `refused_code`, for the row that keeps a typed edit)."""
     actor = reviewer_actor(request)
     data = form.cleaned_data
     try:
@@ -74,11 +104,22 @@ def _decide(request, proposal: Proposal, form: DecideForm) -> tuple[str, str]:
             force=bool(data.get("force")),
         )
     except Refused as refused:
+        form.refused_code = refused.code
         if refused.code == "confirm_secret":
             finding = refused.details["finding"]
             return "confirm", f"This fact contains {finding}. Approve it anyway?"
         return "bad", wording.refusal(refused)
     return "ok", wording.outcome(decided, actor.name)
+
+
+def _kept_edit(form: DecideForm, css: str) -> dict | None:
+    """A refused edit-and-approve: the text the reviewer typed, so the row gives it back (open
+    and focused) instead of losing it, and why it was refused (pinned: tick force and save)."""
+    content = (form.cleaned_data.get("content") or "") if hasattr(form, "cleaned_data") else ""
+    if css == "ok" or not content.strip():
+        return None
+    code = getattr(form, "refused_code", None)
+    return {"content": content, "force": code == "pinned_requires_force", "code": code}
 
 
 def undo_url(proposal: Proposal) -> str | None:
@@ -90,11 +131,12 @@ def undo_url(proposal: Proposal) -> str | None:
     return reverse("dashboard:undo-decision", args=[proposal.id])
 
 
-def _answer(request, proposal_id: str, css: str, message: str, fragment: str) -> HttpResponse:
+def _answer(
+    request, proposal_id: str, css: str, message: str, fragment: str, kept: dict | None = None
+) -> HttpResponse:
     proposal = Proposal.objects.select_related("target_memory", "source_memory").get(id=proposal_id)
-    response = render(
-        request, fragment, {"p": proposal, "note": message, "note_css": css, "can_review": True}
-    )
+    context = {"p": proposal, "note": message, "note_css": css, "can_review": True, "kept": kept}
+    response = render(request, fragment, context)
     extra = {}
     undo = undo_url(proposal) if css == "ok" else None
     if undo:
@@ -117,7 +159,7 @@ def decide(request, proposal_id: str):
         css = "bad"
         message = "; ".join(error for errors in form.errors.values() for error in errors)
     if fragment:
-        return _answer(request, proposal_id, css, message, fragment)
+        return _answer(request, proposal_id, css, message, fragment, _kept_edit(form, css))
     (messages.error if css == "bad" else messages.success)(request, message)
     return redirect("dashboard:proposal", proposal_id=proposal_id)
 
@@ -149,6 +191,28 @@ def _rows_out_of_band(request, outcomes: list[reviewing.BulkOutcome], actor) -> 
     return "".join(rows).encode()
 
 
+def _counts_out_of_band(request, matching) -> bytes:
+    """The bulk bar's counts of the queue as it is now, swapped in place out of band."""
+    context = {
+        "total": matching.count(),
+        "by_action": reviewing.count_by_action(matching),
+        "oob": True,
+    }
+    return "".join(
+        render_to_string(f"dashboard/review.html#{name}", context, request)
+        for name in ("queue-counts", "scope-all-count")
+    ).encode()
+
+
+def _deciders(form: BulkForm, actor) -> list[str]:
+    """Who else decided ticked proposals before the bulk action reached them."""
+    if form.cleaned_data["scope"] != "selected":
+        return []
+    decided = Proposal.objects.filter(id__in=form.id_list()).exclude(decided_by__isnull=True)
+    names = decided.exclude(decided_by=actor.name).values_list("decided_by", flat=True)
+    return sorted(set(names))
+
+
 @role_required("reviewer")
 @require_POST
 def bulk(request):
@@ -160,7 +224,8 @@ def bulk(request):
     if not form.is_valid():
         return render(request, panel, {"bulk_form": form, "filters": filters.urlencode()})
     data = form.cleaned_data
-    _, query = queue_for(filters)
+    _, matching = queue_for(filters)
+    query = matching
     if data["scope"] == "selected":
         query = query.filter(id__in=form.id_list())
     if data["step"] == "preview":
@@ -191,23 +256,35 @@ def bulk(request):
     failed = (data.get("failed") or 0) + len(errors)
     total = max(data.get("total") or 0, done + failed)
     finished = len(chunk) < BULK_CHUNK
+    # Proposals of the confirmed count that were gone when their turn came (another reviewer
+    # decided them, or they left the filter): said, so the bar does not stop short unexplained.
+    gone = total - done - failed if finished else 0
+    progress = {
+        "done": done,
+        "failed": failed,
+        "total": total,
+        "finished": finished,
+        "after": chunk[-1] if chunk else after,
+        # Every chunk's reasons, carried from chunk to chunk by the panel's form.
+        "errors": list(dict.fromkeys([*request.POST.getlist("reasons"), *errors]))[:10],
+        "percent": 100 if finished else int(100 * (done + failed) / max(total, 1)),
+        "verb": wording.BULK_DONE[data["decision"]],
+        "gone": wording.bulk_gone(gone, _deciders(form, actor) if gone else []),
+    }
     context = {
-        "progress": {
-            "done": done,
-            "failed": failed,
-            "total": total,
-            "finished": finished,
-            "after": chunk[-1] if chunk else after,
-            "errors": list(dict.fromkeys(errors))[:5],
-            "percent": int(100 * (done + failed) / max(total, 1)),
-        },
+        "progress": progress,
         "data": data,
         "filters": filters.urlencode(),
         "ids": data.get("ids") or "",
     }
     response = render(request, panel, context)
-    if data["scope"] == "selected":
-        response.content += _rows_out_of_band(request, outcomes, actor)
+    # The rows on the page (the ticked ones, or for "all matching" those the page shows) say
+    # what happened to them, and the match count is the queue's as it is now.
+    shown = set(request.POST.get("shown", "").split())
+    if shown or data["scope"] == "selected":
+        on_page = [o for o in outcomes if not shown or o.proposal_id in shown]
+        response.content += _rows_out_of_band(request, on_page, actor)
+    response.content += _counts_out_of_band(request, matching)
     if finished:
         verb = "approved" if data["decision"] == Decision.APPROVE else "rejected"
         left = f", {failed} left for one by one" if failed else ""

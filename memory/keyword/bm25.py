@@ -1,5 +1,5 @@
 """BM25 over plain words, the same on every engine: query terms, the light stemmer, document
-statistics, the rarest-terms choice and the scorer. The engines' keyword modules find candidates and
+statistics and the scorer. The engines' keyword modules find candidates and
 counts; this module scores them, so a memory scores the same on SQLite and PostgreSQL."""
 
 from __future__ import annotations
@@ -23,10 +23,6 @@ MAX_QUERY_TERMS = 24
 # positive for every term, where FTS5's log((N - n + 0.5) / (n + 0.5)) is zero for a term found
 # in half of a two-memory store.
 K1, B = 1.2, 0.75
-# PostgreSQL's candidates come from the rarest terms whose posting lists add up to this many
-# memories (at least the rarest one); a store smaller than this always uses every term. (SQLite
-# plans its candidate tiers in memory.keyword.sqlite, with memory.keyword's budget.)
-RARE_DOCUMENT_BUDGET = 2000
 # Stores this big cache document frequencies per process (smaller ones count them afresh: cheap,
 # and exact); the cache empties when the store grew or shrank by more than CACHE_DRIFT, or aged.
 CACHE_MIN_ROWS = 5000
@@ -122,19 +118,6 @@ class _FrequencyCache:
     def store(self, counts: dict[str, int]) -> None:
         with self.lock:
             self.counts.update(counts)
-
-
-def rarest_terms(terms: list[str], frequencies: dict[str, int]) -> list[str]:
-    """The rarest matching terms whose posting lists add up to RARE_DOCUMENT_BUDGET memories (at
-    least the rarest one): the index ranks only these, so common words never make it scan the
-    store."""
-    chosen, total = [], 0
-    for term in sorted((t for t in terms if frequencies.get(t)), key=lambda t: frequencies[t]):
-        if chosen and total + frequencies[term] > RARE_DOCUMENT_BUDGET:
-            break
-        chosen.append(term)
-        total += frequencies[term]
-    return chosen
 
 
 # --- scoring ----------------------------------------------------------------------------------------

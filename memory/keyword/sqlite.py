@@ -2,24 +2,27 @@
 memory.keyword.bm25 scores them (BM25 with an IDF that never reaches zero, so a match in a store of
 a handful of memories still counts):
 1. document frequencies of the query's terms: one counting query, cached per process on big stores;
-2. candidates, every text of a batch in one query (`_Plan`): the index's bm25 best of the rarest
-   terms (only as many as memory.keyword.RARE_DOCUMENT_BUDGET postings: ranking costs about a
-   microsecond a row), the memories holding both of the next two rarest terms (an intersection,
-   not ranked), and the next terms alone only when those came up short. (Ranking an OR of every
-   term scored most of the store at 100k memories; ranking the rarest term alone brought back the
-   thousand memories that share a name with the query and little else, and took 17 ms for a job of
-   ten facts.)
-3. scores: every candidate against every term, from its text, so the same memory gets the same
-   score whether the keyword leg or the vector leg found it.
+2. every term's posting list (one query for a batch of texts), from which every memory holding a
+   query term is weighed by the IDF of the terms it holds; nothing is cut before it is weighed
+   (the rarest-terms tiers this replaced held 0.40 of the exhaustive ranking's top 10 at
+   100k memories, and could miss the one memory holding every query word);
+3. scores: the best-weighed memories the agent sees, against every term, from their text, so the
+   same memory gets the same score whether the keyword leg or the vector leg found it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import numpy as np
 from django.db import connection
 
-from memory.keyword.bm25 import CACHE_MIN_ROWS, _FrequencyCache, _Query, _Stats, query_terms
+from memory.keyword.bm25 import (
+    CACHE_MIN_ROWS,
+    _FrequencyCache,
+    _Query,
+    _Stats,
+    query_terms,
+    stem,
+)
 
 FTS_TABLE_SQL = [
     "CREATE VIRTUAL TABLE memories_fts USING fts5(content, content='memories', "
@@ -109,157 +112,138 @@ def document_frequencies(cursor, terms: list[str], stats: _Stats) -> dict[str, i
 # --- the keyword leg --------------------------------------------------------------------------------
 
 
-def _budget() -> int:
-    """memory.keyword.RARE_DOCUMENT_BUDGET as it is now: the benchmark raises it there."""
+def _window() -> int:
+    """memory.keyword.CANDIDATE_WINDOW as it is now (tests and the benchmark change it there)."""
     from memory import keyword  # the package imports this module: read its knob at call time
 
-    return keyword.RARE_DOCUMENT_BUDGET
+    return keyword.CANDIDATE_WINDOW
 
 
-@dataclass(frozen=True)
-class _Plan:
-    """Where one query's candidates come from, as FTS5 expressions (None or empty: no such tier).
-    The scorer then ranks every candidate on all of the query's terms.
-
-    ranked: the rarest terms within the budget, OR-ed; the index's best `window` by bm25.
-    both:   memories with both of the next two rarest terms (FTS5 intersects the two posting
-            lists, so a few dozen memories that share two words with the query come back, not a
-            thousand that share one); the first `window` in index order.
-    fills:  the next rarest term alone, then the terms after it OR-ed, in index order, each
-            asked only while the query is still short of `limit` candidates (few memories have
-            both terms, or the term's memories are forgotten or another agent's), and for just
-            enough rows to reach it; without a `both` the first is asked at once.
-    """
-
-    ranked: str | None
-    both: str | None
-    fills: tuple[str, ...]
-
-
-def _plan(terms: list[str], frequencies: dict[str, int], budget: int) -> _Plan:
-    matching = sorted((t for t in terms if frequencies.get(t)), key=lambda t: frequencies[t])
-    ranked, total = [], 0
-    for term in matching:
-        if total + frequencies[term] > budget:
-            break
-        ranked.append(term)
-        total += frequencies[term]
-    rest = matching[len(ranked) :]
-    return _Plan(
-        ranked=_quoted(ranked) if ranked else None,
-        both=f'"{rest[0]}" AND "{rest[1]}"' if len(rest) > 1 else None,
-        fills=tuple(_quoted(part) for part in (rest[:1], rest[1:]) if part),
-    )
-
-
-def search_many(
-    texts: list[str], *, agent_id: str, limit: int, exclude_id: str | None = None
-) -> list[list[tuple[str, float]]]:
-    """(memory id, normalised score) of each text's best keyword matches among the agent's live
-    memories: one frequency query, one candidate query (and one more for the texts whose candidates
-    came up short). Each text's plan, rounds and ranking depend on that text alone, so a batch ranks
-    every text exactly as a search of its own does."""
-    terms = [query_terms(text) for text in texts]
-    with connection.cursor() as cursor:
-        stats = _stats(cursor)
-        frequencies = document_frequencies(cursor, sorted({t for ts in terms for t in ts}), stats)
-        budget = _budget()
-        plans = [_plan(ts, frequencies, budget) for ts in terms]
-        found = _candidates(cursor, plans, max(limit * 4, 40), limit, agent_id, exclude_id)
-    results = []
-    for index, rows in enumerate(found):
-        query = _Query.of(terms[index], frequencies, stats)
-        scored = [(memory_id, query.score(content)) for memory_id, content in rows]
-        scored = [hit for hit in scored if hit[1] > 0]
-        scored.sort(key=lambda hit: (-hit[1], hit[0]))
-        results.append(scored[:limit])
-    return results
-
-
-_IN_INDEX_ORDER = "SELECT rowid FROM memories_fts WHERE memories_fts MATCH %s LIMIT %s"
-_TIER_SQL = {
-    "ranked": "SELECT rowid FROM memories_fts WHERE memories_fts MATCH %s "
-    "ORDER BY bm25(memories_fts) LIMIT %s",
-    "both": _IN_INDEX_ORDER,
-    "fill": _IN_INDEX_ORDER,
-}
-_TIER_ORDER = {kind: order for order, kind in enumerate(_TIER_SQL)}
-# Every row a tier gave comes back, its content only when the agent sees the memory: a tier whose
-# rows were forgotten memories or other agents' is told from one the index ran out of. (No
-# "SELECT * FROM (...)" around a part: the LIMIT sits in the subquery already, and that wrapper
-# made compiling the statement cost as much as running it.)
-_TIER_ROWS_SQL = (
-    "SELECT %s, %s, m.id, CASE WHEN m.is_deleted = 0 AND m.agent_id = %s{exclude} "
-    "THEN m.content END FROM ({rows}) f CROSS JOIN memories m ON m.rowid = f.rowid"
+# Each term's posting list as one string of rowids: a term's memories come back as one value,
+# which numpy reads in one call (a row per posting cost more than the search; printf'd hex cost
+# twice the decimal text).
+_POSTINGS_SQL = (
+    "SELECT %s, (SELECT group_concat(rowid) FROM memories_fts WHERE memories_fts MATCH %s)"
+)
+# The unary + keeps SQLite on the rowids: with the (agent, ...) index it scanned the agent's rows.
+_ROWS_SQL = (
+    "SELECT m.rowid, m.id, m.content FROM memories m WHERE m.rowid IN ({marks}) "
+    "AND +m.is_deleted = 0 AND +m.agent_id = %s{exclude}{where}"
 )
 
 
-def _candidates(cursor, plans, window, limit, agent_id, exclude_id) -> list[list[tuple[str, str]]]:
-    """(memory id, content) of each plan's candidates that the agent sees, in tier order.
+def _postings(cursor, terms: list[str]) -> dict[str, np.ndarray]:
+    """The rowids of the memories each term matches (as FTS5 matches it), in one query."""
+    if not terms:
+        return {}
+    cursor.execute(
+        " UNION ALL ".join([_POSTINGS_SQL] * len(terms)),
+        [value for i, term in enumerate(terms) for value in (i, f'"{term}"')],
+    )
+    found = {}
+    for i, text in cursor.fetchall():
+        rowids = np.fromstring(text, dtype=np.int64, sep=",") if text else np.zeros(0, np.int64)
+        found[terms[int(i)]] = rowids
+    return found
 
-    Round one asks every text's ranked and both tiers in one query. A text left with fewer than
-    `limit` candidates asks for its next fill; one still short once the fills are spent, while a
-    tier came back full (the filter dropped rows), asks all its tiers again in windows eight times
-    wider.
-    """
-    found: list[dict[str, str]] = [{} for _ in plans]
-    full = [False] * len(plans)
-    fills = [0 if plan.both else min(1, len(plan.fills)) for plan in plans]  # fills asked so far
-    widen = [1] * len(plans)
 
-    def tiers(i: int) -> list[tuple[str, str, int]]:
-        plan, size = plans[i], window * widen[i]
-        asked = [("ranked", plan.ranked), ("both", plan.both)]
-        asked += [("fill", fill) for fill in plan.fills[: fills[i]]]
-        return [(kind, expression, size) for kind, expression in asked if expression]
+class _ByWeight:
+    """Every rowid matching a term, best first by the summed IDF of the query's terms it holds
+    (ties by rowid): one pass over every posting, so no matching memory is cut before it is
+    weighed. Only as much of the order as is read gets sorted."""
 
-    asking = {i: tiers(i) for i, plan in enumerate(plans) if plan.ranked or plan.fills}
-    while asking:
-        fetched = _fetch(cursor, asking, agent_id, exclude_id)
-        again = {}
-        for i, (rows, tier_full) in fetched.items():
-            for memory_id, content in rows:
-                found[i].setdefault(memory_id, content)
-            full[i] = full[i] or tier_full
-            if len(found[i]) >= limit:
+    def __init__(self, query: _Query, terms: list[str], postings: dict[str, np.ndarray]):
+        lists, weights, seen = [], [], set()
+        for term in terms:
+            key = stem(term)
+            if key in seen or key not in query.weights:  # "deploy", "deployed": one posting list
                 continue
-            if fills[i] < len(plans[i].fills):
-                # Just enough to reach `limit`: the rows found so far may come back again.
-                again[i] = [("fill", plans[i].fills[fills[i]], limit + len(found[i]))]
-                fills[i] += 1
-            elif full[i] and window * widen[i] < 1_000_000:
-                widen[i] *= 8
-                found[i], full[i] = {}, False
-                again[i] = tiers(i)
-        asking = again
-    return [list(rows.items()) for rows in found]
+            seen.add(key)
+            lists.append(postings[term])
+            weights.append(np.full(len(postings[term]), query.weights[key]))
+        rowids = np.concatenate(lists) if lists else np.zeros(0, dtype=np.int64)
+        self.sums = np.bincount(rowids, weights=np.concatenate(weights)) if len(rowids) else None
+        self.held = np.flatnonzero(self.sums) if self.sums is not None else rowids
+        self.sorted = 0
+        self.order = self.held[:0]
+
+    def __len__(self) -> int:
+        return len(self.held)
+
+    def first(self, n: int) -> np.ndarray:
+        """The first n rowids of the order."""
+        if n > self.sorted:
+            held, weights = self.held, self.sums[self.held]
+            if n >= len(held):
+                self.order = held[np.lexsort((held, -weights))]
+            else:
+                # Everything above the n-th weight, sorted, then its ties in rowid order.
+                cut = -np.partition(-weights, n - 1)[n - 1]
+                above = held[weights > cut]
+                ties = held[weights == cut][: n - len(above)]
+                above = above[np.lexsort((above, -self.sums[above]))]
+                self.order = np.concatenate([above, ties])
+            self.sorted = len(self.order)
+        return self.order[:n]
 
 
-def _fetch(cursor, asking, agent_id, exclude_id) -> dict[int, tuple[list, bool]]:
-    """One UNION ALL over the asked tiers: per text, (memory id, content) of the rows the agent
-    sees, and whether any tier came back with as many rows as it asked for."""
-    parts, params = [], []
+def search_many(
+    texts: list[str],
+    *,
+    agent_id: str,
+    limit: int,
+    exclude_id: str | None = None,
+    where: tuple[str, list] | None = None,
+) -> list[list[tuple[str, float]]]:
+    """(memory id, normalised score) of each text's best keyword matches among the agent's live
+    memories (and, with `where`, only those its SQL condition on `m` admits).
+
+    Every memory that holds a query term is weighed by the summed IDF of the terms it holds, from
+    the terms' posting lists (one query for all texts); the best CANDIDATE_WINDOW of those the
+    agent sees are scored exactly (BM25 from their text). A window that the agent's rows or
+    `where` thinned out widens until it is full or every matching memory was looked at, so a
+    filter never hides a match. Each text's ranking depends on that text alone."""
+    terms = [query_terms(text) for text in texts]
+    window = max(_window(), limit)
+    results: list[list[tuple[str, float]]] = []
+    with connection.cursor() as cursor:
+        stats = _stats(cursor)
+        distinct = sorted({t for ts in terms for t in ts})
+        frequencies = document_frequencies(cursor, distinct, stats)
+        postings = _postings(cursor, [t for t in distinct if frequencies.get(t)])
+        for text_terms in terms:
+            query = _Query.of(text_terms, frequencies, stats)
+            order = _ByWeight(query, text_terms, postings)
+            rows = _visible(cursor, order, window, agent_id, exclude_id, where)
+            scored = [(memory_id, query.score(content)) for memory_id, content in rows]
+            scored = [hit for hit in scored if hit[1] > 0]
+            scored.sort(key=lambda hit: (-hit[1], hit[0]))
+            results.append(scored[:limit])
+    return results
+
+
+def _visible(cursor, order, window, agent_id, exclude_id, where) -> list[tuple[str, str]]:
+    """(memory id, content) of the first `window` rowids of `order` that the agent sees and
+    `where` admits, reading `order` in growing slices."""
     exclude = " AND m.id != %s" if exclude_id else ""
-    asked = [
-        (kind, i, tier) for i, tiers in asking.items() for tier, (kind, _, _) in enumerate(tiers)
-    ]
-    # Grouped by kind, with the numbers as parameters: batches of the same shape share one SQL
-    # text, which SQLite then compiles once per connection.
-    for kind, i, tier in sorted(asked, key=lambda part: _TIER_ORDER[part[0]]):
-        parts.append(_TIER_ROWS_SQL.format(exclude=exclude, rows=_TIER_SQL[kind]))
-        _, expression, size = asking[i][tier]
-        params += [i, tier, agent_id, *([exclude_id] if exclude_id else []), expression, size]
-    cursor.execute(" UNION ALL ".join(parts), params)
-    fetched: dict[int, tuple[list, bool]] = {i: ([], False) for i in asking}
-    counts: dict[tuple[int, int], int] = {}
-    for i, tier, memory_id, content in cursor.fetchall():
-        counts[i, tier] = counts.get((i, tier), 0) + 1
-        if content is not None:
-            fetched[i][0].append((memory_id, content))
-    for (i, tier), count in counts.items():
-        if count >= asking[i][tier][2]:
-            fetched[i] = (fetched[i][0], True)
-    return fetched
+    condition = f" AND ({where[0]})" if where else ""
+    found: list[tuple[str, str]] = []
+    start, size = 0, window
+    while start < len(order) and len(found) < window:
+        part = [int(rowid) for rowid in order.first(start + size)[start:]]
+        start += len(part)
+        for chunk in range(0, len(part), 900):  # under SQLite's bound on parameters
+            piece = part[chunk : chunk + 900]
+            sql = _ROWS_SQL.format(
+                marks=",".join(["%s"] * len(piece)), exclude=exclude, where=condition
+            )
+            params = [*piece, agent_id, *([exclude_id] if exclude_id else [])]
+            cursor.execute(sql, params + (list(where[1]) if where else []))
+            position = {rowid: i for i, rowid in enumerate(piece)}
+            rows = sorted(cursor.fetchall(), key=lambda row: position[row[0]])
+            found += [(memory_id, content) for _, memory_id, content in rows]
+        size *= 8  # a thinned window: the rest of the order is read in wider slices
+    return found[:window]
 
 
 def scores_for_many(texts: list[str], memory_ids: list[list[str]]) -> list[dict[str, float]]:

@@ -5,6 +5,7 @@ vector a write carries, its blob, the widening search, the exact similarities) i
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -133,6 +134,7 @@ def search_many(
     agent_id: str,
     limit: int,
     exclude_id: str | None = None,
+    keep: Callable[[list[str]], set[str]] | None = None,
 ) -> list[list[tuple[str, float]]]:
     """`search` for several queries: one KNN pass and one owner lookup per round.
 
@@ -140,7 +142,9 @@ def search_many(
     neighbours than needed and widens (for the queries still short) until `limit` live rows are
     found, the index is exhausted, or 5,120 neighbours were looked at (a bound on the cost of one
     search: an agent with no memory among the nearest 5,120 of the whole index gets keyword
-    results only).
+    results only). With `keep` (the memory ids a filter admits, of the ids given), only those
+    count, and the scan widens until `limit` of them are found or the index is exhausted: a
+    filter never hides a match.
     """
     results: list[list[tuple[str, float]]] = [[] for _ in queries]
     waiting = list(range(len(queries)))
@@ -154,6 +158,9 @@ def search_many(
             agent_id=agent_id,
             exclude_id=exclude_id,
         )
+        if keep is not None:
+            kept = keep(sorted({mid for ids in owners.values() for mid in ids}))
+            owners = {eid: [mid for mid in ids if mid in kept] for eid, ids in owners.items()}
         still = []
         for i, hits in zip(waiting, neighbours, strict=True):
             found = [
@@ -162,7 +169,7 @@ def search_many(
                 for memory_id in owners.get(embedding_id, [])
             ]
             results[i] = found[:limit]
-            if len(found) < limit and len(hits) >= k and k < 4096:
+            if len(found) < limit and len(hits) >= k and (k < 4096 or keep is not None):
                 still.append(i)
         waiting = still
         k *= 4

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pipeline.parsing import ACTIONS, ENTITY_TYPES, FACT_TYPES, Candidate, Fact
 
 # Bump when a prompt or schema changes, so analytics can tell decisions made under each apart.
-PROMPT_VERSION = "v1"
+PROMPT_VERSION = "v2"  # v2: "none" names the candidate it matches (targetId)
 
 _CONFIDENCE_SCHEMA = {"type": "number", "minimum": 0, "maximum": 1}
 EXTRACTION_SCHEMA = {

@@ -1,5 +1,6 @@
 """The apply step the job write, a reviewer's approval and the bulk path share: the one rule that
-refuses a stale or pinned target, the memory an ADD derives, and the guarded UPDATE/DELETE.
+refuses a stale or pinned target and its sibling for a stale raw memory, the memory an ADD
+derives, and the guarded UPDATE/DELETE.
 
 Nothing here opens a transaction: each function runs inside its caller's write.
 """
@@ -10,19 +11,23 @@ from dataclasses import dataclass
 
 from memory import writes
 from memory.models import ActorType, Memory
-from memory.writes import Actor, Vector
+from memory.writes import Actor, Refused, Vector
 from pipeline.config import PIPELINE_NAME
-from pipeline.models import Proposal
+from pipeline.models import SOURCE_CHANGED, Proposal
 
 # A proposal's blocked reasons for a target it may not change now.
 TARGET_DELETED = "target_deleted"
 TARGET_CHANGED = "target_changed"
 PINNED_TARGET = "pinned_target"
+# ... and for a raw memory that changed since its job read it (any action): SOURCE_CHANGED.
+# The emergency brake's refusal of every reviewer apply (proposals and entity triples).
+FROZEN_MESSAGE = "mutations are frozen: nothing can be applied until an admin lifts the brake"
 
 
 @dataclass(frozen=True)
 class TargetRefusal:
-    """Why an UPDATE/DELETE may not be applied to its target now: `reason` is the blocked reason."""
+    """Why a proposal may not be applied now (its target, or for source_refusal its raw memory,
+    moved on; or a pinned target): `reason` is the blocked reason."""
 
     reason: str
     # The target is pinned and no force was given. Also set beside a stale reason: the bulk path
@@ -33,6 +38,28 @@ class TargetRefusal:
     def stale(self) -> bool:
         """The target changed or went away since the decision: never applied blindly."""
         return self.reason != PINNED_TARGET
+
+    def refused(self, proposal: Proposal, moved: Memory) -> Refused:
+        """The 409 `stale` a reviewer meets: what moved on (`moved`), from which version to which,
+        and its text now."""
+        if self.reason == SOURCE_CHANGED:
+            return Refused(
+                "stale",
+                "the raw memory this fact came from changed since its job; compare and re-decide",
+                staleReason=self.reason,
+                sourceMemoryId=moved.id,
+                sourceVersion=proposal.source_version,
+                currentSourceVersion=moved.version,
+                currentSourceContent=moved.content,
+            )
+        return Refused(
+            "stale",
+            "the target memory changed since the decision; compare and re-decide",
+            staleReason=self.reason,
+            currentVersion=moved.version,
+            targetVersion=proposal.target_version,
+            currentContent=moved.content,
+        )
 
 
 def target_refusal(proposal: Proposal, target: Memory | None, force: bool) -> TargetRefusal | None:
@@ -45,6 +72,17 @@ def target_refusal(proposal: Proposal, target: Memory | None, force: bool) -> Ta
         return TargetRefusal(TARGET_CHANGED, pinned)
     if pinned:
         return TargetRefusal(PINNED_TARGET, pinned)
+    return None
+
+
+def source_refusal(proposal: Proposal, source: Memory) -> TargetRefusal | None:
+    """The stale refusal any apply of `proposal` meets from its raw memory, or None: the source's
+    version differs from the one its job wrote the proposal at (an edit, a forget and recover).
+    Its facts may be corrected away, so it is never applied blindly, whatever the action.
+    Proposals recorded before source versions were kept (None) are not checked; a forgotten
+    source is refused on its own (`source_forgotten`) by the callers."""
+    if proposal.source_version is not None and source.version != proposal.source_version:
+        return TargetRefusal(SOURCE_CHANGED)
     return None
 
 

@@ -89,8 +89,9 @@ class JobWrite:
     job: Job
     source: Memory
     config: PipelineConfig
-    mode: str  # recorded on each proposal and in the result
-    policy: str  # the WRITE_POLICY row: the mode, or the emergency brake
+    mode: str  # the effective mode (shadow under the brake)
+    policy: str  # the WRITE_POLICY row: the mode, or the emergency brake; recorded on each
+    # proposal (mode at decision) and in the result (writeMode)
     outcome: JobOutcome
     stats: dict[str, int]
     at: datetime
@@ -134,8 +135,9 @@ def _blank_stats() -> dict[str, int]:
 def record_job(outcome: JobOutcome) -> dict | None:
     """The job's one write: proposals, audits, applied changes, vectors, call log, completion.
 
-    The source memory and the mode are read again inside the transaction: a memory forgotten or
-    edited, or a brake pulled, while the model was thinking wins over what the job decided.
+    The source memory (locked) and the mode are read again inside the transaction: a memory
+    forgotten or edited, or a brake pulled, while the model was thinking wins over what the job
+    decided.
     """
     now = timezone.now()
     # Everything that needs no database is done before the write lock is taken.
@@ -158,7 +160,10 @@ def record_job(outcome: JobOutcome) -> dict | None:
         # BEGIN), and all read before anything is decided.
         with pipelined():
             job_read = held_read(claim)
-            source_read = RowRead(Memory, "id = %s", [claim.memory_id])
+            # Locked: a forget that commits while this write runs is waited for and seen below,
+            # never written over (the forget's job update touches pending jobs only, never this
+            # leased one: the two never wait on each other in a cycle).
+            source_read = RowRead(Memory, "id = %s", [claim.memory_id], lock=True)
             settings_read = config_read()
             lookup = _look_up(outcome, ready, outcome.agent_id)
         job, source, config = job_read.get(), source_read.get(), settings_read.get()
@@ -235,7 +240,7 @@ def _write_rows(write: JobWrite, proposals: list[Proposal], calls: list[LlmCall]
         "facts": [fact.as_dict() for fact in outcome.facts],
         "entities": [entity.as_dict() for entity in outcome.entities],
         "proposals": [_result_summary(p) for p in proposals],
-        "writeMode": write.mode,
+        "writeMode": write.policy,  # "frozen" under the brake: its own state, not shadow
         "writeStats": write.stats,
         "warnings": outcome.warnings,
         "provider": outcome.provider,
@@ -416,7 +421,10 @@ def write_proposal(decided, write: JobWrite) -> Proposal:
         decided, write.outcome, write.source.content, write.source.agent_id, write.at
     )
     proposal = ready.proposal
-    proposal.mode = write.mode
+    proposal.mode = write.policy  # the mode at decision, the brake ("frozen") included
+    # The source as this write read it (locked; its text is the one the model read, or the job
+    # was requeued): a later edit makes the proposal stale (apply.source_refusal).
+    proposal.source_version = write.source.version
     stats = write.stats
     actor = SHADOW_ACTOR if write.mode == "shadow" else PIPELINE_ACTOR
     vector = write.outcome.fact_vectors.get(ready.text.hash)

@@ -22,7 +22,14 @@ from pipeline.models import (
     ProposalStatus,
     RejectionFingerprint,
 )
-from pipeline.writes.apply import TargetRefusal, apply_destructive, derive_memory, target_refusal
+from pipeline.writes.apply import (
+    FROZEN_MESSAGE,
+    TargetRefusal,
+    apply_destructive,
+    derive_memory,
+    source_refusal,
+    target_refusal,
+)
 from pipeline.writes.triples import decide_triple  # noqa: F401  (its callers still reach it here)
 
 
@@ -39,7 +46,8 @@ def _already_decided(proposal: Proposal) -> Refused:
         # Nobody decided it: the pipeline recorded it this way (stale, deduped, suppressed, ...).
         message = f"this proposal is {proposal.status}, as the pipeline recorded it; it cannot be decided here"
         if proposal.status == ProposalStatus.STALE:
-            message = "this proposal is stale: its target changed since the decision; compare and re-decide"
+            moved = "raw memory" if proposal.stale_source else "target"
+            message = f"this proposal is stale: its {moved} changed after the decision; re-decide"
     return Refused(
         "already_decided",
         message,
@@ -86,16 +94,19 @@ def approve(
 
     The confidence gate does not apply to a human; every other guard does. `action` lets the
     contradiction workbench keep both (add) or delete instead; `redecide` re-targets a stale
-    proposal at the target's current version after the reviewer saw it side by side. Changing
-    or deleting a pinned target needs `force`, the reviewer's explicit confirmation.
+    proposal at the current versions of its target and its raw memory after the reviewer saw
+    them side by side. Changing or deleting a pinned target needs `force`, the reviewer's
+    explicit confirmation.
     """
-    # A stale target is recorded (the proposal marked stale, audited, committed) before refusing.
+    # A stale target or raw memory is recorded (the proposal marked stale, audited, committed)
+    # before refusing.
     stale_refusal = None
     with transaction.atomic():
         proposal = _locked_for_approval(proposal_id, redecide)
         effective = action or proposal.action
         if effective not in {"add", "update", "delete"}:
             raise Refused("invalid_action", f"cannot approve a '{effective}' proposal")
+        source, target = _locked_memories(proposal, effective, redecide)
         now = timezone.now()
         text = content if content is not None and content.strip() else proposal.fact_content
         extra: dict[str, Any] = {
@@ -103,13 +114,14 @@ def approve(
             "appliedAction": effective,
             "proposedAction": proposal.action,
         }
-        if effective == "add":
+        if (refusal := source_refusal(proposal, source)) is not None:
+            stale_refusal = _mark_stale(proposal, refusal, source, reviewer, note, now)
+        elif effective == "add":
             status = _approve_add(proposal, text, reviewer, vector, note, now)
         else:
-            target = _locked_target(proposal, redecide)
             refusal = target_refusal(proposal, target, force)
             if refusal is not None and refusal.stale:
-                stale_refusal = _mark_stale(proposal, target, refusal, reviewer, note, now)
+                stale_refusal = _mark_stale(proposal, refusal, target, reviewer, note, now)
             elif refusal is not None:
                 raise Refused(
                     "pinned_requires_force",
@@ -130,26 +142,42 @@ def approve(
 
 
 def _locked_for_approval(proposal_id: str, redecide: bool) -> Proposal:
-    """The proposal, locked, once every refusal that needs no target has been ruled out."""
-    proposal = (
-        Proposal.objects.select_related("source_memory")
-        .select_for_update(of=("self",))
-        .filter(id=proposal_id)
-        .first()
-    )
+    """The proposal, locked, once every refusal that needs no memory has been ruled out."""
+    proposal = Proposal.objects.select_for_update().filter(id=proposal_id).first()
     if proposal is None:
         raise Refused("not_found", f"proposal {proposal_id} not found")
     if get_config().mutations_frozen:
-        raise Refused(
-            "frozen",
-            "mutations are frozen: nothing can be applied until an admin lifts the brake",
-        )
+        raise Refused("frozen", FROZEN_MESSAGE)
     allowed = APPROVABLE | ({ProposalStatus.STALE} if redecide else set())
     if proposal.status not in allowed:
         raise _already_decided(proposal)
-    if proposal.source_memory.is_deleted:
-        raise Refused("source_forgotten", "the raw memory this fact came from was forgotten")
     return proposal
+
+
+def _locked_memories(
+    proposal: Proposal, effective: str, redecide: bool
+) -> tuple[Memory, Memory | None]:
+    """The raw memory and, for an UPDATE or DELETE, the target, locked in id order (two approvals
+    locking the same two memories never wait on each other in a cycle). Re-deciding re-bases
+    the proposal on their current versions."""
+    ids = {proposal.source_memory_id}
+    if effective != "add":
+        ids.add(proposal.target_memory_id)
+    locked = {m.id: m for m in Memory.objects.select_for_update().filter(id__in=ids).order_by("id")}
+    source = locked[proposal.source_memory_id]
+    if source.is_deleted:
+        raise Refused("source_forgotten", "the raw memory this fact came from was forgotten")
+    proposal.source_memory = source
+    if redecide:
+        proposal.source_version = source.version
+    if effective == "add":
+        return source, None
+    target = locked.get(proposal.target_memory_id)
+    if target is None:
+        raise Refused("not_found", "the target memory no longer exists")
+    if redecide:
+        proposal.target_version, proposal.target_content = target.version, target.content
+    return source, target
 
 
 def _approve_add(
@@ -168,37 +196,22 @@ def _approve_add(
     return status
 
 
-def _locked_target(proposal: Proposal, redecide: bool) -> Memory:
-    """The target, locked; re-deciding re-bases the proposal on the target's current version."""
-    target = Memory.objects.select_for_update().filter(id=proposal.target_memory_id).first()
-    if target is None:
-        raise Refused("not_found", "the target memory no longer exists")
-    if redecide:
-        proposal.target_version, proposal.target_content = target.version, target.content
-    return target
-
-
 def _mark_stale(
     proposal: Proposal,
-    target: Memory,
     refusal: TargetRefusal,
+    moved: Memory,
     reviewer: Actor,
     note: str | None,
     at,
 ) -> Refused:
-    """The target moved on: the proposal becomes stale (kept: the caller commits, then raises
-    the returned refusal) so the reviewer compares and re-decides."""
+    """The target or the raw memory (`moved`) moved on: the proposal becomes stale (kept: the
+    caller commits, then raises the returned refusal) so the reviewer compares and re-decides."""
     Proposal.objects.filter(id=proposal.id, status=proposal.status).update(
         status=ProposalStatus.STALE, blocked_reason=refusal.reason, updated_at=at
     )
-    _review_audit(proposal, reviewer, "stale", note, {"currentVersion": target.version}, at)
-    return Refused(
-        "stale",
-        "the target memory changed since the decision; compare and re-decide",
-        currentVersion=target.version,
-        targetVersion=proposal.target_version,
-        currentContent=target.content,
-    )
+    audited = {"staleReason": refusal.reason, "currentVersion": moved.version}
+    _review_audit(proposal, reviewer, "stale", note, audited, at)
+    return refusal.refused(proposal, moved)
 
 
 def _approve_change(
@@ -250,6 +263,7 @@ def _claim_approval(
         applied_content=text,
         target_version=proposal.target_version,
         target_content=proposal.target_content,
+        source_version=proposal.source_version,
         created_memory=proposal.created_memory,
         updated_memory=proposal.updated_memory,
         deleted_memory=proposal.deleted_memory,
@@ -453,7 +467,9 @@ def _revertible_memory(proposal: Proposal) -> Memory:
     memory = _affected_memory(proposal)
     if memory is None:
         raise Refused("not_found", "the memory this proposal changed no longer exists")
-    last = memory.history.order_by("-created_at", "-id").first()
+    # Changes only: feedback and review notes on the memory's trail are not edits.
+    changes = memory.history.filter(event__in=writes.CHANGE_EVENTS)
+    last = changes.order_by("-created_at", "-id").first()
     last_proposal = (last.metadata or {}).get("proposalId") if last else None
     if last_proposal != proposal.id:
         raise Refused(

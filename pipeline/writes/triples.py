@@ -1,5 +1,6 @@
 """A reviewer's decision on an entity triple, exactly once in one transaction: approved, it
-enters the graph through the store's explicit graph path; rejected, nothing is written."""
+enters the graph through the store's explicit graph path (refused under the emergency brake, like
+every reviewer apply); rejected, nothing is written."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from django.utils import timezone
 
 from memory import writes
 from memory.writes import Actor, Refused, audit
+from pipeline.config import get_config
 from pipeline.models import TripleReview, TripleStatus
+from pipeline.writes.apply import FROZEN_MESSAGE
 
 
 def decide_triple(
@@ -29,6 +32,9 @@ def decide_triple(
                 "already_decided",
                 f"this triple is already {triple.status} (by {triple.decided_by})",
             )
+        if approve and get_config().mutations_frozen:
+            # The emergency brake stops every reviewer apply, graph writes included.
+            raise Refused("frozen", FROZEN_MESSAGE)
         now = timezone.now()
         if approve:
             writes.persist_triples(

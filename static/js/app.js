@@ -27,12 +27,26 @@
     if (link) link.click();
     return Boolean(link);
   }
+  // The review queue's last page has <p data-queue-end="url">: "j" past the last row and "n" ask
+  // the server what arrived since the reviewer opened the first page, and it says so there (and
+  // in a toast). queueSince is when this walk through the queue began (data-since of page 1).
+  let queueSince = null;
+  function noteSince(list) {
+    if (list && list.dataset.since && (list.dataset.firstPage !== undefined || !queueSince)) queueSince = list.dataset.since;
+  }
+  function queueEnd() {
+    const end = document.querySelector("[data-queue-end]");
+    if (!end || !window.htmx) return false;
+    const since = queueSince ? "&since=" + encodeURIComponent(queueSince) : "";
+    htmx.ajax("GET", end.dataset.queueEnd + since, { target: end, swap: "innerHTML" });
+    return true;
+  }
   // j / k skip rows decided on this page; "j" past the last row loads the next page.
   function move(step) {
     const all = rows().filter((r) => !r.classList.contains("decided") || r === focused());
     if (!all.length) return;
     const index = all.indexOf(focused());
-    if (step > 0 && index === all.length - 1 && nextPage()) return;
+    if (step > 0 && index === all.length - 1 && (nextPage() || queueEnd())) return;
     focusRow(all[Math.max(0, Math.min(all.length - 1, index < 0 ? 0 : index + step))]);
   }
   // The next open row after this one; never back to rows above that the reviewer passed over.
@@ -60,6 +74,7 @@
       const button = document.createElement("button");
       button.className = "linklike";
       button.textContent = "Undo";
+      button.dataset.undo = "";  // the keyboard's "u" clicks it
       button.setAttribute("hx-post", undoUrl);
       button.setAttribute("hx-disabled-elt", "this");
       // Re-render the decided row when it is still on the page; otherwise only the toast changes.
@@ -74,9 +89,26 @@
       if (window.htmx) htmx.process(button);
     }
     toast.hidden = false;
-    clearTimeout(window.__toastTimer);
-    window.__toastTimer = setTimeout(() => { toast.hidden = true; }, undoUrl ? 8000 : 3500);
+    toast.dataset.delay = undoUrl ? 8000 : 3500;
+    hideToastLater(toast);
   };
+  // The toast goes after its delay, but never while the pointer or the focus is on it (reading
+  // it, reaching for Undo): it waits until both have left, then its delay starts again.
+  function hideToastLater(toast) {
+    clearTimeout(window.__toastTimer);
+    if (!toast.dataset.delay || toast.matches(":hover, :focus-within")) return;
+    window.__toastTimer = setTimeout(() => { toast.hidden = true; }, Number(toast.dataset.delay));
+  }
+  document.addEventListener("DOMContentLoaded", () => {
+    const toast = document.getElementById("toast");
+    if (!toast) return;
+    const hold = () => clearTimeout(window.__toastTimer);
+    const release = () => setTimeout(() => hideToastLater(toast), 0);  // after :hover / focus move
+    toast.addEventListener("mouseenter", hold);
+    toast.addEventListener("focusin", hold);
+    toast.addEventListener("mouseleave", release);
+    toast.addEventListener("focusout", release);
+  });
 
   let pendingG = false;
   document.addEventListener("keydown", (event) => {
@@ -102,7 +134,13 @@
       case "e": reveal(row, "[data-reveal=edit]"); break;
       case "x": click(row, "input[type=checkbox][data-select]"); break;
       case "o": case "Enter": if (!click(row, "[data-action=open]")) return; break;
-      case "n": if (!nextPage()) return; break;
+      case "n": if (!nextPage() && !queueEnd()) return; break;
+      case "u": {  // undo the last decision while its toast (and its Undo button) shows
+        const undo = document.querySelector("#toast:not([hidden]) [data-undo]:not([disabled])");
+        if (!undo) return;
+        undo.click();
+        break;
+      }
       case "/": { const box = document.querySelector("[data-search]"); if (box) box.focus(); break; }
       case "?": { const help = document.getElementById("shortcuts"); if (help) help.showModal(); break; }
       case "g": pendingG = true; setTimeout(() => { pendingG = false; }, 1200); break;
@@ -117,6 +155,18 @@
     // <button data-reveal-button="edit">: show the row's hidden [data-reveal=edit] form, focus its field.
     const revealer = event.target.closest("[data-reveal-button]");
     if (revealer) reveal(revealer.closest("[data-row]"), "[data-reveal=" + revealer.dataset.revealButton + "]");
+    // <button data-copy="#kept-<id>">: copy that box's text (an edit the server refused to save).
+    const copier = event.target.closest("[data-copy]");
+    if (copier) {
+      const box = document.querySelector(copier.dataset.copy);
+      if (box) {
+        box.focus();
+        box.select();
+        const done = () => window.showToast("Copied your text.");
+        if (navigator.clipboard) navigator.clipboard.writeText(box.value).then(done, () => document.execCommand("copy"));
+        else if (document.execCommand("copy")) done();
+      }
+    }
     // <button data-empty="#bulk-panel">: clear that element (closes a panel htmx filled).
     const emptier = event.target.closest("[data-empty]");
     if (emptier) { const box = document.querySelector(emptier.dataset.empty); if (box) box.replaceChildren(); }
@@ -144,7 +194,11 @@
   // After a decision swaps a row, keep the reviewer moving: focus the next open row.
   document.addEventListener("htmx:beforeSwap", (event) => {
     const target = event.detail.target;
-    if (event.detail.shouldSwap && target && target.matches && target.matches("[data-row].focused")) window.__advanceFrom = target.id;
+    if (!event.detail.shouldSwap || !target || !target.matches) return;
+    const elt = event.detail.requestConfig && event.detail.requestConfig.elt;
+    // The toast's Undo brings its row back open: the reviewer continues from that row.
+    if (elt && elt.matches && elt.matches("[data-undo]") && target.matches("[data-row]")) window.__refocus = target.id;
+    else if (target.matches("[data-row].focused")) window.__advanceFrom = target.id;
   });
   // A new list of rows (<section data-review-list>: a filter change, another page) swapped in:
   // focus its first open row, so the first "a" decides something; bring the list's top into view
@@ -153,13 +207,27 @@
     const list = event.detail.elt;
     if (!list || !list.matches || !list.matches("[data-review-list]")) return;
     focusRow(firstOpen(), false);
+    noteSince(list);
     if (list.getBoundingClientRect().top < 0) list.scrollIntoView({ block: "start" });
   });
   // After settling: htmx settles a swapped element's class last, which would drop "focused".
   document.addEventListener("htmx:afterSettle", () => {
+    if (window.__refocus) {
+      focusRow(document.getElementById(window.__refocus));
+      window.__refocus = null;
+      return;
+    }
     if (!window.__advanceFrom) return;
     const swapped = document.getElementById(window.__advanceFrom);
     window.__advanceFrom = null;
+    // A refused edit comes back with the typed text (data-keep-focus): stay on it, in the box.
+    const kept = swapped && swapped.querySelector("[data-keep-focus]");
+    if (kept) {
+      focusRow(swapped);
+      kept.focus();
+      if (!kept.readOnly) kept.setSelectionRange(kept.value.length, kept.value.length);
+      return;
+    }
     focusRow(nextOpen(swapped) || swapped);
   });
   document.addEventListener("toast", (event) => window.showToast(event.detail.message || event.detail.value, event.detail.undo, event.detail.row));
@@ -169,6 +237,7 @@
     const toast = document.getElementById("toast");
     if (!toast) return;
     clearTimeout(window.__toastTimer);
+    delete toast.dataset.delay;  // stays until the reviewer signs in
     toast.textContent = event.detail.message;
     const link = document.createElement("a");
     link.className = "linklike";
@@ -188,5 +257,6 @@
       document.querySelectorAll("details[data-fold-on-phone]").forEach((box) => { box.open = false; });
     }
     if (!focused()) focusRow(firstOpen(), false);
+    noteSince(document.querySelector("[data-review-list]"));
   });
 })();

@@ -1,6 +1,8 @@
 """A phone (390 px wide): nothing scrolls sideways, the header stays compact, the review queue is a
 list of cards, and the review page opens at its title."""
 
+from itertools import pairwise
+
 import pytest
 from playwright.sync_api import expect
 
@@ -85,3 +87,57 @@ def test_the_jobs_list_is_usable_on_a_phone(page, live_server, login, seeded, sh
     box = first.locator("td.excerpt").bounding_box()
     assert box and box["width"] > PHONE["width"] * 0.6, box
     shot("jobs-phone")
+
+
+def test_contradiction_badges_stay_on_one_line_on_a_phone(page, live_server, login, seeded, shot):
+    """Issue 19, phone: the card head squeezed its badges to one letter per line."""
+    login("reviewer")
+    page.set_viewport_size(PHONE)
+    page.goto(f"{live_server.url}/contradictions/")
+    badges = page.locator(".contradiction .card-head .badge")
+    expect(badges.first).to_be_visible()
+    # One line of text: a badge is less than twice as tall as its font size (two lines are ~3x).
+    sizes = badges.evaluate_all(
+        """badges => badges.map(b => [b.textContent.trim(), b.getBoundingClientRect().height,
+                                      parseFloat(getComputedStyle(b).fontSize)])"""
+    )
+    assert all(height < 2 * font for _, height, font in sizes), sizes
+    assert sideways(page) <= 0
+    shot("contradictions-phone")
+
+
+def test_overview_chart_labels_are_readable_on_a_phone(page, live_server, login, seeded, shot):
+    """Issue 19, phone: the charts, scaled to the screen, drew their labels at 6 px. Every label
+    shown is at least 11 px on screen, inside its chart, and none overlaps the next."""
+    login("reviewer")
+    page.set_viewport_size(PHONE)
+    page.goto(f"{live_server.url}/")
+    expect(page.locator("svg.chart").first).to_be_visible()
+    charts = page.locator("svg.chart").evaluate_all(
+        """charts => charts.map(svg => {
+             const box = svg.getBoundingClientRect();
+             const labels = Array.from(svg.querySelectorAll("text"))
+               .filter(t => getComputedStyle(t).display !== "none")
+               .map(t => {
+                 const r = t.getBoundingClientRect();
+                 return {text: t.textContent, px: parseFloat(getComputedStyle(t).fontSize) *
+                         svg.getScreenCTM().a, left: r.left, right: r.right, top: r.top,
+                         bottom: r.bottom, y: t.getAttribute("y")};
+               });
+             return {left: box.left, right: box.right, top: box.top, labels};
+           })"""
+    )
+    assert len(charts) >= 3
+    for chart in charts:
+        labels = chart["labels"]
+        assert labels and min(label["px"] for label in labels) >= 11, labels
+        for label in labels:
+            assert chart["left"] - 1 <= label["left"], (chart, label)
+            assert label["right"] <= chart["right"] + 1, (chart, label)
+            assert label["top"] >= chart["top"] - 1, label
+        axis = sorted(
+            (lb for lb in labels if lb["y"] == labels[-1]["y"]), key=lambda lb: lb["left"]
+        )
+        assert len(axis) >= 4, axis
+        assert all(a["right"] <= b["left"] for a, b in pairwise(axis)), axis
+    shot("overview-phone")

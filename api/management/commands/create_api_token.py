@@ -1,9 +1,23 @@
-"""create_api_token NAME [--agent ID] [--multi-agent] [--scopes ingest,review,admin]: prints the
-token once."""
+"""create_api_token NAME [--agent ID] [--multi-agent] [--scopes ingest,review,admin]
+[--expires DATE | --expires-in-days N]: prints the token once."""
+
+from datetime import UTC, datetime, timedelta
 
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
-from api.auth import create_token
+from api.auth import create_token, when
+
+
+def parse_expiry(text: str) -> datetime:
+    """`2027-01-31` (that day's 00:00 UTC) or an ISO date-time (UTC unless it names an offset)."""
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError as exc:
+        raise CommandError(
+            f"--expires {text!r} is not a date: write 2027-01-31 or 2027-01-31T18:00+01:00"
+        ) from exc
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 class Command(BaseCommand):
@@ -22,21 +36,37 @@ class Command(BaseCommand):
         parser.add_argument(
             "--scopes", default="ingest", help="comma-separated: ingest,review,admin"
         )
+        expiry = parser.add_mutually_exclusive_group()
+        expiry.add_argument(
+            "--expires",
+            metavar="DATE",
+            help="refuse the token from then on: 2027-01-31 (00:00 UTC) or an ISO date-time",
+        )
+        expiry.add_argument(
+            "--expires-in-days", type=int, metavar="N", help="refuse the token N days from now"
+        )
 
-    def handle(self, *args, name, agent, multi_agent, scopes, **options):
+    def handle(self, *args, name, agent, multi_agent, scopes, expires, expires_in_days, **options):
+        expires_at = parse_expiry(expires) if expires else None
+        if expires_in_days is not None:
+            if expires_in_days < 1:
+                raise CommandError("--expires-in-days must be 1 or more")
+            expires_at = timezone.now() + timedelta(days=expires_in_days)
         try:
             row, plain = create_token(
                 name,
                 agent_id=agent,
                 scopes=[s.strip() for s in scopes.split(",") if s.strip()],
                 multi_agent=multi_agent,
+                expires_at=expires_at,
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
         reach = " (and, multi-agent, any other agent)" if row.multi_agent else ""
+        until = f", expiring at {when(row.expires_at)}" if row.expires_at else ", never expiring"
         self.stdout.write(
             f"Created token '{row.name}' for agent '{row.agent_id}'{reach} "
-            f"with scopes {','.join(row.scopes)}."
+            f"with scopes {','.join(row.scopes)}{until}."
         )
         self.stdout.write("Store it now: it cannot be shown again.")
         self.stdout.write(plain)

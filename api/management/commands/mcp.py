@@ -9,8 +9,8 @@ import uvicorn
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
-from api.auth import authenticate
-from api.mcp_server import http_app, serve_stdio
+from api.auth import authenticate, refusal
+from api.mcp_transports import http_app, serve_stdio
 
 DEFAULT_BIND = "127.0.0.1:8001"
 
@@ -47,7 +47,8 @@ class Command(BaseCommand):
                 "`manage.py create_api_token NAME --agent ID` and pass it in the environment"
             )
         if authenticate(f"Bearer {token}") is None:
-            raise CommandError("MEMORY_MCP_TOKEN is not a valid, unrevoked API token")
+            why = refusal(f"Bearer {token}", "it is not a valid, unrevoked API token")[1]
+            raise CommandError(f"MEMORY_MCP_TOKEN: {why}")
         # Tool calls run in worker threads with their own connections.
         connections.close_all()
         anyio.run(serve_stdio, token)

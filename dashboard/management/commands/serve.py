@@ -2,7 +2,7 @@
 supervised (dashboard.supervisor): one that dies is restarted, and only Ctrl-C stops them.
 
 The MCP server (streamable HTTP, for agents) is its own ASGI process on the next port: the web
-workers are synchronous, and MCP sessions live in the memory of one process.
+workers are WSGI (threads in a few processes), and MCP sessions live in the memory of one process.
 """
 
 import os
@@ -13,6 +13,10 @@ from django.core.management.base import BaseCommand
 from dashboard.supervisor import Child, Supervisor
 
 DEFAULT_BIND = "127.0.0.1:8000"
+# gunicorn's default access log line has the request line (%(r)s, with its query string) and the
+# Referer (%(f)s, with its own): search terms (?q=) and delete reasons would reach the log. This
+# one logs the path alone (%(U)s), with the time taken in ms.
+ACCESS_LOG_FORMAT = '%(h)s %(t)s "%(m)s %(U)s %(H)s" %(s)s %(b)s %(M)sms "%(a)s"'
 
 
 def bind_address() -> str:
@@ -61,8 +65,17 @@ class Command(BaseCommand):
                 bind,
                 "--workers",
                 str(web_workers),
+                # Threads, not one request per process: a recall waiting on a hung embedding
+                # server holds one thread (and at most MEMORY_RECALL_EMBED_PARALLEL of them),
+                # so remember and health keep being answered by the others.
+                "--worker-class",
+                "gthread",
+                "--threads",
+                str(max(1, int(os.environ.get("WEB_THREADS", 4)))),
                 "--access-logfile",
                 "-",
+                "--access-logformat",
+                ACCESS_LOG_FORMAT,
                 "--graceful-timeout",
                 "5",
             ],

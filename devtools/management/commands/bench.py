@@ -190,6 +190,11 @@ class Command(BaseCommand):
                 except subprocess.TimeoutExpired:
                     child.kill()
                     child.wait()
+            # A child that died (of a signal, say) never stopped the queue workers it started.
+            from devtools.bench import reap_workers
+
+            for pid in reap_workers(workdir):
+                self.stderr.write(f"Stopped queue worker {pid}, left running by the benchmark")
             database.drop()
             shutil.rmtree(workdir, ignore_errors=True)
 

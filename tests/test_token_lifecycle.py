@@ -1,0 +1,270 @@
+"""API tokens over their life (issue 21, item 12): an optional expiry (a 401 saying it expired, on
+the JSON API and MCP), `revoke_api_token` (refusing an ambiguous name), last_used_at recorded at
+most once a minute in one UPDATE outside any transaction, the admin's list showing all three, and
+serve's access log keeping query strings (search terms, delete reasons) out."""
+
+from __future__ import annotations
+
+import io
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+
+import anyio
+import httpx
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.db import connection, connections, transaction
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from api.auth import authenticate, create_token
+from api.mcp_server import run_tool
+from memory.models import ApiToken
+
+
+def bearer(plain: str) -> dict:
+    return {"HTTP_AUTHORIZATION": f"Bearer {plain}"}
+
+
+def expire(row: ApiToken) -> None:
+    """Move a token's expiry into the past (create_token refuses a past expiry)."""
+    ApiToken.objects.filter(pk=row.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+
+
+def make(name: str = "agent", **kwargs) -> tuple[ApiToken, str]:
+    return create_token(name, scopes=kwargs.pop("scopes", ["ingest"]), **kwargs)
+
+
+def manage(*args: str) -> str:
+    out = io.StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue()
+
+
+# --- expiry ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_token_past_its_expiry_gets_a_401_saying_it_expired_on_the_json_api(client):
+    row, plain = make(expires_at=timezone.now() + timedelta(days=1))
+    assert client.get("/api/proposals", **bearer(plain)).status_code == 200
+    expire(row)
+    response = client.get("/api/proposals", **bearer(plain))
+    assert response.status_code == 401
+    body = response.json()
+    assert body["error"] == "token_expired"
+    assert "expired at" in body["message"] and "create_api_token" in body["message"]
+    unknown = client.get("/api/proposals", HTTP_AUTHORIZATION="Bearer mcd_nope")
+    assert unknown.status_code == 401 and unknown.json()["error"] == "unauthorized"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_expired_token_gets_a_401_saying_it_expired_over_mcp_http_and_from_its_tools():
+    from api.mcp_transports import http_app
+
+    row, plain = make(expires_at=timezone.now() + timedelta(days=1))
+    expire(row)
+
+    async def post():
+        transport = httpx.ASGITransport(app=http_app())
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+            response = await http.post(
+                "/mcp",
+                json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                headers={
+                    "Authorization": f"Bearer {plain}",
+                    "Accept": "application/json, text/event-stream",
+                },
+            )
+        # The guard read the token in anyio's worker thread: close that thread's connection.
+        await anyio.to_thread.run_sync(connections.close_all)
+        return response
+
+    # In a thread of its own: a browser test earlier in the session leaves an event loop
+    # running in this one, and anyio.run refuses to start a second.
+    with ThreadPoolExecutor(1) as pool:
+        response = pool.submit(anyio.run, post).result()
+    assert response.status_code == 401
+    assert response.json()["error"] == "token_expired"
+    assert "expired at" in response.json()["message"]
+    payload, is_error = run_tool("recall", {"query": "anything"}, f"Bearer {plain}", None)
+    assert is_error and payload["error"] == "token_expired"
+
+
+@pytest.mark.django_db
+def test_the_stdio_mcp_server_refuses_an_expired_token_saying_so(monkeypatch):
+    row, plain = make(expires_at=timezone.now() + timedelta(days=1))
+    expire(row)
+    monkeypatch.setenv("MEMORY_MCP_TOKEN", plain)
+    with pytest.raises(CommandError, match="expired at"):
+        call_command("mcp")
+
+
+@pytest.mark.django_db
+def test_create_api_token_sets_an_expiry_from_a_date_or_a_number_of_days():
+    day = (timezone.now() + timedelta(days=400)).date()
+    out = manage("create_api_token", "dated", "--expires", day.isoformat())
+    dated = ApiToken.objects.get(name="dated")
+    assert dated.expires_at == datetime(day.year, day.month, day.day, tzinfo=UTC)
+    assert f"expiring at {day.isoformat()} 00:00 UTC" in out
+    manage("create_api_token", "monthly", "--expires-in-days", "30")
+    left = ApiToken.objects.get(name="monthly").expires_at - timezone.now()
+    assert timedelta(days=29, hours=23) < left <= timedelta(days=30)
+    assert "never expiring" in manage("create_api_token", "forever")
+    assert ApiToken.objects.get(name="forever").expires_at is None
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "args, error",
+    [
+        (["--expires", "2020-01-01"], "in the past"),
+        (["--expires", "next tuesday"], "is not a date"),
+        (["--expires-in-days", "0"], "1 or more"),
+        (["--expires", "2099-01-01", "--expires-in-days", "3"], "not allowed with"),
+    ],
+)
+def test_create_api_token_refuses_a_bad_expiry_and_creates_nothing(args, error):
+    with pytest.raises(CommandError, match=error):
+        manage("create_api_token", "bad", *args)
+    assert not ApiToken.objects.exists()
+
+
+# --- revoke ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_revoke_api_token_by_name_or_prefix_makes_the_token_401(client):
+    row, plain = make("ci-bot")
+    other, other_plain = make("laptop")
+    assert "Revoked token 'ci-bot'" in manage("revoke_api_token", "ci-bot")
+    assert client.get("/api/proposals", **bearer(plain)).status_code == 401
+    assert client.get("/api/proposals", **bearer(other_plain)).status_code == 200
+    manage("revoke_api_token", other.prefix)
+    assert client.get("/api/proposals", **bearer(other_plain)).status_code == 401
+    with pytest.raises(CommandError, match="no unrevoked token"):
+        manage("revoke_api_token", "ci-bot")  # already revoked
+
+
+@pytest.mark.django_db
+def test_revoke_api_token_refuses_an_ambiguous_name_listing_the_matches():
+    first, _ = make("ci", agent_id="alpha")
+    second, _ = make("ci", agent_id="beta")
+    with pytest.raises(CommandError) as refused:
+        manage("revoke_api_token", "ci")
+    message = str(refused.value)
+    assert "2 unrevoked tokens match 'ci'" in message
+    assert first.prefix in message and second.prefix in message and "by its prefix" in message
+    assert not ApiToken.objects.filter(revoked=True).exists()
+    manage("revoke_api_token", second.prefix)
+    assert list(ApiToken.objects.filter(revoked=True)) == [second]
+
+
+# --- last_used_at ---------------------------------------------------------------------------------
+
+
+def token_updates(queries) -> list[str]:
+    return [q["sql"] for q in queries if q["sql"].startswith("UPDATE") and "api_tokens" in q["sql"]]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_last_used_at_is_set_by_a_request_in_one_update_and_at_most_once_a_minute(client):
+    row, plain = make()
+    with CaptureQueriesContext(connection) as first:
+        assert client.get("/api/proposals", **bearer(plain)).status_code == 200
+    row.refresh_from_db()
+    assert row.last_used_at is not None
+    assert timezone.now() - row.last_used_at < timedelta(seconds=30)
+    assert len(token_updates(first.captured_queries)) == 1
+    used = row.last_used_at
+    with CaptureQueriesContext(connection) as again:
+        assert client.get("/api/proposals", **bearer(plain)).status_code == 200
+    assert token_updates(again.captured_queries) == []  # within the minute: no write at all
+    row.refresh_from_db()
+    assert row.last_used_at == used
+    ApiToken.objects.filter(pk=row.pk).update(last_used_at=used - timedelta(minutes=2))
+    assert client.get("/api/proposals", **bearer(plain)).status_code == 200
+    row.refresh_from_db()
+    assert row.last_used_at > used
+
+
+@pytest.mark.django_db(transaction=True)
+def test_last_used_at_is_never_written_inside_another_transaction():
+    row, plain = make()
+    with transaction.atomic(), CaptureQueriesContext(connection) as inside:
+        assert authenticate(f"Bearer {plain}") == row
+    assert token_updates(inside.captured_queries) == []
+    row.refresh_from_db()
+    assert row.last_used_at is None
+    authenticate(f"Bearer {plain}")
+    row.refresh_from_db()
+    assert row.last_used_at is not None
+
+
+# --- the admin ------------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_admin_token_list_shows_last_use_expiry_and_state(admin_client):
+    make("used-one")
+    ApiToken.objects.filter(name="used-one").update(
+        last_used_at=datetime(2026, 11, 3, 9, 30, tzinfo=UTC)
+    )
+    make("dated-one", expires_at=datetime(2099, 5, 6, tzinfo=UTC))
+    expired, _ = make("old-one", expires_at=timezone.now() + timedelta(days=1))
+    expire(expired)
+    revoked, _ = make("gone-one")
+    ApiToken.objects.filter(pk=revoked.pk).update(revoked=True)
+    page = admin_client.get("/admin/memory/apitoken/").content.decode()
+    for header in ("Last used at", "Expires at", "State"):
+        assert header in page
+    assert "Nov. 3, 2026" in page and "May 6, 2099" in page
+    rows = {
+        name: page.split(name, 1)[1].split("</tr>", 1)[0]
+        for name in ("used-one", "old-one", "gone-one")
+    }
+    assert "active" in rows["used-one"]
+    assert "expired" in rows["old-one"]
+    assert "revoked" in rows["gone-one"]
+
+
+# --- the access log -------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_django_logs_no_query_string_of_a_refused_request(client, caplog):
+    with caplog.at_level("INFO"):
+        client.get("/api/nowhere?q=secret-search-term")
+        client.get("/no-such-page/?q=secret-search-term")
+    assert caplog.records  # Django did log them (as "Not Found: <path>")
+    assert "secret-search-term" not in caplog.text
+
+
+@pytest.mark.slow
+def test_serve_access_log_records_paths_without_query_strings_or_referers(tmp_path):
+    from tests.mcp_support import Store, free_port
+    from tests.test_mcp_http import Served, reachable, wait_for
+
+    store = Store(tmp_path)
+    token = store.token("logger", "admin")
+    server = Served(store, free_port(), free_port())
+    try:
+        wait_for(lambda: reachable(server.web + "/login/"), 60, "serve's web server")
+        httpx.get(
+            server.web + "/login/?next=/memories/%3Fq%3Dsecret-next",
+            headers={"Referer": "http://127.0.0.1/memories/?q=secret-referer"},
+            timeout=10,
+        )
+        httpx.delete(
+            server.web + "/api/memory/mem_missing?reason=secret-delete-reason",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=10,
+        )
+        wait_for(lambda: '"DELETE /api/memory/mem_missing' in server.text(), 20, "the access log")
+    finally:
+        server.stop()
+    log = server.text()
+    assert '"GET /login/ HTTP/1.1" 200' in log
+    for secret in ("secret-next", "secret-referer", "secret-delete-reason", "?"):
+        assert secret not in "\n".join(line for line in log.splitlines() if "HTTP/1.1" in line)
