@@ -197,8 +197,12 @@
     if (!event.detail.shouldSwap || !target || !target.matches) return;
     const elt = event.detail.requestConfig && event.detail.requestConfig.elt;
     // The toast's Undo brings its row back open: the reviewer continues from that row.
+    // Remember which request swapped it: another request (the banner that refreshes on every
+    // decision) may settle first, and htmx restores this row's classes only when its own settles.
     if (elt && elt.matches && elt.matches("[data-undo]") && target.matches("[data-row]")) window.__refocus = target.id;
     else if (target.matches("[data-row].focused")) window.__advanceFrom = target.id;
+    else return;
+    window.__focusXhr = event.detail.xhr;
   });
   // A new list of rows (<section data-review-list>: a filter change, another page) swapped in:
   // focus its first open row, so the first "a" decides something; bring the list's top into view
@@ -211,7 +215,9 @@
     if (list.getBoundingClientRect().top < 0) list.scrollIntoView({ block: "start" });
   });
   // After settling: htmx settles a swapped element's class last, which would drop "focused".
-  document.addEventListener("htmx:afterSettle", () => {
+  document.addEventListener("htmx:afterSettle", (event) => {
+    if (window.__focusXhr && event.detail.xhr !== window.__focusXhr) return;
+    window.__focusXhr = null;
     if (window.__refocus) {
       focusRow(document.getElementById(window.__refocus));
       window.__refocus = null;
