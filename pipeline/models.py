@@ -209,6 +209,10 @@ class Proposal(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
     review_note = models.TextField(null=True, blank=True)
     applied_content = models.TextField(null=True, blank=True)
+    # What a reviewer's approval applied when it is not `action`, which always stays what the
+    # model proposed: "Keep both" applies an UPDATE as an ADD, an UPDATE whose new text is
+    # already a memory retires the target (DELETE). None: applied as proposed, or not applied.
+    applied_as = models.CharField(max_length=10, choices=Action.choices, null=True, blank=True)
     fingerprint = models.CharField(max_length=64, blank=True, default="")
     grounding = models.JSONField(default=list, blank=True)
     supported = models.BooleanField(default=True)
@@ -248,6 +252,11 @@ class Proposal(models.Model):
     @property
     def is_destructive(self) -> bool:
         return self.action in DESTRUCTIVE
+
+    @property
+    def applied_action(self) -> str:
+        """The action applied (or to apply): a reviewer's `applied_as`, else the proposed one."""
+        return self.applied_as or self.action
 
     # What a reviewer may do with it now: templates ask these, never the status words.
 

@@ -28,6 +28,12 @@ def short_id(identifier) -> str:
 
 
 @register.filter
+def relabel(proposal) -> str:
+    """Both facts, "model proposed UPDATE · reviewer applied as DELETE", or "" (wording.relabel)."""
+    return wording.relabel(proposal)
+
+
+@register.filter
 def reveal(text):
     """Escaped text with zero-width and bidi characters made visible."""
     return textdiff.reveal(text or "")

@@ -127,11 +127,13 @@ def apply_destructive(
     actor: Actor,
     vector: Vector | None,
     *,
+    action: str,
     reason: str | None = None,
 ) -> None:
-    """UPDATE through the modify path, DELETE through the forget path (soft, cold copy first)."""
+    """UPDATE through the modify path, DELETE through the forget path (soft, cold copy first).
+    `action` is the one applied: the proposal's, or the one a reviewer chose instead."""
     metadata = {"proposalId": proposal.id, "sourceMemoryId": proposal.source_memory_id}
-    if proposal.action == "update":
+    if action == "update":
         writes.modify_in_transaction(
             target,
             {"content": content, "type": proposal.fact_type},
