@@ -135,6 +135,7 @@
       case "x": click(row, "input[type=checkbox][data-select]"); break;
       case "o": case "Enter": if (!click(row, "[data-action=open]")) return; break;
       case "n": if (!nextPage() && !queueEnd()) return; break;
+      case "d": if (!click(document, "[data-density-toggle]")) return; break;  // compact rows
       case "u": {  // undo the last decision while its toast (and its Undo button) shows
         const undo = document.querySelector("#toast:not([hidden]) [data-undo]:not([disabled])");
         if (!undo) return;
@@ -235,6 +236,23 @@
       return;
     }
     focusRow(nextOpen(swapped) || swapped);
+  });
+  // The density toggle's answer (dashboard/views/prefs.py, remembered per person): compact queue
+  // rows on or off in place, so the focused row and the scroll position stay.
+  document.addEventListener("density", (event) => {
+    const compact = Boolean(event.detail && event.detail.compact);
+    const queue = document.getElementById("queue");
+    if (queue) queue.classList.toggle("compact", compact);
+    const filters = document.querySelector(".filter-box");
+    if (filters) {
+      filters.classList.toggle("compact", compact);
+      // Folded with compact rows unless a filter is set, as the server draws it on the next visit.
+      filters.open = !compact || filters.hasAttribute("data-filtered");
+    }
+    document.querySelectorAll("[data-density-toggle]").forEach((b) => b.setAttribute("aria-pressed", String(compact)));
+    const row = focused();
+    if (row) row.scrollIntoView({ block: "nearest" });
+    window.showToast(compact ? "Compact rows: one line each; the focused row shows its details." : "Full rows.");
   });
   document.addEventListener("toast", (event) => window.showToast(event.detail.message || event.detail.value, event.detail.undo, event.detail.row));
   // The session ended (dashboard.access.session_ended answers 401 with this event): say so and
