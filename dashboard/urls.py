@@ -6,6 +6,7 @@ from dashboard.views import (
     analytics,
     contradictions,
     entities,
+    evaluation,
     glossary,
     jobs,
     memories,
@@ -53,6 +54,12 @@ urlpatterns = [
     path("jobs/<str:job_id>/", jobs.job, name="job"),
     path("jobs/<str:job_id>/retry/", jobs.retry, name="job-retry"),
     path("settings/", settings.settings_page, name="settings"),
+    path("evaluation/", evaluation.evaluation, name="evaluation"),
+    path("evaluation/compare/", evaluation.eval_compare, name="eval-compare"),
+    path("evaluation/runs/<str:run_id>/", evaluation.eval_run, name="eval-run"),
+    path(
+        "evaluation/runs/<str:run_id>/cases/<str:case_id>/", evaluation.eval_case, name="eval-case"
+    ),
     path("entities/", entities.entities, name="entities"),
     path("entities/<int:entity_id>/", entities.entity, name="entity"),
     path("analytics/", analytics.analytics_page, name="analytics"),
