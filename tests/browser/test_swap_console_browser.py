@@ -63,6 +63,7 @@ def test_swapping_review_rows_logs_no_console_error_or_csp_violation(
     page.keyboard.press("e")  # edit, with the box made taller by its resize handle
     box = page.locator(f"#{second_id} textarea[name=content]")
     expect(box).to_be_focused()
+    box.evaluate("el => el.scrollIntoView({block: 'center'})")  # room below it to drag into
     corner = box.bounding_box()
     page.mouse.move(corner["x"] + corner["width"] - 3, corner["y"] + corner["height"] - 3)
     page.mouse.down()
