@@ -320,6 +320,16 @@ def link_entities_of(
     written): mentions of the entities that already exist for the memory's agent, never new
     entities. One lookup (none when `entities` came from `entity_ids`), then `write_mentions`.
     Returns the ids of the entities linked, in id order."""
+    return write_mentions(_linked_rows(linked, at=at, entities=entities), at=at)
+
+
+def _linked_rows(
+    linked: list[tuple[Memory, dict[str, str]]],
+    *,
+    at,
+    entities: dict[tuple[str, str], int] | None = None,
+) -> list[MemoryEntityMention]:
+    """link_entities_of's mention rows, not written."""
     if not any(names for _, names in linked):
         return []
     if entities is None:
@@ -330,160 +340,48 @@ def link_entities_of(
             entity_id = entities.get((memory.agent_id, canonical))
             if entity_id is not None:
                 mentions.append(mention_row(memory.id, entity_id, text, LINKED_CONFIDENCE, at=at))
-    return write_mentions(mentions, at=at)
+    return mentions
+
+
+def linked_mentions(memory: Memory, *, at) -> list[MemoryEntityMention]:
+    """The inline linker's mentions of one new memory, not written yet: for a write that counts
+    them together with others (persist_triples' `linked`)."""
+    names = {linker.canonical_name(n): n for n in linker.candidate_names(memory.content)}
+    return _linked_rows([(memory, names)], at=at)
 
 
 def link_existing_entities(memory: Memory, *, at) -> list[int]:
     """Inline linker: mention only entities that already exist for the memory's agent (the batch
     of one of `link_entities_of`); returns their ids in id order."""
-    names = {linker.canonical_name(n): n for n in linker.candidate_names(memory.content)}
-    return link_entities_of([(memory, names)], at=at)
+    return write_mentions(linked_mentions(memory, at=at), at=at)
 
 
-def write_mentions(mentions: list[MemoryEntityMention], *, at) -> list[int]:
+def write_mentions(
+    mentions: list[MemoryEntityMention], *, at, retyped: dict[int, str] | None = None
+) -> list[int]:
     """Insert new mention rows (none of them stored yet) and count them on their entities, in SQL
-    (`mentions = mentions + n`: a count read earlier would lose concurrent writers' mentions) and
-    in entity id order: two PostgreSQL transactions locking the same entity rows in different
-    orders deadlock. Returns the ids of the entities counted, in id order."""
-    if not mentions:
+    (`mentions = mentions + n`: a count read earlier would lose concurrent writers' mentions),
+    with the entity types `retyped` gives (entity id -> type) in the same pass. Every entity row
+    is updated once, in entity id order: two PostgreSQL transactions locking the same entity rows
+    in different orders deadlock. Returns the ids of the entities counted, in id order."""
+    retyped = retyped or {}
+    if not mentions and not retyped:
         return []
     insert_rows(MemoryEntityMention, mentions)
-    added = sorted(Counter(mention.entity_id for mention in mentions).items())
+    added = Counter(mention.entity_id for mention in mentions)
+    stamp = connection.ops.adapt_datetimefield_value(at)
+    rows = [
+        (added.get(pk, 0), retyped.get(pk), added.get(pk, 0), stamp, pk)
+        for pk in sorted(set(added) | set(retyped))
+    ]
     with connection.bulk_cursor() as cursor:
         cursor.executemany(
-            "UPDATE entities SET mentions = mentions + %s, updated_at = %s WHERE id = %s",
-            [(n, connection.ops.adapt_datetimefield_value(at), pk) for pk, n in added],
+            "UPDATE entities SET mentions = mentions + %s, "
+            "entity_type = COALESCE(%s, entity_type), "
+            "updated_at = CASE WHEN %s > 0 THEN %s ELSE updated_at END WHERE id = %s",
+            rows,
         )
-    return [pk for pk, _ in added]
-
-
-# --- entities and relations (the explicit graph write) ---------------------------------------
-
-
-@dataclass
-class Triple:
-    source: str
-    relationship: str
-    target: str
-    source_type: str = "unknown"
-    target_type: str = "unknown"
-    confidence: float = 0.5
-
-
-# Entity types a structured payload may overwrite: the placeholders, not a type someone chose.
-_PLACEHOLDER_TYPES = frozenset({"unknown", "extracted"})
-
-
-def persist_triples(memory: Memory, triples: list[Triple], *, at) -> list[int]:
-    """Explicit graph write: entities, relations and mentions for structured triples, in at most
-    TRIPLE_STATEMENTS statements however many triples there are (remember runs it under the
-    write lock, where a statement per entity and relation held every other writer up).
-    Returns the ids of the entities the triples name, in id order."""
-    if not triples:
-        return []
-    ids = _upsert_entities(memory.agent_id, triples, at)
-    # One row per edge: an edge named twice counts twice, its confidences averaged.
-    edges: dict[tuple[int, int, str], list[float]] = {}
-    # entity id -> its new mention: the first triple naming an entity gives its text.
-    mentions: dict[int, MemoryEntityMention] = {}
-    for triple in triples:
-        source = ids[linker.canonical_name(triple.source)]
-        target = ids[linker.canonical_name(triple.target)]
-        edges.setdefault((source, target, triple.relationship), []).append(triple.confidence)
-        for pk, text in ((source, triple.source), (target, triple.target)):
-            mentions.setdefault(pk, mention_row(memory.id, pk, text, triple.confidence, at=at))
-    _upsert_relations(edges, at)
-    # Entities the memory already mentions (the inline linker's) keep that mention and its count.
-    known = set(
-        MemoryEntityMention.objects.filter(memory=memory, entity_id__in=list(mentions)).values_list(
-            "entity_id", flat=True
-        )
-    )
-    write_mentions([m for pk, m in mentions.items() if pk not in known], at=at)
-    return sorted(set(ids.values()))
-
-
-# persist_triples' statements at most: entities read, inserted, read again, retyped; relations
-# upserted; mentions read, inserted, counted (tests/test_triple_write_bound.py holds it to this).
-TRIPLE_STATEMENTS = 8
-
-
-def _upsert_entities(agent_id: str, triples: list[Triple], at) -> dict[str, int]:
-    """canonical name -> entity id of every entity the triples name, created when new (with
-    the name as first written) and given the first known type the triples state when it has
-    only a placeholder. New rows go in one INSERT that skips names a concurrent writer has just
-    created; the second read then finds those too."""
-    named: dict[str, tuple[str, str]] = {}  # canonical -> (name as first written, type)
-    for triple in triples:
-        for name, kind in (
-            (triple.source, triple.source_type),
-            (triple.target, triple.target_type),
-        ):
-            canonical = linker.canonical_name(name)
-            first_name, first_kind = named.get(canonical, (" ".join(name.split()), "unknown"))
-            if first_kind == "unknown" and kind not in {"", "unknown"}:
-                first_kind = kind
-            named[canonical] = (first_name, first_kind)
-    wanted = sorted(named)  # one order for every writer: PostgreSQL's inserts then never deadlock
-
-    def stored(names: list[str]) -> dict[str, tuple[int, str]]:
-        rows = Entity.objects.filter(agent_id=agent_id, canonical_name__in=names)
-        return {c: (pk, t) for pk, c, t in rows.values_list("pk", "canonical_name", "entity_type")}
-
-    found = stored(wanted)
-    new = [canonical for canonical in wanted if canonical not in found]
-    if new:
-        Entity.objects.bulk_create(
-            [
-                Entity(
-                    name=named[canonical][0],
-                    canonical_name=canonical,
-                    entity_type=named[canonical][1],
-                    agent_id=agent_id,
-                    mentions=0,
-                    created_at=at,
-                    updated_at=at,
-                )
-                for canonical in new
-            ],
-            ignore_conflicts=True,
-        )
-        found.update(stored(new))
-    retyped = sorted(
-        (pk, named[canonical][1])
-        for canonical, (pk, kind) in found.items()
-        if kind in _PLACEHOLDER_TYPES and named[canonical][1] not in {"unknown", kind}
-    )
-    if retyped:  # in id order, as write_mentions locks entity rows
-        with connection.bulk_cursor() as cursor:
-            cursor.executemany(
-                "UPDATE entities SET entity_type = %s WHERE id = %s",
-                [(kind, pk) for pk, kind in retyped],
-            )
-    return {canonical: pk for canonical, (pk, _) in found.items()}
-
-
-def _upsert_relations(edges: dict[tuple[int, int, str], list[float]], at) -> None:
-    """Every edge in one upsert: a new relation, or one seen again whose count grows in SQL and
-    whose confidence becomes the mean over all its mentions (a count read earlier would lose a
-    concurrent writer's). Rows in key order, so PostgreSQL writers lock them in one order."""
-    rows = sorted(edges.items())
-    stamp = connection.ops.adapt_datetimefield_value(at)
-    params: list = []
-    for (source, target, kind), confidences in rows:
-        params += [source, target, kind, sum(confidences) / len(confidences), len(confidences)]
-        params += [stamp, stamp]
-    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * len(rows))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "INSERT INTO relations (source_id, target_id, relation_type, confidence, mentions, "
-            f"created_at, updated_at) VALUES {values} "
-            "ON CONFLICT (source_id, target_id, relation_type) DO UPDATE SET "
-            "confidence = (relations.confidence * relations.mentions "
-            "+ excluded.confidence * excluded.mentions) / (relations.mentions + excluded.mentions), "
-            "mentions = relations.mentions + excluded.mentions, updated_at = excluded.updated_at",
-            params,
-        )
+    return sorted(added)
 
 
 # --- vectors ------------------------------------------------------------------------------------

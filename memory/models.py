@@ -71,6 +71,24 @@ class RowsRead:
             self.cursor.close()
 
 
+def lock_rows(model, ids) -> RowsRead | None:
+    """Lock several rows of `model` in id order, sent now (read by `all()`): how a write that
+    changes several rows of one table takes their locks, so two PostgreSQL writers of the same
+    rows wait for each other instead of deadlocking. None when there is one row or none (its own
+    FOR UPDATE read locks it) or the engine has no row locks (SQLite's one writer)."""
+    ids = sorted(set(ids))
+    database = connections[model.objects.db]
+    if len(ids) < 2 or not database.features.has_select_for_update:
+        return None
+    quote = database.ops.quote_name
+    key = quote(model._meta.pk.column)
+    return RowsRead(
+        f"SELECT {key} FROM {quote(model._meta.db_table)} "
+        f"WHERE {key} IN ({', '.join(['%s'] * len(ids))}) ORDER BY {key} FOR UPDATE",
+        ids,
+    )
+
+
 def _row_read_parts(model, database) -> tuple[str, list[str], dict]:
     """SELECT of every concrete column, their attribute names, and the converters the ORM
     applies to them (booleans and dates on SQLite, JSON everywhere), built once per model and

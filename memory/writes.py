@@ -23,7 +23,6 @@ from memory.backend import lock_contents
 from memory.batch import (  # noqa: F401
     BatchedWrite,
     Derived,
-    Triple,
     archive_to_cold,
     derived,
     entity_ids,
@@ -31,14 +30,15 @@ from memory.batch import (  # noqa: F401
     insert_rows,
     link_entities_of,
     link_existing_entities,
+    linked_mentions,
     memory_row,
-    persist_triples,
     require_visible_text,
     update_rows,
     upsert_embedding,
     upsert_embeddings,
 )
 from memory.content import NormalizedContent, normalize
+from memory.graph import Triple, persist_triples  # noqa: F401
 from memory.jobs import set_extraction_status  # noqa: F401
 from memory.models import (
     DERIVED_SOURCE_TYPE,
@@ -155,9 +155,13 @@ def remember(
                 source_id=source_id,
                 extraction_status=ExtractionStatus.PENDING if create_job else ExtractionStatus.NONE,
             )
-            linked = link_existing_entities(memory, at=now)
             if triples:
-                linked = sorted(set(linked) | set(persist_triples(memory, triples, at=now)))
+                # Inline links and the triples' entities are counted in one pass, in id order.
+                inline = linked_mentions(memory, at=now)
+                named = persist_triples(memory, triples, at=now, linked=inline)
+                linked = sorted({m.entity_id for m in inline} | set(named))
+            else:
+                linked = link_existing_entities(memory, at=now)
             job = None
             if create_job:
                 job = jobs.create_in_transaction(memory, at=now)

@@ -50,3 +50,16 @@ def test_the_jobs_batched_linker_counts_mentions_in_entity_id_order(entities):
         lambda: writes.link_entities_of([(memory, names)], at=timezone.now())
     )
     assert sorted(order) == sorted(entities) and order == sorted(order)
+
+
+def test_a_remember_with_triples_counts_inline_links_and_triples_in_one_id_ordered_pass(entities):
+    # Inline links (Zoe, Kenji) and the triples' entities (Priya, Marco) used to be counted in two
+    # id-ordered passes: one transaction's two passes then crossed another's in opposite order.
+    triples = [writes.Triple("Priya", "works with", "Marco", "person", "person", 0.9)]
+    order = entity_update_order(
+        lambda: writes.remember(
+            "Zoe and Kenji met.", actor=writes.Actor("a", "agent"), triples=triples
+        )
+    )
+    named = [entities[NAMES.index(n)] for n in ("Zoe", "Kenji", "Priya", "Marco")]
+    assert sorted(order) == sorted(named) and order == sorted(order)

@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from memory import writes
-from memory.batch import TRIPLE_STATEMENTS, persist_triples
+from memory.graph import TRIPLE_STATEMENTS, persist_triples
 from memory.models import Entity, MemoryEntityMention, Relation
 from memory.writes import Actor, Triple
 from tests.conftest import TEST_ENGINE

@@ -12,6 +12,7 @@ the server gets them back to back instead of one round trip each.
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -30,6 +31,7 @@ from memory.models import (
     Memory,
     RowRead,
     RowsRead,
+    lock_rows,
 )
 from memory.writes import Actor, BatchedWrite, Refused, Vector
 from pipeline import grounding, safety
@@ -100,6 +102,7 @@ class JobWrite:
     # and kept in step with what this write adds, updates and deletes.
     active: dict[str, str] = field(default_factory=dict)
     rejected: dict[str, int] = field(default_factory=dict)  # fingerprint -> rejection pk
+    hits: Counter[int] = field(default_factory=Counter)  # rejection pk -> proposals it suppressed
     ready: dict[int, Ready] = field(default_factory=dict)  # id(decided) -> its prepared rows
 
 
@@ -163,10 +166,12 @@ def record_job(outcome: JobOutcome) -> dict | None:
             # Locked: a forget that commits while this write runs is waited for and seen below,
             # never written over (the forget's job update touches pending jobs only, never this
             # leased one: the two never wait on each other in a cycle).
+            locks = lock_rows(Memory, [claim.memory_id, *_destructive_targets(outcome)])
             source_read = RowRead(Memory, "id = %s", [claim.memory_id], lock=True)
             settings_read = config_read()
             lookup = _look_up(outcome, ready, outcome.agent_id)
         job, source, config = job_read.get(), source_read.get(), settings_read.get()
+        _ = locks and locks.all()  # with its UPDATEs' and DELETEs' targets, in id order
         found = lookup.all() if lookup else []
         if job is None:
             return None
@@ -212,10 +217,24 @@ def record_job(outcome: JobOutcome) -> dict | None:
             return _write_rows(write, proposals, calls)
 
 
+def _destructive_targets(outcome: JobOutcome) -> list[str]:
+    """The memories the job's UPDATE and DELETE decisions name (locked with the source)."""
+    destructive = [d for d in outcome.decisions if d.action in {"update", "delete"}]
+    return [target for decided in destructive if (target := _target_id(decided))]
+
+
+def _count_rejection_hits(write: JobWrite) -> None:
+    """Each rejection this write's proposals repeat counts them: one UPDATE per rejection, in id
+    order (two jobs repeating the same rejections in other orders would deadlock on PostgreSQL)."""
+    for pk, n in sorted(write.hits.items()):
+        RejectionFingerprint.objects.filter(pk=pk).update(hits=F("hits") + n, updated_at=write.at)
+
+
 def _write_rows(write: JobWrite, proposals: list[Proposal], calls: list[LlmCall]) -> dict:
     """The rows every gate has decided, the job's result and its completion: writes only."""
     job, source, outcome, now = write.job, write.source, write.outcome, write.at
     writes.insert_rows(LlmCall, calls)
+    _count_rejection_hits(write)
     write.batch.flush_memories()
     writes.insert_rows(Proposal, proposals)
     writes.insert_rows(
@@ -438,9 +457,7 @@ def write_proposal(decided, write: JobWrite) -> Proposal:
         # A reviewer already rejected this exact proposal: record it, do not queue it again.
         proposal.status = ProposalStatus.SUPPRESSED
         proposal.skipped_reason = "rejected_before"
-        RejectionFingerprint.objects.filter(pk=rejected).update(
-            hits=F("hits") + 1, updated_at=write.at
-        )
+        write.hits[rejected] += 1
         stats["suppressed"] = stats.get("suppressed", 0) + 1
     elif _writes_anything(write.policy) and safety.needs_review(proposal.safety):
         proposal.status, proposal.blocked_reason = ProposalStatus.PENDING, "safety_review"

@@ -1,0 +1,148 @@
+"""The explicit graph write: entities, relations and mentions for a memory's structured triples
+(a remember's, a reviewer's approved entity triple). Rows are built and counted through
+memory.batch's mention writer; nothing here opens a transaction or does network I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import connection
+
+from memory import linker
+from memory.batch import mention_row, write_mentions
+from memory.models import Entity, Memory, MemoryEntityMention
+
+
+@dataclass
+class Triple:
+    source: str
+    relationship: str
+    target: str
+    source_type: str = "unknown"
+    target_type: str = "unknown"
+    confidence: float = 0.5
+
+
+# Entity types a structured payload may overwrite: the placeholders, not a type someone chose.
+_PLACEHOLDER_TYPES = frozenset({"unknown", "extracted"})
+
+
+def persist_triples(
+    memory: Memory,
+    triples: list[Triple],
+    *,
+    at,
+    linked: list[MemoryEntityMention] | None = None,
+) -> list[int]:
+    """Explicit graph write: entities, relations and mentions for structured triples, in at most
+    TRIPLE_STATEMENTS statements however many triples there are (remember runs it under the
+    write lock, where a statement per entity and relation held every other writer up).
+    `linked`: the inline linker's mentions of this new memory, not written yet (`linked_mentions`):
+    they are counted with the triples' in the one pass over the entity rows, in id order.
+    Returns the ids of the entities the triples name, in id order."""
+    linked = linked or []
+    if not triples:
+        write_mentions(linked, at=at)
+        return []
+    ids, retyped = _upsert_entities(memory.agent_id, triples, at)
+    # One row per edge: an edge named twice counts twice, its confidences averaged.
+    edges: dict[tuple[int, int, str], list[float]] = {}
+    # entity id -> its new mention: the first triple naming an entity gives its text.
+    mentions: dict[int, MemoryEntityMention] = {}
+    for triple in triples:
+        source = ids[linker.canonical_name(triple.source)]
+        target = ids[linker.canonical_name(triple.target)]
+        edges.setdefault((source, target, triple.relationship), []).append(triple.confidence)
+        for pk, text in ((source, triple.source), (target, triple.target)):
+            mentions.setdefault(pk, mention_row(memory.id, pk, text, triple.confidence, at=at))
+    _upsert_relations(edges, at)
+    # Entities the memory already mentions (the inline linker's) keep that mention and its count.
+    known = {mention.entity_id for mention in linked} | set(
+        MemoryEntityMention.objects.filter(memory=memory, entity_id__in=list(mentions)).values_list(
+            "entity_id", flat=True
+        )
+    )
+    new = [m for pk, m in mentions.items() if pk not in known]
+    write_mentions([*linked, *new], at=at, retyped=retyped)
+    return sorted(set(ids.values()))
+
+
+# persist_triples' statements at most: entities read, inserted, read again; relations upserted;
+# mentions read, inserted, counted with the retyping (tests/test_triple_write_bound.py holds it).
+TRIPLE_STATEMENTS = 7
+
+
+def _upsert_entities(
+    agent_id: str, triples: list[Triple], at
+) -> tuple[dict[str, int], dict[int, str]]:
+    """canonical name -> entity id of every entity the triples name, created when new (with
+    the name as first written), and entity id -> the first known type the triples state for
+    the stored ones that have only a placeholder (written by write_mentions). New rows go in
+    one INSERT that skips names a concurrent writer has just created; the second read then
+    finds those too."""
+    named: dict[str, tuple[str, str]] = {}  # canonical -> (name as first written, type)
+    for triple in triples:
+        for name, kind in (
+            (triple.source, triple.source_type),
+            (triple.target, triple.target_type),
+        ):
+            canonical = linker.canonical_name(name)
+            first_name, first_kind = named.get(canonical, (" ".join(name.split()), "unknown"))
+            if first_kind == "unknown" and kind not in {"", "unknown"}:
+                first_kind = kind
+            named[canonical] = (first_name, first_kind)
+    wanted = sorted(named)  # one order for every writer: PostgreSQL's inserts then never deadlock
+
+    def stored(names: list[str]) -> dict[str, tuple[int, str]]:
+        rows = Entity.objects.filter(agent_id=agent_id, canonical_name__in=names)
+        return {c: (pk, t) for pk, c, t in rows.values_list("pk", "canonical_name", "entity_type")}
+
+    found = stored(wanted)
+    new = [canonical for canonical in wanted if canonical not in found]
+    if new:
+        Entity.objects.bulk_create(
+            [
+                Entity(
+                    name=named[canonical][0],
+                    canonical_name=canonical,
+                    entity_type=named[canonical][1],
+                    agent_id=agent_id,
+                    mentions=0,
+                    created_at=at,
+                    updated_at=at,
+                )
+                for canonical in new
+            ],
+            ignore_conflicts=True,
+        )
+        found.update(stored(new))
+    # Retyped with the mention counts (write_mentions), in the one pass over the entity rows.
+    retyped = {
+        pk: named[canonical][1]
+        for canonical, (pk, kind) in found.items()
+        if kind in _PLACEHOLDER_TYPES and named[canonical][1] not in {"unknown", kind}
+    }
+    return {canonical: pk for canonical, (pk, _) in found.items()}, retyped
+
+
+def _upsert_relations(edges: dict[tuple[int, int, str], list[float]], at) -> None:
+    """Every edge in one upsert: a new relation, or one seen again whose count grows in SQL and
+    whose confidence becomes the mean over all its mentions (a count read earlier would lose a
+    concurrent writer's). Rows in key order, so PostgreSQL writers lock them in one order."""
+    rows = sorted(edges.items())
+    stamp = connection.ops.adapt_datetimefield_value(at)
+    params: list = []
+    for (source, target, kind), confidences in rows:
+        params += [source, target, kind, sum(confidences) / len(confidences), len(confidences)]
+        params += [stamp, stamp]
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * len(rows))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO relations (source_id, target_id, relation_type, confidence, mentions, "
+            f"created_at, updated_at) VALUES {values} "
+            "ON CONFLICT (source_id, target_id, relation_type) DO UPDATE SET "
+            "confidence = (relations.confidence * relations.mentions "
+            "+ excluded.confidence * excluded.mentions) / (relations.mentions + excluded.mentions), "
+            "mentions = relations.mentions + excluded.mentions, updated_at = excluded.updated_at",
+            params,
+        )
