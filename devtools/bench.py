@@ -308,6 +308,17 @@ BUDGETS = {
 }
 
 
+def engine_modules():
+    """The store engine's vector and keyword modules (what a job's search calls through)."""
+    if on_postgres():
+        from memory.keyword import postgres as keyword_module
+        from memory.vectors import postgres as vector_module
+    else:
+        from memory.keyword import sqlite as keyword_module
+        from memory.vectors import sqlite as vector_module
+    return vector_module, keyword_module
+
+
 def on_postgres() -> bool:
     return backend.is_postgres()
 
@@ -1026,6 +1037,8 @@ class Bench:
                 facts.append(len(job.result["facts"]))
             server_ms = (fake.cpu_seconds() - server_cpu) * 1000 / max(1, len(overhead))
             holds, records, computes, added = [], [], [], 0
+            vector_ms, keyword_ms, knn_calls = [], [], 0
+            engine_vectors, engine_keyword = engine_modules()
             cap = Cap(self.o.phase_seconds, 5)
             for _ in range(self.o.jobs):
                 if cap.reached(len(holds)):
@@ -1036,9 +1049,17 @@ class Bench:
                 # As run_job: the extraction and embedding calls are logged as they return, not in
                 # the job's write (the decision calls still are, as in run_job).
                 calls = LiveCalls(job.id)
+                knn, words = [], []
                 started = time.perf_counter()
-                outcome = tasks.compute(claim, calls)
+                with (
+                    timed(engine_vectors, "nearest_many", knn),
+                    timed(engine_keyword, "search_many", words),
+                ):
+                    outcome = tasks.compute(claim, calls)
                 computes.append(ms_since(started))
+                vector_ms.append(sum(knn))
+                knn_calls = len(knn)
+                keyword_ms.append(sum(words))
                 started = time.perf_counter()
                 result, held_ms = in_transaction(partial(record_job, outcome))
                 records.append(ms_since(started))
@@ -1062,6 +1083,8 @@ class Bench:
             "model_server_cpu_ms": round(server_ms, 1),
         }
         self.results["lock_hold"] = {"p50_ms": pct(holds, 50), "p99_ms": pct(holds, 99)}
+        self.results["job_overhead"]["vector_search_p50_ms"] = pct(vector_ms, 50)
+        self.results["job_overhead"]["keyword_leg_p50_ms"] = pct(keyword_ms, 50)
         tag = label(self.size)
         p50 = self.results["job_overhead"]["p50_ms"]
         self.report.add(
@@ -1073,6 +1096,13 @@ class Bench:
         self.report.add(
             "  of which compute (model HTTP + 10 candidate searches): p50",
             f"{pct(computes, 50):.1f} ms",
+        )
+        self.report.add(
+            f"  of which the vector search of the job's facts ({knn_calls} KNN call(s) a job): p50",
+            f"{pct(vector_ms, 50):.1f} ms",
+        )
+        self.report.add(
+            "  of which the keyword leg of the job's facts: p50", f"{pct(keyword_ms, 50):.1f} ms"
         )
         self.report.add(
             "  CPU the fake model server spent per job (its JSON and embeddings): mean",
@@ -1557,6 +1587,25 @@ def exact_recall(queries: np.ndarray, found: list[list[int]], model: str, k: int
         kth = best[i, -1]
         hits += sum(1 for eid in ids if float(q[i] @ found_vectors[eid]) >= kth - 1e-6)
     return hits / (k * len(found))
+
+
+@contextlib.contextmanager
+def timed(module, name: str, into: list[float]):
+    """Inside the block, each call of `module.name` adds its milliseconds to `into`."""
+    original = getattr(module, name)
+
+    def timer(*args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            into.append(ms_since(started))
+
+    setattr(module, name, timer)
+    try:
+        yield into
+    finally:
+        setattr(module, name, original)
 
 
 def holds_write_lock(sql: str) -> bool:
