@@ -19,6 +19,7 @@ from memory import linker, vectors
 from memory.content import NormalizedContent, is_effectively_empty, normalize
 from memory.models import (
     DERIVED_SOURCE_TYPE,
+    Authority,
     Entity,
     ExtractionStatus,
     Memory,
@@ -137,7 +138,10 @@ def update_rows(model, ids: list, columns: dict[str, Any]) -> int:
 
 
 def memory_row(text: NormalizedContent, *, actor: Actor, at, **columns: Any) -> Memory:
-    """A new memory's row (not saved): its text in its three stored forms, made `at` by `actor`."""
+    """A new memory's row (not saved): its text in its three stored forms, made `at` by `actor`.
+    Who asserted it defaults to the model for a derived memory and to an agent otherwise."""
+    derived = columns.get("source_type") == DERIVED_SOURCE_TYPE
+    columns.setdefault("asserted_by", Authority.MODEL if derived else Authority.AGENT)
     return Memory(
         content=text.storage,
         normalized_content=text.normalized,

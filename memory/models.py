@@ -106,6 +106,16 @@ class ExtractionStatus(models.TextChoices):
     FAILED = "failed"
 
 
+class Authority(models.TextChoices):
+    """Who asserted a memory (DESIGN: authority): a person in the dashboard or a reviewer's edit,
+    an agent through the API or MCP (the default), the pipeline's model, or an import."""
+
+    PERSON = "person"
+    AGENT = "agent"
+    MODEL = "model"
+    IMPORT = "import"
+
+
 class Memory(models.Model):
     id = models.CharField(primary_key=True, max_length=36, default=new_id, editable=False)
     content = models.TextField()
@@ -131,6 +141,7 @@ class Memory(models.Model):
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
     updated_by = models.CharField(max_length=200, default="system")
+    asserted_by = models.CharField(max_length=10, choices=Authority.choices, default=Authority.AGENT)
 
     class Meta:
         db_table = "memories"

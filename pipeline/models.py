@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 
 from memory.models import Job, Memory, new_id
@@ -30,6 +31,9 @@ class PipelineConfig(models.Model):
     lease_timeout_seconds = models.PositiveIntegerField(default=1830)
     retention_days = models.PositiveIntegerField(default=14)
     rejections_as_examples = models.BooleanField(default=False)
+    # A proposal pending longer than this is in the daily staleness digest (pipeline.digest).
+    stale_hours = models.PositiveIntegerField(default=24)
+    last_digest_at = models.DateTimeField(null=True, blank=True)
     last_maintenance_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -105,46 +109,66 @@ def queue_order(sort: str | None) -> tuple[str, ...]:
     return QUEUE_ORDER[sort or "risk"]
 
 
+def _any_of(value) -> list[str]:
+    """A filter's values: one string, or several (a saved queue may name more than one)."""
+    values = [value] if isinstance(value, str) else list(value or [])
+    return [v.strip() for v in values if v and v.strip()]
+
+
+def queue_q(
+    *,
+    action=None,
+    review_needed: bool | None = None,
+    conf_min: float | None = None,
+    conf_max: float | None = None,
+    agent: str | None = None,
+    model: str | None = None,
+    source: str | None = None,
+    age: str | None = None,
+    flag=None,
+    authority=None,
+) -> Q:
+    """The review queue's filters as one condition on Proposal: what a reviewer's filter form and
+    a saved queue select. `action`, `flag` and `authority` take one value or several (any of
+    them); action "destructive" is UPDATE or DELETE, authority is who asserted the memory an
+    UPDATE or DELETE changes. An empty or None filter filters nothing."""
+    where = Q()
+    actions = {a for v in _any_of(action) for a in (DESTRUCTIVE if v == "destructive" else {v})}
+    if actions:
+        where &= Q(action__in=sorted(actions))
+    if review_needed is not None:
+        where &= Q(review_needed=review_needed)
+    if conf_min is not None:
+        where &= Q(fact_confidence__gte=conf_min)
+    if conf_max is not None:
+        where &= Q(fact_confidence__lte=conf_max)
+    for value, column in ((agent, "agent_id"), (model, "model"), (source, "source_memory_id")):
+        if value and value.strip():
+            where &= Q(**{column: value.strip()})
+    if age in QUEUE_AGES:
+        where &= Q(created_at__gte=timezone.now() - QUEUE_AGES[age])
+    elif age == "older":
+        where &= Q(created_at__lt=timezone.now() - QUEUE_AGES["7d"])
+    flags = Q()
+    for value in _any_of(flag):
+        if value == "unsupported":
+            flags |= Q(supported=False)
+        elif value == "safety":
+            flags |= ~Q(safety_kinds="")
+        else:
+            flags |= Q(safety_kinds__contains=value)
+    if authorities := _any_of(authority):
+        where &= Q(target_memory__asserted_by__in=authorities)
+    return where & flags
+
+
 class ProposalQuerySet(models.QuerySet):
     def queue(
-        self,
-        *,
-        status: str | None = None,
-        action: str | None = None,
-        review_needed: bool | None = None,
-        conf_min: float | None = None,
-        conf_max: float | None = None,
-        agent: str | None = None,
-        model: str | None = None,
-        source: str | None = None,
-        age: str | None = None,
-        flag: str | None = None,
-        sort: str | None = None,
+        self, *, status: str | None = None, sort: str | None = None, **filters
     ) -> ProposalQuerySet:
-        """The review queue as a reviewer filtered it, in its order (queue_order(sort)): pending
-        unless another status is asked for; an empty or None filter filters nothing."""
-        query = self.filter(status=status or ProposalStatus.PENDING)
-        if action:
-            query = query.filter(action=action)
-        if review_needed is not None:
-            query = query.filter(review_needed=review_needed)
-        if conf_min is not None:
-            query = query.filter(fact_confidence__gte=conf_min)
-        if conf_max is not None:
-            query = query.filter(fact_confidence__lte=conf_max)
-        for value, column in ((agent, "agent_id"), (model, "model"), (source, "source_memory_id")):
-            if value:
-                query = query.filter(**{column: value.strip()})
-        if age in QUEUE_AGES:
-            query = query.filter(created_at__gte=timezone.now() - QUEUE_AGES[age])
-        elif age == "older":
-            query = query.filter(created_at__lt=timezone.now() - QUEUE_AGES["7d"])
-        if flag == "unsupported":
-            query = query.filter(supported=False)
-        elif flag == "safety":
-            query = query.exclude(safety_kinds="")
-        elif flag:
-            query = query.filter(safety_kinds__contains=flag)
+        """The review queue as a reviewer filtered it (queue_q(**filters)), in its order
+        (queue_order(sort)): pending unless another status is asked for."""
+        query = self.filter(status=status or ProposalStatus.PENDING).filter(queue_q(**filters))
         return query.order_by(*queue_order(sort))
 
 
@@ -504,3 +528,7 @@ class ReplayRun(models.Model):
     @property
     def is_failed(self) -> bool:
         return self.status == ReplayStatus.FAILED
+
+
+# Reviewing as a team: its tables live beside the review queue's rules they read.
+from pipeline.team import DigestRun, SavedQueue  # noqa: E402, F401

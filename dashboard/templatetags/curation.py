@@ -8,7 +8,7 @@ from datetime import timedelta
 from django import template
 from django.utils import timezone
 
-from dashboard import charts, textdiff, wording
+from dashboard import charts, markdown, textdiff, wording
 from pipeline import safety
 from pipeline.contradiction import NEGATIONS
 
@@ -177,3 +177,9 @@ def reviewer_chart(rows, colours):
         "Decisions per reviewer",
         "no human decisions in this period",
     )
+
+
+@register.filter
+def guidelines(text):
+    """A saved queue's guidelines: escaped, with paragraphs, lists, bold and code (markdown.py)."""
+    return markdown.render(text)

@@ -9,6 +9,7 @@ from django.views.decorators.http import require_GET
 from dashboard import charts
 from dashboard.access import role_required
 from memory.models import DERIVED_SOURCE_TYPE, Job, JobStatus, Memory
+from pipeline import queues
 from pipeline.models import Proposal, ProposalStatus
 from pipeline.status import banner_context
 
@@ -46,6 +47,7 @@ def overview(request):
         "outcome_colours": charts.OUTCOME_COLOURS,
         "approval": charts.approval_rates(),
         "histogram": charts.confidence_histogram(),
+        "queues": queues.counts(queues.saved_queues()),
     }
     return render(request, "dashboard/overview.html", context)
 

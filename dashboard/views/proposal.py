@@ -9,6 +9,7 @@ from django.views.decorators.http import require_GET
 from dashboard import wording
 from dashboard.access import role_required
 from memory.models import MemoryCold
+from pipeline import queues
 from pipeline.models import LlmCall, Proposal
 
 
@@ -34,6 +35,7 @@ def proposal(request, proposal_id: str):
         "siblings": Proposal.objects.filter(job_id=p.job_id).exclude(id=p.id).order_by("position"),
         "target_changed": bool(p.target_memory and p.target_memory.version != p.target_version),
         "mode_note": wording.mode_note(p.mode),
+        "in_queues": queues.queues_of(p, queues.saved_queues()),
         # The raw memory's text as its job read it, when an edit since archived it.
         "source_then": (
             MemoryCold.objects.filter(memory_id=p.source_memory_id, version=p.source_version)
