@@ -68,6 +68,9 @@ def proposal_json(p: Proposal) -> dict:
         "decidedAt": iso(p.decided_at),
         "reviewNote": p.review_note,
         "appliedContent": p.applied_content,
+        # `action` is what the model proposed; this is what a reviewer applied instead (None: as
+        # proposed, or nothing applied).
+        "appliedAs": p.applied_as,
         "createdAt": iso(p.created_at),
     }
 

@@ -1,13 +1,28 @@
-"""Forms of the jobs, settings and entities pages. They validate input; writes happen elsewhere."""
+"""Forms of the jobs, settings and entities pages, and the model pickers of the second opinion and
+evaluation pages. They validate input; writes happen elsewhere."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django import forms
+from django.conf import settings
 
 from memory.models import JobStatus
 from pipeline.config import FIELDS, ConfigError, Mode, flatten, preview
+from pipeline.llm import OFFLINE_MODEL, PROVIDERS
+
+# The model pickers of the second opinion and the evaluation pages.
+PROVIDER_CHOICES = [(name, provider.label) for name, provider in PROVIDERS.items()]
+
+
+def default_provider() -> str:
+    configured = (settings.MEMORY_LLM_PROVIDER or "").strip().lower()
+    return configured if configured in PROVIDERS else "ollama"
+
+
+def default_model(provider: str) -> str:
+    return OFFLINE_MODEL if provider == "offline" else settings.MEMORY_EXTRACTION_MODEL
 
 
 class JobFilterForm(forms.Form):
@@ -41,6 +56,14 @@ def risky_switches(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     return risky
 
 
+def _prefilled(field: forms.Field, raw: str, fallback: Any) -> Any:
+    try:
+        value = field.clean(raw)
+    except forms.ValidationError:
+        return fallback
+    return fallback if value is None else value
+
+
 class SettingsForm(forms.Form):
     """Every flag of pipeline.config.FIELDS plus a reason and a confirmation for risky switches.
 
@@ -59,7 +82,9 @@ class SettingsForm(forms.Form):
         required=False, label="I understand what this switch does and want it now"
     )
 
-    def __init__(self, *args, current: dict[str, Any], **kwargs):
+    def __init__(self, *args, current: dict[str, Any], prefill=None, **kwargs):
+        """`prefill`: values (by config key, as a query string gives them) shown in an unbound
+        form instead of the current ones; an invalid one is ignored."""
         super().__init__(*args, **kwargs)
         self.current = current
         self.flat_current = flat_config(current)
@@ -67,6 +92,7 @@ class SettingsForm(forms.Form):
         self.before: dict[str, Any] = current
         self.after: dict[str, Any] | None = None
         self.risky: list[str] = []
+        self.prefilled: dict[str, Any] = {}
         setting_fields = {}
         for key, spec in FIELDS.items():
             common = {"label": key, "help_text": spec.help, "initial": self.flat_current[key]}
@@ -84,6 +110,10 @@ class SettingsForm(forms.Form):
                     **common,
                 )
             field.config_key = key
+            if prefill and key in prefill and spec.kind is not bool:
+                field.initial = _prefilled(field, prefill[key], field.initial)
+                if field.initial != self.flat_current[key]:
+                    self.prefilled[key] = field.initial
             setting_fields[field_name(key)] = field
         self.fields = {**setting_fields, **self.fields}
 

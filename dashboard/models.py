@@ -1,5 +1,6 @@
-"""The dashboard's only table: failed sign-ins per username and per client address (throttling)."""
+"""The dashboard's own tables: failed sign-ins (throttling) and each person's display preferences."""
 
+from django.conf import settings
 from django.db import models
 
 
@@ -14,3 +15,19 @@ class LoginThrottle(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key}: {self.failures} failure(s)"
+
+
+class Preferences(models.Model):
+    """How one person likes the dashboard: compact queue rows, a hint already dismissed."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="dashboard_preferences"
+    )
+    compact_rows = models.BooleanField(default=False)
+    overview_hint_dismissed = models.BooleanField(default=False)
+
+    class Meta:
+        db_table = "dashboard_preferences"
+
+    def __str__(self) -> str:
+        return f"preferences of user {self.user_id}"

@@ -126,11 +126,35 @@ def waiting(proposal: Proposal, banner_key: str | None = None) -> str:
     return WAITING.get(reason, f"waiting: {reason}") if reason else ""
 
 
+def relabelled(proposed: str | None, applied: str | None) -> str:
+    """Both facts, when a reviewer applied another action than the model proposed; else ""."""
+    if not proposed or not applied or proposed == applied:
+        return ""
+    return f"model proposed {proposed.upper()} · reviewer applied as {applied.upper()}"
+
+
+def relabel(proposal: Proposal) -> str:
+    """relabelled() of a proposal: what the model proposed and what its approval applied."""
+    return relabelled(proposal.action, proposal.applied_as)
+
+
+def approval_relabel(metadata) -> str:
+    """relabelled() of a reviewer's approval audit: its proposedAction and the action applied
+    (appliedAs; older audits only said appliedAction, and a replace by retiring was a DELETE)."""
+    if not isinstance(metadata, dict) or metadata.get("decision") != "approved":
+        return ""
+    applied = metadata.get("appliedAs") or (
+        Action.DELETE if metadata.get("replacedBy") else metadata.get("appliedAction")
+    )
+    return relabelled(metadata.get("proposedAction"), applied)
+
+
 def outcome(proposal: Proposal, reviewer: str) -> str:
     """The row note after a reviewer decision, saying what happened to which memory."""
-    kept_both = proposal.action == Action.ADD and proposal.target_memory_id is not None
+    applied = proposal.applied_action
+    kept_both = applied == Action.ADD and proposal.target_memory_id is not None
     if proposal.status == ProposalStatus.APPLIED:
-        if proposal.action == Action.DELETE and proposal.deduped_existing_id:
+        if applied == Action.DELETE and proposal.deduped_existing_id:
             holder = (
                 "its raw memory"
                 if proposal.deduped_existing_id == proposal.source_memory_id
@@ -142,7 +166,7 @@ def outcome(proposal: Proposal, reviewer: str) -> str:
             )
         if kept_both:
             return f"Approved by {reviewer}: kept both. The new fact is a memory of its own."
-        verb = APPLIED_VERB[proposal.action]
+        verb = APPLIED_VERB[applied]
         return f"Approved by {reviewer}: memory {verb}."
     if proposal.status == ProposalStatus.DEDUPED:
         where = (

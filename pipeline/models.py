@@ -233,6 +233,10 @@ class Proposal(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
     review_note = models.TextField(null=True, blank=True)
     applied_content = models.TextField(null=True, blank=True)
+    # What a reviewer's approval applied when it is not `action`, which always stays what the
+    # model proposed: "Keep both" applies an UPDATE as an ADD, an UPDATE whose new text is
+    # already a memory retires the target (DELETE). None: applied as proposed, or not applied.
+    applied_as = models.CharField(max_length=10, choices=Action.choices, null=True, blank=True)
     fingerprint = models.CharField(max_length=64, blank=True, default="")
     grounding = models.JSONField(default=list, blank=True)
     supported = models.BooleanField(default=True)
@@ -272,6 +276,11 @@ class Proposal(models.Model):
     @property
     def is_destructive(self) -> bool:
         return self.action in DESTRUCTIVE
+
+    @property
+    def applied_action(self) -> str:
+        """The action applied (or to apply): a reviewer's `applied_as`, else the proposed one."""
+        return self.applied_as or self.action
 
     # What a reviewer may do with it now: templates ask these, never the status words.
 
@@ -528,6 +537,74 @@ class ReplayRun(models.Model):
     @property
     def is_failed(self) -> bool:
         return self.status == ReplayStatus.FAILED
+
+
+class EvalRun(models.Model):
+    """An evaluation of a model on a case set (pipeline.eval.runs), done by a queued task.
+
+    The request freezes the set (`set_text`: a reviewed export is built from the store then); the
+    task claims the run, calls the model with no transaction open and records each batch of
+    outcomes as EvalResult rows beside the progress and the heartbeat; the last record builds the
+    report (the JSON `manage.py eval` writes) and drops the rows.
+    """
+
+    id = models.CharField(primary_key=True, max_length=36, default=new_id, editable=False)
+    requested_by = models.CharField(max_length=200)
+    set_kind = models.CharField(max_length=20)  # shipped, or reviewed (the team's verdicts)
+    set_name = models.CharField(max_length=200)
+    set_sha256 = models.CharField(max_length=64)
+    set_text = models.TextField()  # the cases as JSON Lines, as run
+    provider = models.CharField(max_length=20)
+    model = models.CharField(max_length=200)
+    prompt_version = models.CharField(max_length=20)
+    status = models.CharField(
+        max_length=10, choices=ReplayStatus.choices, default=ReplayStatus.QUEUED
+    )
+    done = models.PositiveIntegerField(default=0)
+    total = models.PositiveIntegerField(default=0)
+    report = models.JSONField(null=True, blank=True)
+    counts = models.JSONField(default=dict, blank=True)  # the settings page's evidence (runs.py)
+    error = models.TextField(blank=True, default="")
+    # The lease: who holds the run and its heartbeat, renewed by every record; a running run whose
+    # heartbeat outlived the lease timeout lost its worker and the sweep queues it again.
+    worker = models.CharField(max_length=200, blank=True, default="")
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "pipeline_eval_runs"
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"evaluation of {self.model} on {self.set_name} ({self.status})"
+
+    @property
+    def finished(self) -> bool:
+        return self.status in {ReplayStatus.DONE, ReplayStatus.FAILED}
+
+    @property
+    def is_done(self) -> bool:
+        return self.status == ReplayStatus.DONE
+
+
+class EvalResult(models.Model):
+    """One case's outcome of a run still in progress (pipeline.eval.outcome's JSON)."""
+
+    # No index of its own: the unique constraint leads with it.
+    run = models.ForeignKey(
+        EvalRun, on_delete=models.CASCADE, related_name="results", db_index=False
+    )
+    position = models.PositiveIntegerField()  # the case's index in the set
+    outcome = models.JSONField()
+
+    class Meta:
+        db_table = "pipeline_eval_results"
+        constraints = [
+            models.UniqueConstraint(fields=["run", "position"], name="eval_results_once")
+        ]
 
 
 # Reviewing as a team: its tables live beside the review queue's rules they read.

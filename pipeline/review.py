@@ -12,7 +12,7 @@ from typing import Any
 from django.db.models import Count, QuerySet, TextChoices
 
 from memory.models import Job
-from memory.writes import Actor, Refused
+from memory.writes import CHANGE_EVENTS, Actor, Refused
 from pipeline import memory_ops, safety
 from pipeline.models import Action, Proposal, ProposalStatus, TripleReview
 from pipeline.writes import config as config_writes
@@ -254,6 +254,25 @@ def can_undo(proposal: Proposal) -> bool:
     return proposal.status in {ProposalStatus.REJECTED, ProposalStatus.DEDUPED} and bool(
         proposal.decided_by
     )
+
+
+def target_changed_since(proposal: Proposal) -> int | None:
+    """The target's version it moved on from, or None when it has not moved on: from the version
+    the decision saw, or, once the proposal applied its change (or reverted it), from the version
+    that change wrote, read from the target's own trail: an applied UPDATE moved it on itself."""
+    target = proposal.target_memory
+    if target is None:
+        return None
+    expected = proposal.target_version
+    if proposal.status == ProposalStatus.APPLIED:
+        written = (
+            target.history.filter(event__in=CHANGE_EVENTS, metadata__proposalId=proposal.id)
+            .order_by("-created_at", "-id")
+            .values_list("metadata", flat=True)
+            .first()
+        )
+        expected = (written or {}).get("version", expected)
+    return expected if target.version != expected else None
 
 
 def undo(proposal_id: str, reviewer: Actor, *, reason: str | None = None) -> Proposal:

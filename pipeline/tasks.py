@@ -19,7 +19,9 @@ from memory.threads import process_pool
 from memory.writes import Vector
 from pipeline import decision, digest, extraction, replay
 from pipeline.config import get_config, mode_of
+from pipeline.eval import runs as eval_runs
 from pipeline.llm import CallRecord, ProviderError, get_chat_client, get_embedder
+from pipeline.writes import evaluation as eval_writes
 from pipeline.writes import jobs
 from pipeline.writes.record import JobOutcome, record_job
 
@@ -178,6 +180,24 @@ def _embedded(
     return [Vector(v, embedder.model) for v in values]
 
 
+def run_eval(run_id: str) -> str | None:
+    """An evaluation run (pipeline.eval.runs): claim it, call the model on every case not recorded
+    yet, recording batch by batch, then finish with the report. Returns the run's status (None:
+    not claimed; "released": queued again to go on in a new task; "lost": taken over)."""
+    claimed = eval_runs.claim(run_id)
+    if claimed is None:
+        return None
+    run, worker = claimed
+    try:
+        client = get_chat_client(run.provider, run.model)
+        stopped = eval_runs.call_and_record(run, worker, client)
+        return stopped or eval_runs.finish(run, worker, client)
+    except Exception as exc:  # whatever it was, the page must stop waiting and say so
+        log.exception("evaluation %s failed", run_id)
+        eval_writes.fail_run(run_id, f"{type(exc).__name__}: {exc}")
+        return "failed"
+
+
 # --- periodic work ------------------------------------------------------------------------------
 
 
@@ -187,6 +207,7 @@ def sweep() -> dict:
     config = get_config()
     reclaimed = jobs.reclaim_stale_leases(timedelta(seconds=config.lease_timeout_seconds))
     runs = replay.reclaim_stale_runs()  # second opinions whose worker died, the same way
+    evals = eval_runs.reclaim_stale_runs()  # and evaluation runs
     repaired = vectors.repair_index()
     # The whole shared matrix file against the stored vectors, every ten minutes per worker:
     # rows no search meets (zeroed, say) would otherwise drop out of every top k unnoticed.
@@ -217,6 +238,8 @@ def sweep() -> dict:
         report["matrixRebuilt"] = damaged
     if any(runs.values()):
         report["replayRuns"] = runs
+    if any(evals.values()):
+        report["evalRuns"] = evals
     return report
 
 

@@ -3,7 +3,8 @@ store of 3,000 memories with a Zipf-like vocabulary its top 10 holds at least 0.
 that scoring every memory would give (the same formula, computed here in Python over every row),
 and the one memory holding every query word comes first among hundreds that hold most of them.
 Before, candidates were cut before they were scored (the rarest terms' tiers on SQLite, the rarest
-terms' matches on PostgreSQL) and the leg held 0.40 / 0.85 of that ranking on the benchmark."""
+terms' matches ranked by ts_rank on PostgreSQL) and the leg held 0.40 / 0.85 of that ranking on the
+benchmark."""
 
 import hashlib
 import random
@@ -66,15 +67,6 @@ def exhaustive_top(text: str, k: int = 10) -> list[str]:
     return [memory_id for _, memory_id in scored[:k]]
 
 
-# Open on PostgreSQL (issue 20, item 8): weighing every match there read thousands of rows (27 ms a
-# search, about a second a job at 30k), so it keeps its rarest-terms window until it has posting
-# lists of its own to read; these two hold on SQLite.
-postgres_open = pytest.mark.sqlite_only(
-    reason="PostgreSQL keeps the rarest-terms window for speed: recall@10 0.85 at 100k, open"
-)
-
-
-@postgres_open
 def test_the_keyword_leg_holds_95_percent_of_the_exhaustive_bm25_top_10():
     rng = random.Random(20)
     words = vocabulary(rng, 1500)
@@ -98,7 +90,6 @@ def test_the_keyword_leg_holds_95_percent_of_the_exhaustive_bm25_top_10():
     assert found / kept_total >= 0.95, f"recall@10 {found / kept_total:.3f}"
 
 
-@postgres_open
 def test_the_one_memory_holding_every_query_word_comes_first():
     rng = random.Random(8)
     words = vocabulary(rng, 400)

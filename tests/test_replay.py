@@ -172,7 +172,13 @@ def test_adopting_an_update_answer_applies_it_through_the_review_path(
     assert "Adopted qwen3:4b&#x27;s answer by rita: memory updated." in response.content.decode()
     assert "review-changed" in response["HX-Trigger"]
     proposal.refresh_from_db()
-    assert (proposal.status, proposal.action, proposal.decided_by) == ("applied", "update", "rita")
+    # What the model proposed stays on record; what was applied is kept beside it.
+    assert (proposal.status, proposal.action, proposal.applied_as, proposal.decided_by) == (
+        "applied",
+        "delete",
+        "update",
+        "rita",
+    )
     assert proposal.review_note == "adopted the answer of qwen3:4b"
     target = Memory.objects.get(id=proposal.target_memory_id)
     assert target.content == proposal.fact_content and not target.is_deleted

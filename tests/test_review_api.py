@@ -268,7 +268,8 @@ def test_a_contradiction_can_be_resolved_by_keeping_both(client, fake_ollama, st
     response = approve(client, review_auth, flagged, action="add", note="both are true")
     assert response.status_code == 200
     body = response.json()
-    assert body["action"] == "add" and body["status"] == "applied"
+    # Two facts: the model proposed the UPDATE, the reviewer applied it as an ADD.
+    assert (body["action"], body["appliedAs"], body["status"]) == ("update", "add", "applied")
     assert Memory.objects.get(id=body["createdMemoryId"]).content == CONTRADICTING_FACT
     assert Memory.objects.get(id=store.postgres.id).version == 1
 

@@ -243,11 +243,9 @@ def test_the_contradiction_workbench_resolves_with_keep_both(reviewer_client, qu
     )
     assert f'id="c-{flagged.id}"' in response.content.decode()
     flagged.refresh_from_db()
-    assert (
-        flagged.status == "applied"
-        and flagged.action == "add"
-        and flagged.created_memory is not None
-    )
+    # The model proposed an UPDATE; the reviewer kept both, which applied an ADD: two facts.
+    assert (flagged.status, flagged.action, flagged.applied_as) == ("applied", "update", "add")
+    assert flagged.created_memory is not None
     assert not Memory.objects.get(id=flagged.target_memory_id).is_deleted
 
 
@@ -395,8 +393,10 @@ def test_replace_works_when_the_new_fact_is_the_whole_raw_memory(reviewer_client
         "Approved by rita: replaced. The old memory is retired" in body and "its raw memory" in body
     )
     flagged.refresh_from_db()
-    assert (flagged.status, flagged.action, flagged.deduped_existing_id) == (
+    # The model proposed the UPDATE; the approval applied it as a DELETE (the target retired).
+    assert (flagged.status, flagged.action, flagged.applied_as, flagged.deduped_existing_id) == (
         "applied",
+        "update",
         "delete",
         raw.id,
     )
@@ -407,7 +407,7 @@ def test_replace_works_when_the_new_fact_is_the_whole_raw_memory(reviewer_client
     # Undo puts it back as the UPDATE the model proposed, with the old memory live again.
     reviewer_client.post(f"/proposals/{flagged.id}/undo/", **hx)
     flagged.refresh_from_db()
-    assert (flagged.status, flagged.action) == ("pending", "update")
+    assert (flagged.status, flagged.action, flagged.applied_as) == ("pending", "update", None)
     assert not Memory.objects.get(id=old.id).is_deleted
 
 

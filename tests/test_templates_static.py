@@ -135,6 +135,8 @@ def test_the_main_pages_render_without_inline_css_or_javascript(admin_client_rol
         reverse("dashboard:entities"),
         reverse("dashboard:settings"),
         reverse("dashboard:analytics"),
+        reverse("dashboard:evaluation"),
+        reverse("dashboard:eval-compare"),
         reverse("dashboard:replay") + f"?proposal={proposal.id}",
     ]
     for url in urls:

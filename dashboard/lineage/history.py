@@ -4,7 +4,7 @@ recoveries, superseded versions) and the proposals from other raw memories that 
 from __future__ import annotations
 
 from dashboard import wording
-from dashboard.lineage.sentences import decider, fate
+from dashboard.lineage.sentences import decider, fate, relabelled
 from dashboard.lineage.steps import (
     Link,
     Step,
@@ -91,7 +91,7 @@ def _event_step(event: MemoryHistory, meta: dict, proposal) -> Step:
 
 def _revert_text(event: MemoryHistory, meta: dict, proposal, reason: str) -> str:
     """The sentence of a revert, or of the undo of one, and what it left behind."""
-    what = proposal.action.upper() if proposal else "change"
+    what = proposal.applied_action.upper() if proposal else "change"
     done = REVERT_RESULTS.get(event.event, event.event)
     if meta.get("undoRevert"):
         return f"{event.changed_by} undid the revert of the {what}: {done}{reason}."
@@ -112,6 +112,7 @@ def _update_text(event: MemoryHistory, meta: dict, proposal, reason: str) -> tup
     text = (
         f"Updated to version {version} by {proposal_link(proposal).label} "
         f"(UPDATE from raw memory {wording.short_id(source)}), {decider(proposal)}."
+        f"{relabelled(proposal)}"
     )
     return text, [memory_link(source, f"raw memory {wording.short_id(source)}")]
 
@@ -123,6 +124,7 @@ def _delete_text(event: MemoryHistory, proposal, reason: str) -> tuple[str, list
     text = (
         f"Forgotten by {proposal_link(proposal).label} (DELETE from raw memory "
         f"{wording.short_id(proposal.source_memory_id)}), {decider(proposal)}."
+        f"{relabelled(proposal)}"
     )
     return text, [memory_link(proposal.source_memory_id, "raw memory")]
 

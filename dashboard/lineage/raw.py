@@ -114,7 +114,8 @@ def _fact_step(proposal, derived_by_id: dict[str, Memory]) -> Step:
     return Step(
         anchor=f"lin-fact-{wording.short_id(proposal.id)}",
         kind="fact",
-        label=f"fact → {proposal.action.upper()}",
+        label=f"fact → {proposal.action.upper()}"
+        + (f", applied as {proposal.applied_as.upper()}" if proposal.applied_as else ""),
         text=(
             f"Fact #{proposal.position + 1} ({proposal.fact_type}, "
             f"{pct(proposal.fact_confidence)} confidence). {candidates_sentence(proposal)} "

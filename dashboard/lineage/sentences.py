@@ -115,6 +115,13 @@ def decider(proposal) -> str:
     )
 
 
+def relabelled(proposal) -> str:
+    """The sentence " Model proposed UPDATE · reviewer applied as DELETE." when the action a
+    reviewer applied is not the model's, else "" (wording.relabel)."""
+    both = wording.relabel(proposal)
+    return f" {both[0].upper()}{both[1:]}." if both else ""
+
+
 def edited(proposal) -> bool:
     """Whether the reviewer changed the model's text before it was applied."""
     return bool(proposal.applied_content) and proposal.applied_content != proposal.fact_content
@@ -164,20 +171,22 @@ def _applied_fate(proposal, derived: dict[str, Memory]) -> tuple[str, str, str]:
     reverted = f" Later {undone}." if proposal.reverted_at else ""
     told = "reverted" if proposal.reverted_at else "applied"
     tone = "warn" if proposal.reverted_at else "ok"
+    both = relabelled(proposal)
     if proposal.created_memory_id:
         made = derived.get(proposal.created_memory_id)
         gone = " It has since been forgotten." if made and made.is_deleted else ""
         return (
             told,
             f"Became memory {wording.short_id(proposal.created_memory_id)}, "
-            f"{decided}{was_edited}.{reverted}{gone}",
+            f"{decided}{was_edited}.{both}{reverted}{gone}",
             tone,
         )
-    verb = "updated" if proposal.action == "update" else "forgot"
+    verb = "updated" if proposal.applied_action == "update" else "forgot"
     target = proposal.updated_memory_id or proposal.deleted_memory_id or proposal.target_memory_id
     return (
         told,
-        f"{verb.capitalize()} memory {wording.short_id(target)}, {decided}{was_edited}.{reverted}",
+        f"{verb.capitalize()} memory {wording.short_id(target)}, "
+        f"{decided}{was_edited}.{both}{reverted}",
         tone,
     )
 
@@ -191,7 +200,7 @@ def _deduped_fate(proposal) -> tuple[str, str, str]:
     return (
         "deduped",
         f"Already in the store as memory {wording.short_id(existing)}: deduplicated, "
-        f"nothing new written{who}.",
+        f"nothing new written{who}.{relabelled(proposal)}",
         "muted",
     )
 

@@ -3,12 +3,17 @@ length of time, a percentage and a safety severity are shown. Output is escaped 
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 from django import template
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import mark_safe
+from django.utils.text import Truncator
 
-from dashboard import charts, markdown, textdiff, wording
+from dashboard import charts, glossary, markdown, textdiff, wording
 from pipeline import safety
 from pipeline.contradiction import NEGATIONS
 
@@ -25,6 +30,12 @@ def worddiff(old, new):
 def short_id(identifier) -> str:
     """An id as the dashboard shows it (its link or title carries the whole one)."""
     return wording.short_id(str(identifier) if identifier else "")
+
+
+@register.filter
+def relabel(proposal) -> str:
+    """Both facts, "model proposed UPDATE · reviewer applied as DELETE", or "" (wording.relabel)."""
+    return wording.relabel(proposal)
 
 
 @register.filter
@@ -103,6 +114,57 @@ def age(value):
     if not value:
         return NO_VALUE
     return duration(int(max(0.0, (timezone.now() - value).total_seconds())))
+
+
+# --- words: the glossary, and the memories a reason cites ---------------------------------------
+
+CITATION = re.compile(r"\[(\d{1,3})\]")
+SNIPPET_CHARS = 60
+
+
+@register.simple_tag
+def outcome(word, section="proposal", css="badge-status", count=None):
+    """A status word as a badge linking to its glossary entry, its meaning as the tooltip
+    (dashboard.glossary is the one table of meanings); a plain badge for a word it lacks."""
+    text = word if count is None else f"{count} {word}"
+    meaning = glossary.meaning(word, section)
+    if not meaning:
+        return format_html('<span class="badge {}">{}</span>', css, text)
+    return format_html(
+        '<a class="badge {} badge-link" href="{}#{}" title="{}" data-testid="outcome-word">{}</a>',
+        css,
+        reverse("dashboard:glossary"),
+        glossary.anchor(word, section),
+        meaning,
+        text,
+    )
+
+
+@register.filter
+def cited(reason, candidates):
+    """The model's reason (escaped, hidden characters shown) with each [N] that numbers one of
+    the proposal's candidates made a link to that memory, with a short quote of its content.
+    Done when shown, so a stored reason from any model that cites [N] reads the same way."""
+    numbered = {
+        str(c.get("number")): c
+        for c in candidates or []
+        if isinstance(c, dict) and c.get("memoryId") and c.get("number") is not None
+    }
+
+    def link(match: re.Match) -> str:
+        candidate = numbered.get(match.group(1))
+        if candidate is None:
+            return match.group(0)
+        content = candidate.get("content") or ""
+        return format_html(
+            '<a class="cite" href="{}" title="{}" data-testid="cite">[{}] <q>{}</q></a>',
+            reverse("dashboard:memory", args=[candidate["memoryId"]]),
+            Truncator(content).chars(300),
+            match.group(1),
+            textdiff.reveal(Truncator(content).chars(SNIPPET_CHARS)),
+        )
+
+    return mark_safe(CITATION.sub(link, str(textdiff.reveal(reason or ""))))
 
 
 # --- safety ---------------------------------------------------------------------------------------

@@ -122,7 +122,7 @@ def _job_context(request, job: Job, *, notice: tuple[str, str] | None = None) ->
     calls = list(LlmCall.objects.filter(job_id=job.id).order_by("created_at", "id"))
     proposals = list(
         job.proposals.only(
-            "id", "action", "status", "fact_content", "fact_type", "fact_confidence", "confidence",
+            "id", "action", "applied_as", "status", "fact_content", "fact_type", "fact_confidence", "confidence",
             "review_needed", "blocked_reason", "skipped_reason", "reason", "target_memory_id",
             "position", "created_at", "job_id",
         ).order_by("position", "created_at")

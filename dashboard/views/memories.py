@@ -266,6 +266,9 @@ def _detail_context(
             # A pipeline decision audit: it recorded a proposal, it did not "NONE" the memory.
             event.label, event.css = f"{proposed} proposed", "badge-status"
         event.meta_items = _meta_items(event.metadata)
+        event.relabel = (
+            wording.approval_relabel(event.metadata) if event.event == "reviewed" else ""
+        )
     source = None
     if memory.source_id and memory.is_derived:
         source = Memory.objects.filter(id=memory.source_id).first()

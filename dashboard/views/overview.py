@@ -6,7 +6,7 @@ from django.db.models import Count, Min, Q
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from dashboard import charts
+from dashboard import charts, prefs
 from dashboard.access import role_required
 from memory.models import DERIVED_SOURCE_TYPE, Job, JobStatus, Memory
 from pipeline import queues
@@ -47,6 +47,8 @@ def overview(request):
         "outcome_colours": charts.OUTCOME_COLOURS,
         "approval": charts.approval_rates(),
         "histogram": charts.confidence_histogram(),
+        # "Start here": until the person dismisses it, and only when something waits.
+        "start_here": bool(counts["pending"]) and not prefs.of(request).overview_hint_dismissed,
         "queues": queues.counts(queues.saved_queues()),
     }
     return render(request, "dashboard/overview.html", context)

@@ -10,6 +10,7 @@ from dashboard import wording
 from dashboard.access import role_required
 from memory.models import MemoryCold
 from pipeline import queues
+from pipeline import review as reviewing
 from pipeline.models import LlmCall, Proposal
 
 
@@ -33,7 +34,10 @@ def proposal(request, proposal_id: str):
         "decide_call": decide_call,
         "warnings": result.get("warnings", []),
         "siblings": Proposal.objects.filter(job_id=p.job_id).exclude(id=p.id).order_by("position"),
-        "target_changed": bool(p.target_memory and p.target_memory.version != p.target_version),
+        # The version the target moved on from, since the decision or since its own change.
+        "target_changed_from": reviewing.target_changed_since(p),
+        # What was (or would be) written: the reviewer's edit, else the model's text.
+        "applied_text": p.applied_content or p.fact_content,
         "mode_note": wording.mode_note(p.mode),
         "in_queues": queues.queues_of(p, queues.saved_queues()),
         # The raw memory's text as its job read it, when an edit since archived it.

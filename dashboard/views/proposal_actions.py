@@ -138,9 +138,11 @@ def _revert(request, proposal_id: str, *, undo: bool) -> HttpResponse:
             request, proposal_id, "Revert not undone" if undo else "Not reverted", refused
         )
     if undo:
-        message = f"Revert undone by {actor.name}: {REAPPLIED.get(proposal.action, 'done')}."
+        message = (
+            f"Revert undone by {actor.name}: {REAPPLIED.get(proposal.applied_action, 'done')}."
+        )
     else:
-        message = f"Reverted by {actor.name}: {REVERTED.get(proposal.action, 'done')}."
+        message = f"Reverted by {actor.name}: {REVERTED.get(proposal.applied_action, 'done')}."
     return _answer(request, proposal_id, message=message)
 
 
@@ -196,10 +198,13 @@ def unsuppress(request, proposal_id: str):
 
 
 def _label(proposal: Proposal) -> str:
+    """The proposal as a link: its action (and the one applied, when a reviewer chose another)."""
+    applied = f" applied as {proposal.applied_as.upper()}" if proposal.applied_as else ""
     return format_html(
-        '<a href="{}">{} “{}”</a>',
+        '<a href="{}">{}{} “{}”</a>',
         reverse("dashboard:proposal", args=[proposal.id]),
         proposal.action.upper(),
+        applied,
         truncatechars(proposal.fact_content, 80),
     )
 
@@ -224,7 +229,7 @@ def revert_derived(request, memory_id: str):
                 format_html(
                     "Reverted {}: {}.",
                     _label(result.proposal),
-                    REVERTED.get(result.proposal.action, "done"),
+                    REVERTED.get(result.proposal.applied_action, "done"),
                 ),
             )
     if not results:

@@ -20,28 +20,19 @@ from django_htmx.http import HttpResponseStopPolling, push_url
 
 from dashboard import wording
 from dashboard.access import reviewer_actor, role_required
+from dashboard.forms import PROVIDER_CHOICES, default_model, default_provider
 from dashboard.htmx import review_changed, toast, wants_fragment
 from dashboard.review_forms import queue_for
 from memory.writes import Refused
 from pipeline import replay as replaying
 from pipeline import review as reviewing
-from pipeline.llm import OFFLINE_MODEL, PROVIDERS, ProviderError, get_chat_client
+from pipeline.llm import OFFLINE_MODEL, ProviderError, get_chat_client
 from pipeline.llm.prompts import PROMPT_VERSION
 from pipeline.models import Action, Proposal, ProposalStatus, ReplayRun
 from pipeline.parsing import ACTIONS
 
-PROVIDER_CHOICES = [(name, provider.label) for name, provider in PROVIDERS.items()]
 # The results region: a run's progress and cards, polling itself while the run is live.
 RESULTS = "dashboard/replay.html#replay-results"
-
-
-def default_provider() -> str:
-    configured = (settings.MEMORY_LLM_PROVIDER or "").strip().lower()
-    return configured if configured in PROVIDERS else "ollama"
-
-
-def default_model(provider: str) -> str:
-    return OFFLINE_MODEL if provider == "offline" else settings.MEMORY_EXTRACTION_MODEL
 
 
 class ReplayForm(forms.Form):

@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET, require_POST
 
-from dashboard import wording
+from dashboard import prefs, wording
 from dashboard.access import reviewer_actor, role_required
 from dashboard.htmx import render_page, review_changed, toast
 from dashboard.paging import beyond, cursor_page
@@ -77,6 +77,7 @@ def review(request):
         "total": page.count,
         "by_action": reviewing.count_by_action(query),
         "saved_queue": form.saved_queue(),
+        "compact": prefs.of(request).compact_rows,
     }
     return render_page(request, "dashboard/review.html", "queue", context)
 

@@ -19,6 +19,7 @@ from pipeline.config import (
     FIELDS,
     FROZEN,
     ConfigError,
+    Mode,
     Outcome,
     applied_automatically,
     config_json,
@@ -27,6 +28,7 @@ from pipeline.config import (
     policy_mode,
     write_policy,
 )
+from pipeline.eval.runs import configured_model_evidence
 from pipeline.models import Action, ConfigChange
 from pipeline.review import update_config
 from pipeline.status import BANNERS, recent_volume
@@ -108,6 +110,11 @@ def _preview_context(form: SettingsForm | None, current: dict) -> dict:
                 "changes": now_kind != new_kind,
             }
         )
+    # Before a switch into a mode that writes: how the model jobs use fared on an evaluation.
+    writes_now = after_mode["key"] in (Mode.CONTROLLED_WRITE, Mode.FULL)
+    evidence = None
+    if writes_now and after_mode["key"] != before_mode["key"]:
+        evidence = configured_model_evidence()
     auto_before = applied_automatically(before_mode["key"])
     auto_after = applied_automatically(after_mode["key"])
     return {
@@ -128,6 +135,7 @@ def _preview_context(form: SettingsForm | None, current: dict) -> dict:
             "volume": volume,
             "week_total": sum(week.values()),
             "pending_jobs": Job.objects.filter(status=JobStatus.PENDING).count(),
+            "evidence": evidence,
         }
     }
 
@@ -197,7 +205,9 @@ def settings_page(request):
         context = _settings_context(request, form, current, previewing=True)
         return render_page(request, template, "settings-preview", context)
     if request.method == "GET":
-        context = _settings_context(request, SettingsForm(current=current), current)
+        # A link may pre-fill values (the Evaluation page's operating point): shown, not saved.
+        form = SettingsForm(current=current, prefill=request.GET)
+        context = _settings_context(request, form, current)
         return render_page(request, template, "settings-main", context)
 
     form = SettingsForm(request.POST, current=current)

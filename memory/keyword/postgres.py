@@ -1,7 +1,9 @@
 """All SQL of the keyword index on PostgreSQL: a generated `tsvector` over memories.content with a
 GIN index. It plays the part FTS5 plays on SQLite: store statistics, document frequencies and the
-candidates that match the query's rarest terms. memory.keyword.bm25 scores the candidates from
-their text (BM25, its own stemmer), so a memory gets the same score on both engines.
+candidates: the memories holding the most query weight (summed IDF of the terms they hold, as
+SQLite weighs them), found over the GIN index with MaxScore's pruning so common words are read
+only when they can matter. memory.keyword.bm25 scores the candidates from their text (BM25, its
+own stemmer), so a memory gets the same score on both engines.
 """
 
 from __future__ import annotations
@@ -171,46 +173,73 @@ def document_frequencies(cursor, terms: list[str], stats: _Stats) -> dict[str, i
     return found
 
 
-RARE_DOCUMENT_BUDGET = 2000  # matches of the rarest terms the candidate query may rank
+RARE_DOCUMENT_BUDGET = 2000  # matches of the rarest terms the first candidate query weighs
+_EPSILON = 1e-9  # summed in another order, a weight may differ from the server's in its last bits
 
 
-def _rarest(terms: list[str], frequencies: dict[str, int]) -> list[str]:
-    """The rarest matching terms whose matches add up to RARE_DOCUMENT_BUDGET (at least the
-    rarest one): the index ranks only these, so common words never make it read the store."""
-    chosen, total = [], 0
-    for term in sorted((t for t in terms if frequencies.get(t)), key=lambda t: frequencies[t]):
-        if chosen and total + frequencies[term] > RARE_DOCUMENT_BUDGET:
+def _window() -> int:
+    """memory.keyword.CANDIDATE_WINDOW as it is now (tests and the benchmark change it there)."""
+    from memory import keyword  # the package imports this module: read its knob at call time
+
+    return keyword.CANDIDATE_WINDOW
+
+
+def _rarest(terms: list[str], frequencies: dict[str, int]) -> int:
+    """How many of `terms` (rarest first) the first query weighs: those whose matches add up to
+    RARE_DOCUMENT_BUDGET (at least the rarest one)."""
+    count, total = 0, 0
+    for term in terms:
+        if count and total + frequencies[term] > RARE_DOCUMENT_BUDGET:
             break
-        chosen.append(term)
+        count += 1
         total += frequencies[term]
-    return chosen
+    return count
 
 
-def _candidates(
-    cursor, terms, frequencies, *, agent_id, exclude_id, where, window
-) -> list[tuple[str, str]]:
-    """(memory id, content) of the agent's live memories (that `where` admits) matching any of the
-    rarest terms, the `window` best by ts_rank against all of the query's `terms`, for the scorer
-    to rank exactly. Weighing every match of a sentence's common words instead (as SQLite does
-    from its posting lists) reached recall@10 1.000 but read thousands of rows here: 27 ms a
-    search and a second a job at 30k, so PostgreSQL keeps the rarest-terms window (0.85 of the
-    exhaustive top 10 at 100k) until it has posting lists of its own to read."""
-    rare = _rarest(terms, frequencies)
-    if not rare:
-        return []
-    matching = " || ".join(f"t.q{terms.index(term)}" for term in rare)
-    ranking = " || ".join(f"t.q{i}" for i in range(len(terms)))
+def _weighed(cursor, terms, weights, count, *, agent_id, exclude_id, where, window):
+    """(memory id, content, weight) of the agent's live memories (that `where` admits) holding
+    any of the first `count` terms, the `window` heaviest by the summed weight of every query
+    term they hold (ties by id): the GIN index finds them, the server weighs them, only the
+    window comes back."""
     queries = ", ".join(f"{_TERM} AS q{i}" for i in range(len(terms)))
+    matching = " || ".join(f"t.q{i}" for i in range(count))
+    weight = " + ".join(
+        f"CASE WHEN m.search_vector @@ t.q{i} THEN {float(w)!r}::float8 ELSE 0::float8 END"
+        for i, w in enumerate(weights)
+    )
     sql = (
-        f"SELECT m.id, m.content FROM memories m, (SELECT {queries}) t "
+        f"SELECT m.id, m.content, {weight} AS weight FROM memories m, (SELECT {queries}) t "
         f"WHERE m.search_vector @@ ({matching}) AND m.agent_id = %s AND NOT m.is_deleted"
         + (" AND m.id <> %s" if exclude_id else "")
         + (f" AND ({where[0]})" if where else "")
-        + f" ORDER BY ts_rank('{{1,1,1,1}}', m.search_vector, {ranking}, 1) DESC, m.id LIMIT %s"
+        + " ORDER BY weight DESC, m.id LIMIT %s"
     )
     params = [*terms, agent_id, *([exclude_id] if exclude_id else []), *(where[1] if where else [])]
     cursor.execute(sql, [*params, window])
     return cursor.fetchall()
+
+
+def _candidates(cursor, terms, query, frequencies, *, limit, **options) -> list[tuple[str, str]]:
+    """(memory id, content) of a window of the memories that weigh most (the summed IDF of the
+    query terms each holds, as SQLite weighs them from its posting lists), without reading every
+    match of the query's common words (MaxScore's pruning, over the GIN index):
+    1. the matches of the rarest terms are weighed; the `limit`-th heaviest weight among them is
+       a floor the `limit` heaviest memories of the whole store all reach;
+    2. a memory holding none of the rarest terms, only common ones whose weights add up to less
+       than the floor, cannot reach it: when some can, the query runs again over the matches of
+       every term but those lightest ones.
+    So the `limit` heaviest memories are always in the window, as if every match was weighed."""
+    terms = sorted(terms, key=lambda t: (frequencies[t], t))
+    weights = [query.weights[stem(term)] for term in terms]
+    count = _rarest(terms, frequencies)
+    rows = _weighed(cursor, terms, weights, count, **options)
+    floor = rows[limit - 1][2] if len(rows) >= limit else 0.0
+    needed = next(
+        (n for n in range(count, len(terms)) if sum(weights[n:]) < floor - _EPSILON), len(terms)
+    )
+    if needed > count:
+        rows = _weighed(cursor, terms, weights, needed, **options)
+    return [(memory_id, content) for memory_id, content, _ in rows]
 
 
 def search(
@@ -237,11 +266,13 @@ def search(
         rows = _candidates(
             cursor,
             list(by_stem.values()),
+            query,
             frequencies,
             agent_id=agent_id,
             exclude_id=exclude_id,
             where=where,
-            window=max(limit * 4, 40),
+            limit=limit,
+            window=max(_window(), limit),
         )
     scored = [(memory_id, query.score(content)) for memory_id, content in rows]
     scored = [hit for hit in scored if hit[1] > 0]

@@ -110,6 +110,16 @@ class ExtractionCase:
             found["maxFacts"] = self.max_facts
         return found
 
+    def as_json(self) -> dict:
+        """The case as one line of the format (the inverse of parsing it)."""
+        return {
+            "id": self.id,
+            "kind": "extraction",
+            "category": self.category,
+            "raw": self.raw,
+            "expect": self.expect(),
+        }
+
 
 Case = DecisionCase | ExtractionCase
 
@@ -126,6 +136,10 @@ class CaseSet:
         if limit is not None:
             chosen = chosen[:limit]
         return CaseSet(self.name, self.sha256, chosen)
+
+    def as_jsonl(self) -> str:
+        """The cases as a case file (one line each), as `parse` reads it back."""
+        return "".join(json.dumps(c.as_json(), ensure_ascii=False) + "\n" for c in self.cases)
 
 
 class _Line:

@@ -70,6 +70,16 @@ def correct(outcome: Outcome) -> bool:
     return extraction_correct(outcome)
 
 
+def harmless_cases(outcomes: list[Outcome]) -> list[Outcome]:
+    """Decision cases where an update or delete is a destructive false positive: expected add or
+    none, or a rejected update or delete."""
+    return [
+        o
+        for o in outcomes
+        if o.case.action in ("add", "none") or o.case.not_action in DESTRUCTIVE_ACTIONS
+    ]
+
+
 def _decision_scores(outcomes: list[Outcome]) -> dict:
     expected = [o for o in outcomes if o.case.action is not None]
     rejected = [o for o in outcomes if o.case.not_action is not None]
@@ -88,13 +98,7 @@ def _decision_scores(outcomes: list[Outcome]) -> dict:
     confusion = {a: {**dict.fromkeys(ACTIONS, 0), DROPPED: 0} for a in ACTIONS}
     for o in expected:
         confusion[o.case.action][DROPPED if o.dropped else o.action] += 1
-    # Cases where an update or delete would be a false positive: expected add/none, or a
-    # rejected update/delete.
-    harmless = [
-        o
-        for o in outcomes
-        if o.case.action in ("add", "none") or o.case.not_action in DESTRUCTIVE_ACTIONS
-    ]
+    harmless = harmless_cases(outcomes)
     destructive = [o for o in expected if o.case.action in DESTRUCTIVE_ACTIONS]
     judged = [o for o in outcomes if o.case.review_needed is not None]
     flagged = [o for o in judged if o.review_needed]

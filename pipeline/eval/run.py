@@ -5,7 +5,7 @@ from or written to the store."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import as_completed
 
 import numpy as np
@@ -74,29 +74,37 @@ def run_case(client: ChatClient, case: Case) -> Outcome:
     return run_extraction(client, case)
 
 
+def each_outcome(
+    client: ChatClient, cases: list[Case], *, concurrency: int = 1
+) -> Iterator[tuple[int, Outcome]]:
+    """(index, outcome) of every case as each is done; at most `concurrency` calls at a time."""
+    ensure_outside_transaction("evaluation calls")
+    if concurrency <= 1:
+        for index, case in enumerate(cases):
+            yield index, run_case(client, case)
+        return
+    pool = process_pool("eval", concurrency)
+    futures = {pool.submit(run_case, client, case): i for i, case in enumerate(cases)}
+    try:
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+    finally:
+        for future in futures:  # an unexpected failure (or a stop) ends the run: start no more
+            future.cancel()
+
+
 def run_cases(
     client: ChatClient, cases: list[Case], *, concurrency: int = 1, progress: Progress | None = None
 ) -> list[Outcome]:
     """Every case's outcome, in the cases' order; at most `concurrency` model calls at a time."""
-    ensure_outside_transaction("evaluation calls")
     total = len(cases)
     outcomes: list[Outcome | None] = [None] * total
-    if concurrency <= 1:
-        for index, case in enumerate(cases):
-            outcomes[index] = run_case(client, case)
-            if progress:
-                progress(index + 1, total)
-        return outcomes  # type: ignore[return-value]
-    pool = process_pool("eval", concurrency)
-    futures = {pool.submit(run_case, client, case): i for i, case in enumerate(cases)}
-    try:
-        for done, future in enumerate(as_completed(futures), start=1):
-            outcomes[futures[future]] = future.result()
-            if progress:
-                progress(done, total)
-    finally:
-        for future in futures:  # an unexpected failure stops the run: do not start the rest
-            future.cancel()
+    for done, (index, outcome) in enumerate(
+        each_outcome(client, cases, concurrency=concurrency), start=1
+    ):
+        outcomes[index] = outcome
+        if progress:
+            progress(done, total)
     return outcomes  # type: ignore[return-value]
 
 

@@ -140,11 +140,13 @@ def apply_destructive(
     actor: Actor,
     vector: Vector | None,
     *,
+    action: str,
     reason: str | None = None,
 ) -> None:
-    """UPDATE through the modify path, DELETE through the forget path (soft, cold copy first)."""
+    """UPDATE through the modify path, DELETE through the forget path (soft, cold copy first).
+    `action` is the one applied: the proposal's, or the one a reviewer chose instead."""
     metadata = {"proposalId": proposal.id, "sourceMemoryId": proposal.source_memory_id}
-    if proposal.action == "update":
+    if action == "update":
         # The new text is the model's, unless a reviewer wrote their own.
         edited = actor.type == ActorType.OPERATOR and content != proposal.fact_content
         authority = Authority.PERSON if edited else Authority.MODEL

@@ -540,7 +540,14 @@ def _gate_destructive(proposal: Proposal, write: JobWrite, vector: Vector | None
     old_hash = target.content_hash
     try:
         with transaction.atomic():  # savepoint: a refusal leaves no cold snapshot behind
-            apply_destructive(proposal, target, proposal.fact_content, PIPELINE_ACTOR, vector)
+            apply_destructive(
+                proposal,
+                target,
+                proposal.fact_content,
+                PIPELINE_ACTOR,
+                vector,
+                action=proposal.action,
+            )
     except Refused as refused:
         proposal.status = ProposalStatus.SKIPPED
         proposal.skipped_reason = f"{proposal.action}_{refused.code}"

@@ -17,7 +17,6 @@ from pipeline.config import get_config
 from pipeline.models import (
     APPROVABLE,
     REJECTABLE,
-    RISK_OF,
     Proposal,
     ProposalStatus,
     RejectionFingerprint,
@@ -135,7 +134,8 @@ def approve(
                 status = ProposalStatus.APPLIED
         if stale_refusal is None:
             _claim_approval(proposal, status, effective, text, reviewer, note, now)
-            _review_audit(proposal, reviewer, "approved", note, {**extra, "outcome": status}, now)
+            audited = {**extra, "outcome": status, "appliedAs": effective}
+            _review_audit(proposal, reviewer, "approved", note, audited, now)
     if stale_refusal is not None:
         raise stale_refusal
     return Proposal.objects.get(id=proposal_id)
@@ -237,13 +237,13 @@ def _approve_change(
         _retire_for(proposal, target, same_text, reviewer, note, at)
         extra["replacedBy"] = same_text.id
         return "delete"
-    proposal.action = effective
     apply_destructive(
         proposal,
         target,
         text if effective == "update" else "",
         reviewer,
         vector,
+        action=effective,
         reason=note or f"approved: {proposal.reason}",
     )
     return effective
@@ -252,11 +252,11 @@ def _approve_change(
 def _claim_approval(
     proposal: Proposal, status: str, effective: str, text: str, reviewer: Actor, note, at
 ) -> None:
-    """Record the decision, exactly once: a reviewer who lost the race is told who won."""
+    """Record the decision, exactly once: a reviewer who lost the race is told who won. `action`
+    stays the model's proposal; `applied_as` says what was applied when that differs."""
     claimed = Proposal.objects.filter(id=proposal.id, status=proposal.status).update(
         status=status,
-        action=effective,
-        risk=RISK_OF[effective],
+        applied_as=effective if effective != proposal.action else None,
         decided_by=reviewer.name,
         decided_at=at,
         review_note=note,
@@ -422,7 +422,8 @@ def _revert_locked(proposal: Proposal, reviewer: Actor, reason: str | None) -> M
     note = (reason or "").strip() or ("revert undone" if undoing else "reverted by reviewer")
     metadata = {"proposalId": proposal.id, "revert": not undoing, "undoRevert": undoing}
     audited = {"actor": reviewer, "reason": note, "metadata": metadata, "at": now}
-    if proposal.action == "update":
+    applied = proposal.applied_action  # what the approval did, which may not be the proposal
+    if applied == "update":
         if undoing:
             restored = {
                 "content": proposal.applied_content or proposal.fact_content,
@@ -432,7 +433,7 @@ def _revert_locked(proposal: Proposal, reviewer: Actor, reason: str | None) -> M
             restored = _previous_text(memory)
         writes.modify_in_transaction(memory, restored, archive_reason="reverted", **audited)
     # Reverting an ADD forgets the memory and reverting a DELETE recovers it; undoing, the reverse.
-    elif (proposal.action == "add") != undoing:
+    elif (applied == "add") != undoing:
         writes.forget_in_transaction(memory, force=True, archive_reason="reverted", **audited)
     else:
         writes.recover_in_transaction(memory, **audited)
@@ -561,11 +562,9 @@ def undo_decision(proposal_id: str, *, reviewer: Actor, reason: str | None = Non
             RejectionFingerprint.objects.filter(
                 agent_id=proposal.agent_id, fingerprint=proposal.fingerprint, proposal=proposal
             ).update(active=False, updated_at=now)
-        proposed = _proposed_action(proposal)
         Proposal.objects.filter(id=proposal.id, status=proposal.status).update(
             status=ProposalStatus.PENDING,
-            action=proposed,
-            risk=RISK_OF[proposed],
+            applied_as=None,
             decided_by=None,
             decided_at=None,
             review_note=None,
@@ -581,16 +580,3 @@ def undo_decision(proposal_id: str, *, reviewer: Actor, reason: str | None = Non
         )
         _review_audit(proposal, reviewer, "undone", note, {"undoneStatus": proposal.status}, now)
     return Proposal.objects.get(id=proposal_id)
-
-
-def _proposed_action(proposal: Proposal) -> str:
-    """The action the model proposed: an approval may have applied another (keep both, replace)."""
-    approval = (
-        proposal.source_memory.history.filter(
-            event="reviewed", metadata__proposalId=proposal.id, metadata__decision="approved"
-        )
-        .order_by("-created_at", "-id")
-        .values_list("metadata", flat=True)
-        .first()
-    )
-    return (approval or {}).get("proposedAction") or proposal.action

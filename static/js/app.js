@@ -135,6 +135,7 @@
       case "x": click(row, "input[type=checkbox][data-select]"); break;
       case "o": case "Enter": if (!click(row, "[data-action=open]")) return; break;
       case "n": if (!nextPage() && !queueEnd()) return; break;
+      case "d": if (!click(document, "[data-density-toggle]")) return; break;  // compact rows
       case "u": {  // undo the last decision while its toast (and its Undo button) shows
         const undo = document.querySelector("#toast:not([hidden]) [data-undo]:not([disabled])");
         if (!undo) return;
@@ -197,8 +198,12 @@
     if (!event.detail.shouldSwap || !target || !target.matches) return;
     const elt = event.detail.requestConfig && event.detail.requestConfig.elt;
     // The toast's Undo brings its row back open: the reviewer continues from that row.
+    // Remember which request swapped it: another request (the banner that refreshes on every
+    // decision) may settle first, and htmx restores this row's classes only when its own settles.
     if (elt && elt.matches && elt.matches("[data-undo]") && target.matches("[data-row]")) window.__refocus = target.id;
     else if (target.matches("[data-row].focused")) window.__advanceFrom = target.id;
+    else return;
+    window.__focusXhr = event.detail.xhr;
   });
   // A new list of rows (<section data-review-list>: a filter change, another page) swapped in:
   // focus its first open row, so the first "a" decides something; bring the list's top into view
@@ -211,7 +216,9 @@
     if (list.getBoundingClientRect().top < 0) list.scrollIntoView({ block: "start" });
   });
   // After settling: htmx settles a swapped element's class last, which would drop "focused".
-  document.addEventListener("htmx:afterSettle", () => {
+  document.addEventListener("htmx:afterSettle", (event) => {
+    if (window.__focusXhr && event.detail.xhr !== window.__focusXhr) return;
+    window.__focusXhr = null;
     if (window.__refocus) {
       focusRow(document.getElementById(window.__refocus));
       window.__refocus = null;
@@ -229,6 +236,23 @@
       return;
     }
     focusRow(nextOpen(swapped) || swapped);
+  });
+  // The density toggle's answer (dashboard/views/prefs.py, remembered per person): compact queue
+  // rows on or off in place, so the focused row and the scroll position stay.
+  document.addEventListener("density", (event) => {
+    const compact = Boolean(event.detail && event.detail.compact);
+    const queue = document.getElementById("queue");
+    if (queue) queue.classList.toggle("compact", compact);
+    const filters = document.querySelector(".filter-box");
+    if (filters) {
+      filters.classList.toggle("compact", compact);
+      // Folded with compact rows unless a filter is set, as the server draws it on the next visit.
+      filters.open = !compact || filters.hasAttribute("data-filtered");
+    }
+    document.querySelectorAll("[data-density-toggle]").forEach((b) => b.setAttribute("aria-pressed", String(compact)));
+    const row = focused();
+    if (row) row.scrollIntoView({ block: "nearest" });
+    window.showToast(compact ? "Compact rows: one line each; the focused row shows its details." : "Full rows.");
   });
   document.addEventListener("toast", (event) => window.showToast(event.detail.message || event.detail.value, event.detail.undo, event.detail.row));
   // The session ended (dashboard.access.session_ended answers 401 with this event): say so and

@@ -55,7 +55,7 @@ def ship_queues(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("pipeline", "0013_proposal_source_version"),
+        ("pipeline", "0015_eval_runs"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -1,0 +1,144 @@
+"""A report read for people: the confusion matrix as heat-map rows (each cell's share of its row
+and a shade level 0-5), the categories as bars, a failure with its case, and two runs side by
+side. Pages render these; nothing here decides anything about the model."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from pipeline.eval.cases import CaseSet
+from pipeline.eval.report import DROPPED
+from pipeline.parsing import ACTIONS
+
+LEVELS = 5
+ANSWERS = (*ACTIONS, DROPPED)
+
+
+def level(count: int, whole: int) -> int:
+    """The shade of a cell: 0 for none, else 1..LEVELS by its share of the row."""
+    return math.ceil(LEVELS * count / whole) if count and whole else 0
+
+
+def heat_rows(report: dict) -> list[dict]:
+    """One row per expected action: its cases and a cell per answer (count, share, level, and
+    whether the answer is the expected one)."""
+    rows = []
+    for expected, answers in report["decision"]["confusion"].items():
+        total = sum(answers.values())
+        cells = [
+            {
+                "got": got,
+                "count": answers.get(got, 0),
+                "share": answers.get(got, 0) / total if total else 0.0,
+                "level": level(answers.get(got, 0), total),
+                "right": got == expected,
+            }
+            for got in ANSWERS
+        ]
+        rows.append({"expected": expected, "total": total, "cells": cells})
+    return rows
+
+
+def category_rows(report: dict) -> list[dict]:
+    return [
+        {"name": name, **entry, "share": entry["correct"] / entry["cases"] if entry["cases"] else 0}
+        for name, entry in report["categories"].items()
+    ]
+
+
+def failure_of(report: dict, case_id: str) -> dict | None:
+    return next((f for f in report.get("failures", []) if f["id"] == case_id), None)
+
+
+def expect_rows(expect: dict) -> list[tuple[str, str]]:
+    """A case's `expect` as (key, text) lines: lists joined, true/false as yes/no."""
+    rows = []
+    for key, value in expect.items():
+        if isinstance(value, bool):
+            value = "yes" if value else "no"
+        elif isinstance(value, list):
+            value = "; ".join(value)
+        rows.append((key, str(value)))
+    return rows
+
+
+def case_of(case_set: CaseSet, case_id: str):
+    return next((c for c in case_set.cases if c.id == case_id), None)
+
+
+# --- two runs side by side ---------------------------------------------------------------------------
+
+# (label, where in the report, True when higher is better)
+HEADLINES = (
+    ("Decision accuracy", ("decision", "accuracy"), True),
+    ("Destructive false positives", ("decision", "destructiveFalsePositiveRate"), False),
+    ("Wrong target", ("decision", "wrongTargetRate"), False),
+    ("Dropped replies", ("decision", "droppedRate"), False),
+    ("Review needed: precision", ("decision", "reviewNeeded", "precision"), True),
+    ("Review needed: recall", ("decision", "reviewNeeded", "recall"), True),
+    ("Extraction fact recall", ("extraction", "factRecall"), True),
+    ("Extraction forbidden", ("extraction", "forbiddenRate"), False),
+    ("Extraction over max", ("extraction", "overMaxRate"), False),
+)
+
+
+def _at(report: dict, path: tuple[str, ...]) -> float:
+    value = report
+    for key in path:
+        value = value.get(key, {}) if isinstance(value, dict) else {}
+    return value if isinstance(value, int | float) else 0.0
+
+
+def _row(label: str, a: float, b: float, higher_is_better: bool) -> dict:
+    delta = round(b - a, 4)
+    better = delta > 0 if higher_is_better else delta < 0
+    return {
+        "label": label,
+        "a": a,
+        "b": b,
+        "delta": delta,
+        "better": delta != 0 and better,
+        "worse": delta != 0 and not better,
+    }
+
+
+@dataclass
+class Comparison:
+    headlines: list[dict]
+    actions: list[dict]  # f1 per action
+    categories: list[dict]
+    same_set: bool
+    fixed: list[str]  # case ids wrong in A, right in B (same set only)
+    broken: list[str]  # right in A, wrong in B
+
+
+def compare(a: dict, b: dict) -> Comparison:
+    """B against A: every headline rate, each action's f1, each category's share correct, and on
+    the same set (same SHA-256) the cases one got right and the other wrong."""
+    headlines = [_row(label, _at(a, path), _at(b, path), up) for label, path, up in HEADLINES]
+    actions = [
+        _row(
+            action,
+            _at(a, ("decision", "perAction", action, "f1")),
+            _at(b, ("decision", "perAction", action, "f1")),
+            True,
+        )
+        for action in ACTIONS
+    ]
+    names = list(dict.fromkeys([*a["categories"], *b["categories"]]))
+    categories = [
+        _row(name, _share(a["categories"].get(name)), _share(b["categories"].get(name)), True)
+        for name in names
+    ]
+    same = (a["set"]["sha256"], a["set"]["cases"]) == (b["set"]["sha256"], b["set"]["cases"])
+    wrong_a = {f["id"] for f in a.get("failures", [])}
+    wrong_b = {f["id"] for f in b.get("failures", [])}
+    order = [f["id"] for f in a.get("failures", [])] + [f["id"] for f in b.get("failures", [])]
+    fixed = [i for i in dict.fromkeys(order) if i in wrong_a - wrong_b] if same else []
+    broken = [i for i in dict.fromkeys(order) if i in wrong_b - wrong_a] if same else []
+    return Comparison(headlines, actions, categories, same, fixed, broken)
+
+
+def _share(entry: dict | None) -> float:
+    return round(entry["correct"] / entry["cases"], 4) if entry and entry["cases"] else 0.0
