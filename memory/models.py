@@ -116,6 +116,12 @@ class Authority(models.TextChoices):
     IMPORT = "import"
 
 
+def default_authority(source_type: str | None) -> str:
+    """Who asserted a new memory unless its writer says: the model for one the pipeline
+    derived, an agent for any other."""
+    return Authority.MODEL if source_type == DERIVED_SOURCE_TYPE else Authority.AGENT
+
+
 class Memory(models.Model):
     id = models.CharField(primary_key=True, max_length=36, default=new_id, editable=False)
     content = models.TextField()
@@ -141,7 +147,9 @@ class Memory(models.Model):
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
     updated_by = models.CharField(max_length=200, default="system")
-    asserted_by = models.CharField(max_length=10, choices=Authority.choices, default=Authority.AGENT)
+    asserted_by = models.CharField(
+        max_length=10, choices=Authority.choices, default=Authority.AGENT
+    )
 
     class Meta:
         db_table = "memories"

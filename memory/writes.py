@@ -212,6 +212,7 @@ def derive_in_transaction(
     reason: str,
     vector: Vector | None = None,
     metadata: dict | None = None,
+    asserted_by: str = Authority.MODEL,
 ) -> RememberResult:
     """A memory derived from the raw memory `source_id`, inside the caller's transaction.
 
@@ -243,6 +244,7 @@ def derive_in_transaction(
                 extraction_status=ExtractionStatus.COMPLETED,
                 extraction_model=extraction_model,
                 embedding_model=vector.model if vector else None,
+                asserted_by=asserted_by,
             )
     except IntegrityError:
         return RememberResult(active_duplicate(agent_id, text.hash), deduped=True, job=None)

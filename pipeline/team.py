@@ -1,5 +1,6 @@
-"""Tables of reviewing as a team: saved queues (a filter, guidelines, assigned reviewers) and the
-staleness digest's runs. Imported by pipeline.models, so Django registers them there."""
+"""Reviewing as a team: the review queue's filters (queue_q), saved queues (a filter, guidelines,
+assigned reviewers) and the staleness digest's runs. Imported by pipeline.models, so Django
+registers the tables there."""
 
 from __future__ import annotations
 
@@ -8,10 +9,65 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 from django.http import QueryDict
+from django.utils import timezone
 
 from memory.models import Authority, new_id
 from pipeline import safety
-from pipeline.models import QUEUE_AGES, Action, queue_q
+from pipeline.models import DESTRUCTIVE, QUEUE_AGES, Action
+
+
+def _any_of(value) -> list[str]:
+    """A filter's values: one string, or several (a saved queue may name more than one)."""
+    values = [value] if isinstance(value, str) else list(value or [])
+    return [v.strip() for v in values if v and v.strip()]
+
+
+def queue_q(
+    *,
+    action=None,
+    review_needed: bool | None = None,
+    conf_min: float | None = None,
+    conf_max: float | None = None,
+    agent: str | None = None,
+    model: str | None = None,
+    source: str | None = None,
+    age: str | None = None,
+    flag=None,
+    authority=None,
+) -> Q:
+    """The review queue's filters as one condition on Proposal: what a reviewer's filter form and
+    a saved queue select. `action`, `flag` and `authority` take one value or several (any of
+    them); action "destructive" is UPDATE or DELETE, authority is who asserted the memory an
+    UPDATE or DELETE changes. An empty or None filter filters nothing."""
+    where = Q()
+    actions = {a for v in _any_of(action) for a in (DESTRUCTIVE if v == "destructive" else {v})}
+    if actions:
+        where &= Q(action__in=sorted(actions))
+    if review_needed is not None:
+        where &= Q(review_needed=review_needed)
+    if conf_min is not None:
+        where &= Q(fact_confidence__gte=conf_min)
+    if conf_max is not None:
+        where &= Q(fact_confidence__lte=conf_max)
+    for value, column in ((agent, "agent_id"), (model, "model"), (source, "source_memory_id")):
+        if value and value.strip():
+            where &= Q(**{column: value.strip()})
+    if age in QUEUE_AGES:
+        where &= Q(created_at__gte=timezone.now() - QUEUE_AGES[age])
+    elif age == "older":
+        where &= Q(created_at__lt=timezone.now() - QUEUE_AGES["7d"])
+    flags = Q()
+    for value in _any_of(flag):
+        if value == "unsupported":
+            flags |= Q(supported=False)
+        elif value == "safety":
+            flags |= ~Q(safety_kinds="")
+        else:
+            flags |= Q(safety_kinds__contains=value)
+    if authorities := _any_of(authority):
+        where &= Q(target_memory__asserted_by__in=authorities)
+    return where & flags
+
 
 # The filter fields a saved queue may name, as its querystring's keys (the review form's names):
 # several values of a listed key select any of them.

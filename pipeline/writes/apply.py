@@ -120,6 +120,12 @@ def derived_fields(proposal: Proposal, agent_id: str) -> dict:
     }
 
 
+def authority_of(proposal: Proposal, content: str, actor: Actor) -> str:
+    """Who asserts the text a proposal writes: the model, unless a reviewer wrote their own."""
+    edited = actor.type == ActorType.OPERATOR and content != proposal.fact_content
+    return Authority.PERSON if edited else Authority.MODEL
+
+
 def derive_memory(
     proposal: Proposal, content: str, actor: Actor, vector: Vector | None, *, reason: str
 ) -> writes.RememberResult:
@@ -130,6 +136,7 @@ def derive_memory(
         actor=actor,
         reason=reason,
         vector=vector,
+        asserted_by=authority_of(proposal, content, actor),
     )
 
 
@@ -147,9 +154,7 @@ def apply_destructive(
     `action` is the one applied: the proposal's, or the one a reviewer chose instead."""
     metadata = {"proposalId": proposal.id, "sourceMemoryId": proposal.source_memory_id}
     if action == "update":
-        # The new text is the model's, unless a reviewer wrote their own.
-        edited = actor.type == ActorType.OPERATOR and content != proposal.fact_content
-        authority = Authority.PERSON if edited else Authority.MODEL
+        authority = authority_of(proposal, content, actor)
         writes.modify_in_transaction(
             target,
             {"content": content, "type": proposal.fact_type, "asserted_by": authority},
