@@ -20,7 +20,7 @@ class QueueCount:
 
 
 def saved_queues() -> list[SavedQueue]:
-    return list(SavedQueue.objects.all())
+    return list(SavedQueue.objects.prefetch_related("reviewers"))
 
 
 def counts(queues: list[SavedQueue], *, where: Q | None = None) -> list[QueueCount]:
