@@ -206,3 +206,47 @@ def test_the_review_queue_shows_and_filters_by_the_targets_authority(
     assert proposals["update"].id in page and "asserted by person" in page
     assert proposals["delete"].id not in page and proposals["add"].id not in page
     assert proposals["delete"].id in viewer_client.get("/review/?authority=agent").content.decode()
+
+
+def test_an_edit_through_the_api_makes_the_text_the_agents(client):
+    memory = writes.remember(
+        "Priya is on leave in May", actor=Actor("agent-one", "agent"), asserted_by="person"
+    ).memory
+    auth, _ = token("review")
+    response = client.patch(
+        f"/api/memory/{memory.id}",
+        json.dumps({"content": "Priya is on leave in June", "reason": "moved"}),
+        content_type="application/json",
+        **auth,
+    )
+    assert response.status_code == 200 and response.json()["assertedBy"] == "agent"
+    # A change of its tags alone leaves the text, and so its authority, as it was.
+    Memory.objects.filter(id=memory.id).update(asserted_by="person")
+    response = client.patch(
+        f"/api/memory/{memory.id}",
+        json.dumps({"tags": ["hr"], "reason": "tagged"}),
+        content_type="application/json",
+        **auth,
+    )
+    assert response.status_code == 200 and response.json()["assertedBy"] == "person"
+
+
+def test_a_derived_memorys_lineage_says_the_model_asserted_it(fake_ollama, store, viewer_client):
+    four_decisions(fake_ollama, store)
+    set_mode("full")
+    added = Memory.objects.get(id=run_job()["add"].created_memory_id)
+    page = viewer_client.get(f"/memories/{added.id}/").content.decode()
+    assert "Asserted by the model." in page and "asserted by model" in page
+
+
+def test_the_migration_gives_derived_memories_the_model_and_the_rest_an_agent():
+    import importlib
+
+    from django.apps import apps
+
+    derived = seed("Billing runs on Postgres 16", source_type="pipeline-v2")
+    agents = seed("Notes from the sync")
+    Memory.objects.update(asserted_by="agent")  # as the column's default left every row
+    importlib.import_module("memory.migrations.0011_memory_asserted_by").fill(apps, None)
+    assert Memory.objects.get(id=derived.id).asserted_by == "model"
+    assert Memory.objects.get(id=agents.id).asserted_by == "agent"
