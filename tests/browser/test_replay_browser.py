@@ -74,5 +74,7 @@ def test_compare_a_slice_with_another_model_and_adopt_its_answer(
     card.locator("[data-testid=adopt]").click()
     expect(card.locator("[data-testid=adopt-note]")).to_contain_text("Adopted")
     staging.refresh_from_db()
-    assert (staging.status, staging.action, staging.decided_by) == ("applied", "delete", "rita")
+    # The model's proposed action stays on record; the adopted one is what was applied.
+    assert (staging.status, staging.applied_as, staging.decided_by) == ("applied", "delete", "rita")
+    assert staging.action != "delete"
     assert Memory.objects.get(id=staging.target_memory_id).is_deleted
