@@ -13,7 +13,9 @@ from django.utils import timezone
 
 from memory.models import ApiToken
 
-SCOPES = ("ingest", "review", "admin")
+# `assert`: a remember may say a person asserted it (assertedBy "person"), for an agent that
+# relays its user's explicit instruction.
+SCOPES = ("ingest", "review", "assert", "admin")
 TOKEN_PREFIX = "mcd_"
 # last_used_at is written at most this often per token: one small UPDATE, not one per request.
 LAST_USED_EVERY = timedelta(minutes=1)

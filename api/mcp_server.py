@@ -214,6 +214,14 @@ TOOLS = {
                     "type": "boolean",
                     "description": "Pinned memories are never changed automatically.",
                 },
+                "assertedBy": {
+                    "type": "string",
+                    "enum": ["agent", "person"],
+                    "description": (
+                        "Who asserts it (default agent). 'person' only when the user explicitly "
+                        "said so; needs the 'assert' scope."
+                    ),
+                },
                 "project": PROJECT,
             },
             required=("content",),

@@ -15,7 +15,7 @@ from api.http import MAX_INT, BadRequest, optional
 from api.serializers import history_json, memory_json, proposal_json
 from memory import backend, writes
 from memory.content import is_effectively_empty
-from memory.models import ActorType, ApiToken, Job, JobStatus, Memory
+from memory.models import ActorType, ApiToken, Authority, Job, JobStatus, Memory
 from memory.writes import Actor, Refused, Triple
 from pipeline import memory_ops
 from pipeline.config import get_config, mode_of
@@ -139,6 +139,27 @@ def short_string(body: dict, key: str, limit: int = 200) -> str | None:
     return value
 
 
+# What a remember may say about who asserted it: an agent (the default), or a person whose
+# explicit instruction the agent relays, which needs the `assert` scope.
+ASSERTABLE = (Authority.AGENT, Authority.PERSON)
+
+
+def asserted_by_field(token: ApiToken, body: dict) -> str:
+    value = optional(body, "assertedBy", str, "a string")
+    if value is None:
+        return Authority.AGENT
+    if value not in ASSERTABLE:
+        raise BadRequest(f"assertedBy must be one of: {', '.join(ASSERTABLE)}")
+    if value == Authority.PERSON and not has_scope(token, "assert"):
+        raise BadRequest(
+            "assertedBy \"person\" needs a token with the 'assert' scope: create one with "
+            "manage.py create_api_token --scopes ingest,assert",
+            403,
+            "forbidden",
+        )
+    return value
+
+
 def if_version_field(body: dict) -> int | None:
     value = optional(body, "ifVersion", int, "a positive integer")
     if value is not None and not 1 <= value <= MAX_INT:
@@ -235,6 +256,7 @@ def remember(token: ApiToken, body: dict) -> tuple[dict, bool]:
     """Raw-first remember; returns the answer and whether it was a duplicate of a live memory."""
     require_scope(token, "ingest")
     content = content_field(body, required=True)
+    asserted_by = asserted_by_field(token, body)
     pinned = optional(body, "pinned", bool, "a boolean")
     importance = importance_field(body)
     result = writes.remember(
@@ -250,6 +272,7 @@ def remember(token: ApiToken, body: dict) -> tuple[dict, bool]:
         source_type=short_string(body, "sourceType", 40) or "manual",
         source_id=short_string(body, "sourceId"),
         triples=triples_field(body),
+        asserted_by=asserted_by,
     )
     memory = result.memory
     payload = {
@@ -286,6 +309,7 @@ def modify(token: ApiToken, memory_id: str, body: dict) -> dict:
     }
     if all(value is None for value in changes.values()):
         raise BadRequest("nothing to change: give content, type, tags, importance or pinned")
+    changes["asserted_by"] = Authority.AGENT  # a new text through the API is the caller's
     if_version = if_version_field(body)
     memory = memory_or_404(token, memory_id)
     try:

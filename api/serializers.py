@@ -34,6 +34,7 @@ def memory_json(memory: Memory) -> dict:
         "createdAt": iso(memory.created_at),
         "updatedAt": iso(memory.updated_at),
         "updatedBy": memory.updated_by,
+        "assertedBy": memory.asserted_by,
     }
 
 

@@ -281,6 +281,26 @@ MEMORY_LLM_PARALLEL = max(1, env_int("MEMORY_LLM_PARALLEL", 4))
 # Queue workers lower their CPU priority by this much (nice); 0 keeps them level with the web.
 MEMORY_WORKER_NICE = max(0, min(19, env_int("MEMORY_WORKER_NICE", 10)))
 
+# --- The staleness digest (pipeline.digest) ------------------------------------------------------
+# Email goes through Django's email framework: the console by default; EMAIL_BACKEND=
+# django.core.mail.backends.smtp.EmailBackend with EMAIL_HOST, EMAIL_PORT, EMAIL_HOST_USER,
+# EMAIL_HOST_PASSWORD and EMAIL_USE_TLS sends it over SMTP.
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "memory-curation@localhost")
+# Who gets the digest besides the reviewers assigned to a queue with stale proposals.
+MEMORY_DIGEST_TO = [a.strip() for a in env_str("MEMORY_DIGEST_TO", "").split(",") if a.strip()]
+# When set, the digest is also POSTed there as JSON: each attempt waits at most the timeout.
+MEMORY_WEBHOOK_URL = env_str("MEMORY_WEBHOOK_URL", "")
+MEMORY_WEBHOOK_TIMEOUT_SECONDS = float(env_str("MEMORY_WEBHOOK_TIMEOUT_SECONDS", "5"))
+MEMORY_WEBHOOK_ATTEMPTS = max(1, env_int("MEMORY_WEBHOOK_ATTEMPTS", 3))
+MEMORY_WEBHOOK_BACKOFF_SECONDS = float(env_str("MEMORY_WEBHOOK_BACKOFF_SECONDS", "2"))
+
 # --- django-q2 (ORM broker on the same database, or Redis) ------------------------------------
 # retry must exceed timeout, and timeout must exceed the slowest model call: otherwise a task is
 # re-delivered while it still runs. Re-delivery is harmless anyway: each job starts with a claim.

@@ -6,6 +6,7 @@ from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin
 from django.contrib.auth.models import User
 
+from dashboard.roles import ADMIN, has_role
 from memory.models import (
     ApiToken,
     Embedding,
@@ -18,6 +19,7 @@ from memory.models import (
     Relation,
 )
 from pipeline.models import ConfigChange, LlmCall, PipelineConfig, Proposal
+from pipeline.team import DigestRun, SavedQueue
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -187,3 +189,32 @@ class RoleUserAdmin(UserAdmin):
         if obj is not None and obj.is_superuser and not request.user.is_superuser:
             return False
         return super().has_delete_permission(request, obj)
+
+
+class RoleAdminEdits(admin.ModelAdmin):
+    """Members of the admin role edit these (the queues are not part of the audit trail)."""
+
+    def has_module_permission(self, request):
+        return has_role(request.user, ADMIN)
+
+    def has_view_permission(self, request, obj=None):
+        return has_role(request.user, ADMIN)
+
+    has_add_permission = has_module_permission
+
+    def has_change_permission(self, request, obj=None):
+        return has_role(request.user, ADMIN)
+
+    has_delete_permission = has_change_permission
+
+
+@admin.register(SavedQueue)
+class SavedQueueAdmin(RoleAdminEdits):
+    list_display = ("name", "filters", "position")
+    prepopulated_fields = {"slug": ("name",)}
+    filter_horizontal = ("reviewers",)
+
+
+@admin.register(DigestRun)
+class DigestRunAdmin(ReadOnlyAdmin):
+    list_display = ("started_at", "stale", "email_status", "webhook_status", "webhook_error")

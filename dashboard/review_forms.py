@@ -7,7 +7,8 @@ from django import forms
 from django.db.models import QuerySet
 from django.http import QueryDict
 
-from pipeline import safety
+from memory.models import Authority
+from pipeline import queues, safety
 from pipeline.models import Action, Proposal, ProposalStatus
 from pipeline.review import Decision
 
@@ -51,8 +52,13 @@ def status_choices() -> list[tuple[str, str]]:
 
 
 class QueueFilterForm(forms.Form):
+    # A saved queue (pipeline.team.SavedQueue): its filter applies on top of the fields below.
+    queue = forms.ChoiceField(required=False, label="Queue")
     status = forms.ChoiceField(choices=status_choices, required=False)
-    action = forms.ChoiceField(choices=[("", "Any action"), *Action.choices], required=False)
+    action = forms.ChoiceField(
+        choices=[("", "Any action"), *Action.choices, ("destructive", "UPDATE or DELETE")],
+        required=False,
+    )
     review_needed = forms.ChoiceField(choices=YES_NO, required=False, label="Contradiction")
     conf_min = forms.FloatField(required=False, min_value=0, max_value=1, label="Confidence ≥")
     conf_max = forms.FloatField(required=False, min_value=0, max_value=1, label="Confidence ≤")
@@ -61,7 +67,26 @@ class QueueFilterForm(forms.Form):
     source = forms.CharField(required=False, max_length=64, label="Source memory")
     age = forms.ChoiceField(choices=AGE_CHOICES, required=False)
     flag = forms.ChoiceField(choices=FLAG_CHOICES, required=False, label="Badge")
+    authority = forms.ChoiceField(
+        choices=[("", "Any authority"), *Authority.choices],
+        required=False,
+        label="Asserted by",
+        help_text="Who asserted the memory an UPDATE or DELETE changes.",
+    )
     sort = forms.ChoiceField(choices=SORT_CHOICES, required=False)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.queues = queues.saved_queues()
+        self.fields["queue"].choices = [("", "All proposals")] + [
+            (q.slug, q.name) for q in self.queues
+        ]
+
+    def saved_queue(self):
+        """The saved queue the reviewer chose, or None."""
+        self.is_valid()
+        slug = getattr(self, "cleaned_data", {}).get("queue")
+        return next((q for q in self.queues if q.slug == slug), None)
 
     def clean(self):
         data = super().clean()
@@ -78,6 +103,7 @@ class QueueFilterForm(forms.Form):
         return {
             **{name: f.get(name) for name in ("status", "action", "conf_min", "conf_max", "age")},
             **{name: f.get(name) for name in ("agent", "model", "source", "flag", "sort")},
+            "authority": f.get("authority"),
             "review_needed": review_needed == "yes" if review_needed in {"yes", "no"} else None,
         }
 
@@ -85,7 +111,9 @@ class QueueFilterForm(forms.Form):
 def queue_for(data: QueryDict | None) -> tuple[QueueFilterForm, QuerySet[Proposal]]:
     """The filter form for a request's data and the queue it selects, in its order."""
     form = QueueFilterForm(data or None)
-    return form, Proposal.objects.queue(**form.filters())
+    query = Proposal.objects.queue(**form.filters())
+    saved = form.saved_queue()
+    return form, query if saved is None else query.filter(saved.condition())
 
 
 class DecideForm(forms.Form):

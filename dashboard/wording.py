@@ -38,11 +38,21 @@ WAITING = {
     "DELETE by itself",
     "contradiction_review": "waits for a reviewer: it contradicts an existing memory",
     "pinned_target": "waits for a reviewer: the memory it changes is pinned",
+    "person_asserted": "waits for a reviewer: a person asserted the memory it changes",
     "safety_review": "waits for a reviewer: a safety finding",
     "target_changed": "stale: the memory it changes was edited since the decision",
     "target_deleted": "stale: the memory it changes was deleted since the decision",
     "source_changed": "stale: its raw memory was edited since the job read it",
 }
+# Who asserted a memory (Memory.asserted_by), in sentences: "Asserted by a person."
+AUTHORITY = {"person": "a person", "agent": "an agent", "model": "the model", "import": "an import"}
+
+
+def asserted_by(memory) -> str:
+    """'Asserted by a person.' (the memory's authority as it is now)."""
+    return f"Asserted by {AUTHORITY.get(memory.asserted_by, memory.asserted_by)}."
+
+
 # What an approval did to the memory, by the action it applied.
 APPLIED_VERB = {Action.ADD: "added", Action.UPDATE: "updated", Action.DELETE: "deleted"}
 FROZEN_NOW = "held: the emergency brake is on, nobody can apply it until an admin lifts it"

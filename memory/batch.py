@@ -1,8 +1,7 @@
 """How a memory, audit, mention and vector row is written: one builder per table and one statement
 for one row or many. memory.writes' one-at-a-time writes are these batches of one; the job's write
 batches many (`BatchedWrite`). Nothing here opens a transaction: every function runs in its
-caller's, and none does network I/O.
-"""
+caller's, and none does network I/O."""
 
 from __future__ import annotations
 
@@ -25,6 +24,7 @@ from memory.models import (
     MemoryCold,
     MemoryEntityMention,
     MemoryHistory,
+    default_authority,
 )
 from memory.refused import Refused
 from memory.vectors import Vector, vector_to_blob
@@ -138,6 +138,7 @@ def update_rows(model, ids: list, columns: dict[str, Any]) -> int:
 
 def memory_row(text: NormalizedContent, *, actor: Actor, at, **columns: Any) -> Memory:
     """A new memory's row (not saved): its text in its three stored forms, made `at` by `actor`."""
+    columns.setdefault("asserted_by", default_authority(columns.get("source_type")))
     return Memory(
         content=text.storage,
         normalized_content=text.normalized,

@@ -124,6 +124,22 @@ class ExtractionStatus(models.TextChoices):
     FAILED = "failed"
 
 
+class Authority(models.TextChoices):
+    """Who asserted a memory (DESIGN: authority): a person in the dashboard or a reviewer's edit,
+    an agent through the API or MCP (the default), the pipeline's model, or an import."""
+
+    PERSON = "person"
+    AGENT = "agent"
+    MODEL = "model"
+    IMPORT = "import"
+
+
+def default_authority(source_type: str | None) -> str:
+    """Who asserted a new memory unless its writer says: the model for one the pipeline
+    derived, an agent for any other."""
+    return Authority.MODEL if source_type == DERIVED_SOURCE_TYPE else Authority.AGENT
+
+
 class Memory(models.Model):
     id = models.CharField(primary_key=True, max_length=36, default=new_id, editable=False)
     content = models.TextField()
@@ -149,6 +165,9 @@ class Memory(models.Model):
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
     updated_by = models.CharField(max_length=200, default="system")
+    asserted_by = models.CharField(
+        max_length=10, choices=Authority.choices, default=Authority.AGENT
+    )
 
     class Meta:
         db_table = "memories"

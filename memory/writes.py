@@ -43,6 +43,7 @@ from memory.jobs import set_extraction_status  # noqa: F401
 from memory.models import (
     DERIVED_SOURCE_TYPE,
     ActorType,
+    Authority,
     Embedding,
     ExtractionStatus,
     Job,
@@ -123,6 +124,7 @@ def remember(
     source_id: str | None = None,
     triples: list[Triple] | None = None,
     create_job: bool = True,
+    asserted_by: str = Authority.AGENT,
 ) -> RememberResult:
     """Raw-first: memory row, FTS (trigger), inline links, pending job, in one transaction.
 
@@ -154,6 +156,7 @@ def remember(
                 source_type=source_type,
                 source_id=source_id,
                 extraction_status=ExtractionStatus.PENDING if create_job else ExtractionStatus.NONE,
+                asserted_by=asserted_by,
             )
             if triples:
                 # Inline links and the triples' entities are counted in one pass, in id order.
@@ -213,6 +216,7 @@ def derive_in_transaction(
     reason: str,
     vector: Vector | None = None,
     metadata: dict | None = None,
+    asserted_by: str = Authority.MODEL,
 ) -> RememberResult:
     """A memory derived from the raw memory `source_id`, inside the caller's transaction.
 
@@ -244,6 +248,7 @@ def derive_in_transaction(
                 extraction_status=ExtractionStatus.COMPLETED,
                 extraction_model=extraction_model,
                 embedding_model=vector.model if vector else None,
+                asserted_by=asserted_by,
             )
     except IntegrityError:
         return RememberResult(active_duplicate(agent_id, text.hash), deduped=True, job=None)
@@ -346,6 +351,9 @@ def modify_in_transaction(
                 content=text.storage, normalized_content=text.normalized, content_hash=text.hash
             )
             content_changed = True
+            # Who asserted the memory follows its text: given with a new text, it is the new one's.
+            if changes.get("asserted_by") and changes["asserted_by"] != memory.asserted_by:
+                updates["asserted_by"] = changes["asserted_by"]
     for name in ("type", "tags", "importance", "pinned"):
         if name in changes and changes[name] is not None and changes[name] != getattr(memory, name):
             updates[name] = changes[name]

@@ -201,6 +201,13 @@ FIELDS: dict[str, Field] = {
         3650,
         "Completed jobs and model-call logs older than this are purged.",
     ),
+    "review.staleHours": Field(
+        "stale_hours",
+        int,
+        1,
+        8760,
+        "Proposals pending longer than this go in the daily staleness digest.",
+    ),
 }
 
 
@@ -223,6 +230,7 @@ def config_json(config: PipelineConfig) -> dict[str, Any]:
             "leaseTimeoutSeconds": config.lease_timeout_seconds,
             "retentionDays": config.retention_days,
         },
+        "review": {"staleHours": config.stale_hours},
         "mode": mode_of(config),
         "updatedAt": config.updated_at.isoformat() if config.updated_at else None,
     }

@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.db import models
-from django.utils import timezone
 
 from memory.models import Job, Memory, new_id
 from pipeline import safety
@@ -30,6 +29,9 @@ class PipelineConfig(models.Model):
     lease_timeout_seconds = models.PositiveIntegerField(default=1830)
     retention_days = models.PositiveIntegerField(default=14)
     rejections_as_examples = models.BooleanField(default=False)
+    # A proposal pending longer than this is in the daily staleness digest (pipeline.digest).
+    stale_hours = models.PositiveIntegerField(default=24)
+    last_digest_at = models.DateTimeField(null=True, blank=True)
     last_maintenance_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -107,44 +109,11 @@ def queue_order(sort: str | None) -> tuple[str, ...]:
 
 class ProposalQuerySet(models.QuerySet):
     def queue(
-        self,
-        *,
-        status: str | None = None,
-        action: str | None = None,
-        review_needed: bool | None = None,
-        conf_min: float | None = None,
-        conf_max: float | None = None,
-        agent: str | None = None,
-        model: str | None = None,
-        source: str | None = None,
-        age: str | None = None,
-        flag: str | None = None,
-        sort: str | None = None,
+        self, *, status: str | None = None, sort: str | None = None, **filters
     ) -> ProposalQuerySet:
-        """The review queue as a reviewer filtered it, in its order (queue_order(sort)): pending
-        unless another status is asked for; an empty or None filter filters nothing."""
-        query = self.filter(status=status or ProposalStatus.PENDING)
-        if action:
-            query = query.filter(action=action)
-        if review_needed is not None:
-            query = query.filter(review_needed=review_needed)
-        if conf_min is not None:
-            query = query.filter(fact_confidence__gte=conf_min)
-        if conf_max is not None:
-            query = query.filter(fact_confidence__lte=conf_max)
-        for value, column in ((agent, "agent_id"), (model, "model"), (source, "source_memory_id")):
-            if value:
-                query = query.filter(**{column: value.strip()})
-        if age in QUEUE_AGES:
-            query = query.filter(created_at__gte=timezone.now() - QUEUE_AGES[age])
-        elif age == "older":
-            query = query.filter(created_at__lt=timezone.now() - QUEUE_AGES["7d"])
-        if flag == "unsupported":
-            query = query.filter(supported=False)
-        elif flag == "safety":
-            query = query.exclude(safety_kinds="")
-        elif flag:
-            query = query.filter(safety_kinds__contains=flag)
+        """The review queue as a reviewer filtered it (queue_q(**filters)), in its order
+        (queue_order(sort)): pending unless another status is asked for."""
+        query = self.filter(status=status or ProposalStatus.PENDING).filter(queue_q(**filters))
         return query.order_by(*queue_order(sort))
 
 
@@ -581,3 +550,8 @@ class EvalResult(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["run", "position"], name="eval_results_once")
         ]
+
+
+# Reviewing as a team: its tables and the queue's filters (queue_q, which ProposalQuerySet.queue
+# reads when called) live beside the saved queues that read them too.
+from pipeline.team import DigestRun, SavedQueue, queue_q  # noqa: E402, F401

@@ -25,7 +25,8 @@ BANNERS = {
     ),
     Mode.FULL: (
         "FULL",
-        "ADD, UPDATE and DELETE are applied automatically (pinned and contradictions still wait).",
+        "ADD, UPDATE and DELETE are applied automatically (pinned, person-asserted and "
+        "contradicting changes still wait).",
     ),
     FROZEN: (
         "FROZEN",

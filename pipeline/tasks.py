@@ -17,7 +17,7 @@ from memory.jobs import Claim
 from memory.models import Job, JobStatus, Memory
 from memory.threads import process_pool
 from memory.writes import Vector
-from pipeline import decision, extraction, replay
+from pipeline import decision, digest, extraction, replay
 from pipeline.config import get_config, mode_of
 from pipeline.eval import runs as eval_runs
 from pipeline.llm import CallRecord, ProviderError, get_chat_client, get_embedder
@@ -244,8 +244,11 @@ def sweep() -> dict:
 
 
 def tick() -> dict:
-    """The scheduled entry point: sweep always, maintenance when due and allowed."""
+    """The scheduled entry point: sweep always, the staleness digest once a day, maintenance
+    when due and allowed."""
     report = {"sweep": sweep()}
+    if (sent := digest.run()) is not None:
+        report["digest"] = {"stale": sent.stale, "failed": sent.failed}
     config = get_config()
     if config.autonomous_enabled and not config.autonomous_frozen:
         now = timezone.now()

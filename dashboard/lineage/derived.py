@@ -209,7 +209,10 @@ def _applied_step(memory: Memory, proposal, created_event: MemoryHistory | None)
         anchor="lin-applied",
         kind="applied",
         label="applied",
-        text=f"Written to the store as this memory (version 1) on {when_text(created_at)}.",
+        text=(
+            f"Written to the store as this memory (version 1) on {when_text(created_at)}. "
+            f"{wording.asserted_by(memory)}"
+        ),
         when=created_at,
         actor=created_event.changed_by if created_event else (proposal.decided_by or ""),
         quote=clip(created_event.new_content)

@@ -13,7 +13,7 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 from django.utils.text import Truncator
 
-from dashboard import charts, glossary, textdiff, wording
+from dashboard import charts, glossary, markdown, textdiff, wording
 from pipeline import safety
 from pipeline.contradiction import NEGATIONS
 
@@ -239,3 +239,9 @@ def reviewer_chart(rows, colours):
         "Decisions per reviewer",
         "no human decisions in this period",
     )
+
+
+@register.filter
+def guidelines(text):
+    """A saved queue's guidelines: escaped, with paragraphs, lists, bold and code (markdown.py)."""
+    return markdown.render(text)

@@ -24,7 +24,7 @@ from dashboard.templatetags.curation import duration
 from memory.models import Job, JobStatus
 from memory.writes import Refused
 from pipeline import review as reviewing
-from pipeline.models import LlmCall
+from pipeline.models import DigestRun, LlmCall
 
 PAGE_SIZE = 50
 LIVE = {JobStatus.PENDING, JobStatus.LEASED}
@@ -109,6 +109,8 @@ def jobs(request):
         "total": counts["total"],
         "live": bool(counts[JobStatus.PENDING] or counts[JobStatus.LEASED]),
     }
+    if not wants_fragment(request):
+        context["digests"] = list(DigestRun.objects.defer("payload")[:5])
     return render_page(request, "dashboard/jobs.html", "job-list", context)
 
 

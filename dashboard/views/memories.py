@@ -35,7 +35,7 @@ from dashboard.memory_forms import (
     RecoverForm,
 )
 from memory import keyword, writes
-from memory.models import DERIVED_SOURCE_TYPE, Memory, MemoryEntityMention
+from memory.models import DERIVED_SOURCE_TYPE, Authority, Memory, MemoryEntityMention
 from memory.search import Hit
 from pipeline import memory_ops
 from pipeline.models import Proposal
@@ -328,7 +328,8 @@ def _apply(action: str, form: ActionForm, memory: Memory, actor: writes.Actor) -
     if action == "edit":
         done = memory_ops.modify(
             memory,
-            {"content": data["content"]},
+            # A person wrote this text in the dashboard: the memory is now theirs.
+            {"content": data["content"], "asserted_by": Authority.PERSON},
             actor=actor,
             reason=data["reason"],
             if_version=data["if_version"],

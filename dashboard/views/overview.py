@@ -9,6 +9,7 @@ from django.views.decorators.http import require_GET
 from dashboard import charts, prefs
 from dashboard.access import role_required
 from memory.models import DERIVED_SOURCE_TYPE, Job, JobStatus, Memory
+from pipeline import queues
 from pipeline.models import Proposal, ProposalStatus
 from pipeline.status import banner_context
 
@@ -48,6 +49,7 @@ def overview(request):
         "histogram": charts.confidence_histogram(),
         # "Start here": until the person dismisses it, and only when something waits.
         "start_here": bool(counts["pending"]) and not prefs.of(request).overview_hint_dismissed,
+        "queues": queues.counts(queues.saved_queues()),
     }
     return render(request, "dashboard/overview.html", context)
 

@@ -9,6 +9,7 @@ from django.views.decorators.http import require_GET
 from dashboard import wording
 from dashboard.access import role_required
 from memory.models import MemoryCold
+from pipeline import queues
 from pipeline import review as reviewing
 from pipeline.models import LlmCall, Proposal
 
@@ -38,6 +39,7 @@ def proposal(request, proposal_id: str):
         # What was (or would be) written: the reviewer's edit, else the model's text.
         "applied_text": p.applied_content or p.fact_content,
         "mode_note": wording.mode_note(p.mode),
+        "in_queues": queues.queues_of(p, queues.saved_queues()),
         # The raw memory's text as its job read it, when an edit since archived it.
         "source_then": (
             MemoryCold.objects.filter(memory_id=p.source_memory_id, version=p.source_version)

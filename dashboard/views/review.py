@@ -76,6 +76,7 @@ def review(request):
         "loaded_at": timezone.now().isoformat(),
         "total": page.count,
         "by_action": reviewing.count_by_action(query),
+        "saved_queue": form.saved_queue(),
         "compact": prefs.of(request).compact_rows,
     }
     return render_page(request, "dashboard/review.html", "queue", context)

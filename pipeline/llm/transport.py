@@ -1,5 +1,5 @@
-"""The only module that speaks HTTP to model servers: one pooled client, JSON POSTs and the
-reachability probe; every failure becomes ProviderError."""
+"""The only module that speaks HTTP (to model servers, and the digest's webhook): one pooled
+client, JSON POSTs and the reachability probe; every failure becomes ProviderError."""
 
 from __future__ import annotations
 
@@ -47,6 +47,21 @@ def post_json(url: str, payload: dict, *, timeout: float, headers: dict | None =
     if not isinstance(body, dict):
         raise ProviderError(f"{url} answered with JSON that is not an object")
     return body
+
+
+def post_notice(url: str, payload: dict, *, timeout: float) -> int:
+    """POST JSON to a notification hook (the staleness digest's webhook) and return the status;
+    ProviderError when it times out, is unreachable or answers 4xx/5xx. The body is not read."""
+    ensure_outside_transaction(f"POST {url}")
+    try:
+        response = _client().post(url, json=payload, timeout=timeout)
+    except httpx.TimeoutException as exc:
+        raise ProviderError(f"{url} timed out after {timeout:g}s") from exc
+    except httpx.HTTPError as exc:
+        raise ProviderError(f"{url} unreachable: {exc}") from exc
+    if response.status_code >= 400:
+        raise ProviderError(f"{url} answered {response.status_code}: {response.text[:300]}")
+    return response.status_code
 
 
 _probe_cache: dict[str, tuple[float, bool]] = {}

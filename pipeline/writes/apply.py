@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memory import writes
-from memory.models import ActorType, Memory
+from memory.models import ActorType, Authority, Memory
 from memory.writes import Actor, Refused, Vector
 from pipeline.config import PIPELINE_NAME
 from pipeline.models import SOURCE_CHANGED, Proposal
@@ -19,6 +19,8 @@ from pipeline.models import SOURCE_CHANGED, Proposal
 TARGET_DELETED = "target_deleted"
 TARGET_CHANGED = "target_changed"
 PINNED_TARGET = "pinned_target"
+# ... and, in full mode, for a target a person asserted: the pipeline never changes it by itself.
+PERSON_ASSERTED = "person_asserted"
 # ... and for a raw memory that changed since its job read it (any action): SOURCE_CHANGED.
 # The emergency brake's refusal of every reviewer apply (proposals and entity triples).
 FROZEN_MESSAGE = "mutations are frozen: nothing can be applied until an admin lifts the brake"
@@ -37,7 +39,7 @@ class TargetRefusal:
     @property
     def stale(self) -> bool:
         """The target changed or went away since the decision: never applied blindly."""
-        return self.reason != PINNED_TARGET
+        return self.reason not in {PINNED_TARGET, PERSON_ASSERTED}
 
     def refused(self, proposal: Proposal, moved: Memory) -> Refused:
         """The 409 `stale` a reviewer meets: what moved on (`moved`), from which version to which,
@@ -62,9 +64,18 @@ class TargetRefusal:
         )
 
 
-def target_refusal(proposal: Proposal, target: Memory | None, force: bool) -> TargetRefusal | None:
+def is_person_asserted(memory: Memory | None) -> bool:
+    """A person asserted this memory (in the dashboard, by a reviewer's edit, or relayed by an
+    agent with the `assert` scope): the pipeline never UPDATEs or DELETEs it by itself."""
+    return memory is not None and memory.asserted_by == Authority.PERSON
+
+
+def target_refusal(
+    proposal: Proposal, target: Memory | None, force: bool, *, automatic: bool = False
+) -> TargetRefusal | None:
     """The refusal a change of `target` meets, or None: stale first (gone or deleted, or its
-    version differs from the one decided on), then pinned without `force`."""
+    version differs from the one decided on), then pinned without `force`, then, for the
+    pipeline's own (`automatic`) apply, a memory a person asserted."""
     pinned = target is not None and target.pinned and not force
     if target is None or target.is_deleted:
         return TargetRefusal(TARGET_DELETED, pinned)
@@ -72,6 +83,8 @@ def target_refusal(proposal: Proposal, target: Memory | None, force: bool) -> Ta
         return TargetRefusal(TARGET_CHANGED, pinned)
     if pinned:
         return TargetRefusal(PINNED_TARGET, pinned)
+    if automatic and is_person_asserted(target):
+        return TargetRefusal(PERSON_ASSERTED)
     return None
 
 
@@ -107,6 +120,12 @@ def derived_fields(proposal: Proposal, agent_id: str) -> dict:
     }
 
 
+def authority_of(proposal: Proposal, content: str, actor: Actor) -> str:
+    """Who asserts the text a proposal writes: the model, unless a reviewer wrote their own."""
+    edited = actor.type == ActorType.OPERATOR and content != proposal.fact_content
+    return Authority.PERSON if edited else Authority.MODEL
+
+
 def derive_memory(
     proposal: Proposal, content: str, actor: Actor, vector: Vector | None, *, reason: str
 ) -> writes.RememberResult:
@@ -117,6 +136,7 @@ def derive_memory(
         actor=actor,
         reason=reason,
         vector=vector,
+        asserted_by=authority_of(proposal, content, actor),
     )
 
 
@@ -134,9 +154,10 @@ def apply_destructive(
     `action` is the one applied: the proposal's, or the one a reviewer chose instead."""
     metadata = {"proposalId": proposal.id, "sourceMemoryId": proposal.source_memory_id}
     if action == "update":
+        authority = authority_of(proposal, content, actor)
         writes.modify_in_transaction(
             target,
-            {"content": content, "type": proposal.fact_type},
+            {"content": content, "type": proposal.fact_type, "asserted_by": authority},
             actor=actor,
             reason=reason or proposal.reason,
             if_version=proposal.target_version,

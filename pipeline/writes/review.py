@@ -489,7 +489,8 @@ def _previous_text(memory: Memory) -> dict:
     )
     if snapshot is None:
         raise Refused("no_snapshot", "no cold snapshot of the previous version exists")
-    return {"content": snapshot.content, "type": snapshot.type}
+    authority = (snapshot.original_row_json or {}).get("asserted_by")
+    return {"content": snapshot.content, "type": snapshot.type, "asserted_by": authority}
 
 
 def revert_once(

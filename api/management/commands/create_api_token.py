@@ -1,4 +1,4 @@
-"""create_api_token NAME [--agent ID] [--multi-agent] [--scopes ingest,review,admin]
+"""create_api_token NAME [--agent ID] [--multi-agent] [--scopes ingest,review,assert,admin]
 [--expires DATE | --expires-in-days N]: prints the token once."""
 
 from datetime import UTC, datetime, timedelta
@@ -34,7 +34,7 @@ class Command(BaseCommand):
             help="also let it read and write other agents' memories (agentId in a request)",
         )
         parser.add_argument(
-            "--scopes", default="ingest", help="comma-separated: ingest,review,admin"
+            "--scopes", default="ingest", help="comma-separated: ingest,review,assert,admin"
         )
         expiry = parser.add_mutually_exclusive_group()
         expiry.add_argument(

@@ -1,4 +1,5 @@
-"""setup_schedules: the one django-q2 schedule (idempotent): pipeline.tasks.tick every minute."""
+"""setup_schedules: the one django-q2 schedule (idempotent): pipeline.tasks.tick every minute
+(the sweep, maintenance when due and the daily staleness digest)."""
 
 from django.core.management.base import BaseCommand
 from django_q.models import Schedule
@@ -18,5 +19,5 @@ class Command(BaseCommand):
             },
         )
         self.stdout.write(
-            "Schedule 'pipeline-tick' runs every minute (sweep + maintenance when due)."
+            "Schedule 'pipeline-tick' runs every minute (sweep, maintenance when due, daily digest)."
         )
