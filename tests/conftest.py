@@ -108,7 +108,7 @@ def data_migration_rows(request):
     from django.apps import apps
 
     import_module("pipeline.migrations.0002_default_config").create_config(apps, None)
-    import_module("pipeline.migrations.0018_saved_queues_and_digest").ship_queues(apps, None)
+    import_module("pipeline.migrations.0016_saved_queues_and_digest").ship_queues(apps, None)
 
 
 @pytest.fixture

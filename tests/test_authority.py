@@ -247,6 +247,6 @@ def test_the_migration_gives_derived_memories_the_model_and_the_rest_an_agent():
     derived = seed("Billing runs on Postgres 16", source_type="pipeline-v2")
     agents = seed("Notes from the sync")
     Memory.objects.update(asserted_by="agent")  # as the column's default left every row
-    importlib.import_module("memory.migrations.0011_memory_asserted_by").fill(apps, None)
+    importlib.import_module("memory.migrations.0010_memory_asserted_by").fill(apps, None)
     assert Memory.objects.get(id=derived.id).asserted_by == "model"
     assert Memory.objects.get(id=agents.id).asserted_by == "agent"
