@@ -88,7 +88,13 @@ def test_bench_writes_every_figure_and_leaves_no_database_behind(tmp_path):
         if exact:
             shared = search["matrix"]
             assert 0 < shared["resident_mib_per_process"] <= shared["file_mib_per_machine"]
-    assert set(figures["job_overhead"]) == {"p50_ms", "facts_per_job", "model_server_cpu_ms"}
+    assert set(figures["job_overhead"]) == {
+        "p50_ms",
+        "facts_per_job",
+        "model_server_cpu_ms",
+        "vector_search_p50_ms",
+        "keyword_leg_p50_ms",
+    }
     assert figures["job_overhead"]["facts_per_job"] == 10
     assert set(figures["lock_hold"]) == {"p50_ms", "p99_ms"}
     assert set(figures["remember_under_load"]) == {"p99_ms"}
@@ -109,6 +115,8 @@ def test_bench_writes_every_figure_and_leaves_no_database_behind(tmp_path):
         figures["remember"]["p99_ms"],
         figures["remember"]["per_s"],
         figures["job_overhead"]["p50_ms"],
+        figures["job_overhead"]["vector_search_p50_ms"],
+        figures["job_overhead"]["keyword_leg_p50_ms"],
         figures["lock_hold"]["p50_ms"],
         figures["lock_hold"]["p99_ms"],
         figures["job_latency"]["p50_ms"],
