@@ -43,15 +43,16 @@ def error(status: int, code: str, message: str, **details: Any) -> JsonResponse:
     return JsonResponse({"error": code, "message": message, **details}, status=status)
 
 
+STORAGE_FULL_MESSAGE = (
+    "the server has no storage left: nothing of this request was stored; "
+    "free disk space (or raise the database's limit) and send it again"
+)
+
+
 def storage_full_response() -> JsonResponse:
     """507: the disk (or the database's size limit) is full. The write failed whole (one
     transaction), so nothing of the request was stored."""
-    return error(
-        507,
-        "storage_full",
-        "the server has no storage left: nothing of this request was stored; "
-        "free disk space (or raise the database's limit) and send it again",
-    )
+    return error(507, "storage_full", STORAGE_FULL_MESSAGE)
 
 
 def refusal_response(refused: Refused) -> JsonResponse:

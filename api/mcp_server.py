@@ -22,7 +22,8 @@ from mcp.shared.exceptions import MCPError
 
 from api import memory_service
 from api.auth import authenticate, refusal
-from api.http import MAX_INT, BadRequest, check_strings
+from api.http import MAX_INT, STORAGE_FULL_MESSAGE, BadRequest, check_strings
+from memory.backend import storage_full
 from memory.models import ApiToken
 from memory.writes import Refused
 
@@ -447,7 +448,9 @@ def run_tool(name: str, arguments: dict | None, authorization: str | None, clien
         return _error(exc.code, exc.message), True
     except Refused as refused:
         return _error(refused.code, refused.message, **refused.details), True
-    except Exception:
+    except Exception as exc:
+        if storage_full(exc):  # the JSON API's 507: the write failed whole, nothing is stored
+            return _error("storage_full", STORAGE_FULL_MESSAGE), True
         log.exception("MCP tool %s failed", name)
         return _error("server_error", "the tool failed on the server; the server log has why"), True
 

@@ -61,6 +61,23 @@ def test_remember_on_a_full_disk_is_a_507_with_nothing_stored(client, ingest_aut
     assert (Memory.objects.count(), MemoryHistory.objects.count()) == before
 
 
+def test_an_mcp_remember_on_a_full_disk_is_storage_full_with_nothing_stored():
+    """MCP answers with the JSON API's errors: storage_full, not the generic server_error."""
+    from api.auth import create_token
+    from api.mcp_server import run_tool
+
+    _, plain = create_token("mcp-agent", scopes=["ingest"])
+    before = Memory.objects.count(), MemoryHistory.objects.count()
+    fill_the_database()
+    try:
+        payload, is_error = run_tool("remember", {"content": LONG}, f"Bearer {plain}", "client")
+    finally:
+        empty_it()
+    assert is_error and payload["error"] == "storage_full", payload
+    assert "nothing of this request was stored" in payload["message"]
+    assert (Memory.objects.count(), MemoryHistory.objects.count()) == before
+
+
 def test_a_dashboard_edit_on_a_full_disk_says_so_and_changes_nothing(reviewer_client):
     memory = remember("Billing runs on Postgres 16", actor=Actor("agent", "agent")).memory
     fill_the_database()
