@@ -127,6 +127,29 @@ def test_an_impossible_row_count_in_the_header_is_rebuilt_not_a_server_error(fol
     assert [i for i, _ in other.nearest(query, model="m1", k=5)] == exact_top(stored, query)
 
 
+def test_a_rebuild_is_said_in_the_health_report_and_the_log(
+    folder, stored, client, ingest_auth, caplog
+):
+    """Issue 21, item 2: a damaged file is rebuilt, and health and the log say so."""
+    reader = matrix.MatrixIndex()
+    query = stored[1][7]
+    reader.nearest(query, model="m1", k=5)
+    healthy = client.get("/api/health", **ingest_auth).json()
+    assert healthy["vector"]["matrix"] == {"lastDamage": None, "damagedAt": None, "rebuilds": 0}
+    with open(the_file(folder), "r+b") as handle:
+        handle.seek(matrix_file._COUNT_AT)
+        handle.write(struct.pack("<Q", 10**12))
+    with caplog.at_level("ERROR", logger=matrix.log.name):
+        assert [i for i, _ in reader.nearest(query, model="m1", k=5)] == exact_top(stored, query)
+    logged = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert logged and "damaged" in logged[0].getMessage()
+    assert "rebuilding it from the database" in logged[0].getMessage()
+    report = client.get("/api/health", **ingest_auth).json()["vector"]
+    assert "rows in room for" in report["matrix"]["lastDamage"]
+    assert report["matrix"]["damagedAt"] and report["matrix"]["rebuilds"] == 1
+    assert report["degraded"] is None  # rebuilt: searches use the file again
+
+
 def overwrite(folder, rows, garbage):
     mapping = matrix_file._Mapping.open(the_file(folder), writable=True)
     rng = np.random.default_rng(7)
