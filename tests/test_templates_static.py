@@ -44,6 +44,21 @@ RENDERED_RULES = {
 }
 
 
+BLOCK_COMMENTS = re.compile(r"{%\s*comment\s*%}.*?{%\s*endcomment\s*%}", re.S)
+
+
+def unclosed_comments(source: str) -> list[int]:
+    """Lines where a `{#` comment does not close on the same line: Django's `{# #}` is one line
+    only, and a longer one is sent to the browser as text (issue 19, defect 10: the jobs page
+    showed `{# The list refreshes itself ... #}`). `{% comment %}` blocks may hold anything."""
+    text = BLOCK_COMMENTS.sub(lambda block: "\n" * block.group(0).count("\n"), source)
+    return [
+        number
+        for number, line in enumerate(text.splitlines(), 1)
+        if re.search(r"{#(?![^\n]*?#})", line)
+    ]
+
+
 def template_problems(source: str) -> list[str]:
     text = COMMENTS.sub("", source)
     return [name for name, rule in TEMPLATE_RULES.items() if rule.search(text)]
@@ -72,6 +87,18 @@ def test_there_are_templates_to_check():
 )
 def test_a_template_has_no_inline_css_or_javascript(path):
     assert template_problems(path.read_text()) == []
+
+
+@pytest.mark.parametrize(
+    "path", all_templates(), ids=lambda path: path.relative_to(TEMPLATES).as_posix()
+)
+def test_every_short_comment_of_a_template_closes_on_its_own_line(path):
+    assert unclosed_comments(path.read_text()) == []
+
+
+def test_the_comment_check_catches_a_comment_over_two_lines():
+    assert unclosed_comments("<p>{# one line #}</p>\n{# two\nlines #}\n{# a #}{# b #}") == [2]
+    assert unclosed_comments("{% comment %}\n{# inside a block #\n{% endcomment %}") == []
 
 
 @pytest.mark.parametrize(
