@@ -94,3 +94,25 @@ def test_the_link_checker_sees_links_and_anchors():
     }
     assert "connect-an-agent-over-mcp" in anchors(README)
     assert "mcp" in anchors(sample)
+
+
+# The test suite's own database names, set by tests/conftest.py, are no setting a user changes.
+SETTINGS = ROOT / "config" / "settings.py"
+ENV_READ = re.compile(r"""(?:env_\w+|environ\.get|getenv)\(\s*["']([A-Z][A-Z0-9_]+)["']""")
+TEST_ONLY_ENV = {"MEMORY_TEST_DB_PATH", "MEMORY_TEST_DB_NAME"}
+
+
+def environment_variables(source: str) -> set[str]:
+    return set(ENV_READ.findall(source)) - TEST_ONLY_ENV
+
+
+def test_every_environment_variable_the_settings_read_is_documented():
+    documented = "\n".join(page.read_text() for page in PAGES)
+    names = environment_variables(SETTINGS.read_text())
+    assert len(names) > 30
+    assert sorted(n for n in names if not re.search(rf"\b{n}\b", documented)) == []
+
+
+def test_the_environment_check_sees_each_way_of_reading_one():
+    source = 'A = env_int("MEMORY_A", 1)\nB = os.environ.get("MEMORY_B")\nC = getenv("DJANGO_C")\n'
+    assert environment_variables(source) == {"MEMORY_A", "MEMORY_B", "DJANGO_C"}
