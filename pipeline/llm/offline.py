@@ -21,7 +21,9 @@ from pipeline.llm import prompts
 from pipeline.llm.clients import CallRecord
 from pipeline.parsing import MAX_ENTITIES, MAX_FACTS, MIN_FACT_CHARS, Candidate, Fact
 
-OFFLINE_MODEL = "offline-heuristic-v1"
+# v2: discourse frames and small talk read by their form; decisions read the fact against each
+# candidate (value changes, refinements, reversals, retractions, restatements).
+OFFLINE_MODEL = "offline-heuristic-v2"
 
 # Replies are JSON text, exactly what a real model returns, so the same parser handles both.
 

@@ -260,6 +260,10 @@ def same_subject(fact: Text, existing: Text) -> bool:
 
     if not fact.subject and not existing.subject:
         return False
+    named_fact = {v.text for v in fact.values if v.in_subject} - existing.all_values
+    named_existing = {v.text for v in existing.values if v.in_subject} - fact.all_values
+    if named_fact and named_existing:
+        return False  # "service 4" / "service 3", "the office in Berlin" / "... in Lisbon"
     extra_fact, extra_existing = fact.subject - existing.roots, existing.subject - fact.roots
     if extra_fact and extra_existing:
         return False  # "the nightly export job" / "the weekly export job"
