@@ -79,7 +79,7 @@ def test_the_report_counts_approvals_edits_rejections_and_revert_precision(scena
     assert total.edit_rate == pytest.approx(1 / 3)
 
     (row,) = data["action_model_rows"]
-    assert (row["action"], row["model"]) == ("add", "offline-heuristic-v1")
+    assert (row["action"], row["model"]) == ("add", "offline-heuristic-v2")
     assert (row["tally"].approved, row["tally"].edited, row["tally"].rejected) == (2, 1, 1)
     assert (row["tally"].auto, row["tally"].reverted) == (4, 1)
 
@@ -172,7 +172,7 @@ def test_the_csv_has_one_row_per_week_action_model_reviewer_and_outcome(viewer_c
     assert rows[0] == list(analytics.CSV_HEADER)
     week = analytics.week_label(analytics._monday(timezone.now()))
     body = {(r[0], r[2], r[3], r[4], r[5]): int(r[6]) for r in rows[1:]}
-    model = "offline-heuristic-v1"
+    model = "offline-heuristic-v2"
     assert body == {
         (week, "add", model, "rita", "approved"): 2,
         (week, "add", model, "rita", "rejected"): 1,

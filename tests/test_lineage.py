@@ -20,7 +20,7 @@ from tests.pipeline_support import ScriptedModel, decision, fact, raw, seed, set
 
 pytestmark = pytest.mark.django_db
 RITA, ADA = Actor("rita", "operator"), Actor("ada", "operator")
-MODEL = "offline-heuristic-v1"
+MODEL = "offline-heuristic-v2"
 TEXT = "Priya maintains the billing-api service. It runs on Postgres 14. Ok then."
 # Enough unrelated rows that BM25 still scores the words a fact shares with one of them.
 STORE = [

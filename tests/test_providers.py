@@ -83,6 +83,6 @@ def test_health_reports_the_chat_and_the_embedding_provider(
     settings.MEMORY_LLM_PROVIDER = "offline"
     settings.MEMORY_EMBEDDING_PROVIDER = "auto"
     llm = client.get("/api/health", **ingest_auth).json()["llm"]  # the full report needs a token
-    assert (llm["active"], llm["extractionModel"]) == ("offline", "offline-heuristic-v1")
+    assert (llm["active"], llm["extractionModel"]) == ("offline", "offline-heuristic-v2")
     assert (llm["embeddingActive"], llm["embeddingModel"]) == ("ollama", "nomic-embed-text")
     assert llm["ollamaReachable"] is True

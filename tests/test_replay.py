@@ -314,7 +314,7 @@ def test_the_offline_model_agrees_with_itself(reviewer_client, queue, run):
     response = run(reviewer_client, provider="offline", model="", filters="")
     body = response.content.decode()
     assert 'data-testid="agreement-rate">100%<' in body
-    assert "<strong>offline-heuristic-v1</strong> (offline)" in body
+    assert "<strong>offline-heuristic-v2</strong> (offline)" in body
 
 
 def test_replay_proposal_rebuilds_the_candidates_and_compares(queue, fake_ollama):

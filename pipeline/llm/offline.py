@@ -15,28 +15,22 @@ import numpy as np
 from django.conf import settings
 
 from memory.guard import ensure_outside_transaction
-from pipeline import contradiction
+from pipeline.llm import offline_compare as compare
+from pipeline.llm import offline_forms as forms
 from pipeline.llm import prompts
 from pipeline.llm.clients import CallRecord
 from pipeline.parsing import MAX_ENTITIES, MAX_FACTS, MIN_FACT_CHARS, Candidate, Fact
 
-OFFLINE_MODEL = "offline-heuristic-v1"
+# v2: discourse frames and small talk read by their form; decisions read the fact against each
+# candidate (value changes, refinements, reversals, retractions, restatements).
+OFFLINE_MODEL = "offline-heuristic-v2"
 
 # Replies are JSON text, exactly what a real model returns, so the same parser handles both.
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\s*\n+\s*")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\s*\n+\s*|(?<=:)\s+(?=[-*\u2022]\s)")
 _ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.", "mr.", "mrs.", "ms.", "dr.", "approx.", "cf.")
 _LIST_MARKER = re.compile(r"^(?:[-*\u2022]|\d+[.)])\s+")
 _TRUNCATION_MARK = "[truncated]"
-# Where a note was said, not what is true: "From the planning meeting: ...", "FYI: ...",
-# "Standup notes: ...", "Bug report: ...".
-_DISCOURSE_PREFIX = re.compile(
-    r"^(?:(?:from|per|in|at|during|after|re|according to)\b[^:.!?]{0,60}"
-    r"|fyi|note|notes|update|heads[ -]up|reminder|todo|btw|ps"
-    r"|(?:[\w-]+\s+){0,2}(?:notes|minutes|report|recap|summary))\s*:\s*",
-    re.IGNORECASE,
-)
-
 _DECISION = re.compile(
     r"\b(?:decided|decide to|agreed|chose|chosen|will use|we'll use|switched to|switching to"
     r"|going with|settled on|opted for)\b",
@@ -131,12 +125,15 @@ def _fact_type(sentence: str) -> str:
     return "fact"
 
 
-def _confidence(sentence: str, fact_type: str) -> float:
+def _confidence(sentence: str, fact_type: str, said: str | None = None) -> float:
+    """How clearly `sentence` states its fact; `said` is the sentence as written, whose frame
+    may hedge it ("I think Dana said ...")."""
+    said = said or sentence
     if sentence.endswith("?"):
         return 0.3
-    if _STRONG_DOUBT.search(sentence):
+    if _STRONG_DOUBT.search(said):
         return 0.5
-    if _HEDGE.search(sentence):
+    if _HEDGE.search(said):
         return 0.6
     clear_subject = sentence.split()[0].lower().strip(",") not in _VAGUE_OPENERS
     if not clear_subject:
@@ -178,24 +175,42 @@ def _entities(sentence: str) -> list[dict]:
     return found
 
 
-def _without_discourse(sentence: str) -> str:
-    stripped = _DISCOURSE_PREFIX.sub("", sentence, count=1)
-    return stripped[:1].upper() + stripped[1:] if stripped != sentence else sentence
+def _statements(text: str) -> list[tuple[str, str]]:
+    """(statement, sentence as written) of each sentence that states something: no question,
+    no title, no small talk, without its discourse frame. In a message with small talk in it,
+    a slight remark with no value ("Coffee first, then we talk.") is small talk too."""
+    found, social = [], False
+    for sentence in _sentences(text):
+        if sentence.endswith("?") or forms.is_header(sentence):
+            continue
+        is_social, rest = forms.social_remainder(sentence)
+        if rest is None:
+            social = social or is_social
+            continue
+        statement = forms.without_frame(rest)
+        if not statement.endswith("?"):
+            found.append((statement, sentence))
+    if social:
+        found = [(s, said) for s, said in found if not forms.slight(s)]
+    return found
 
 
 def extract_reply(text: str) -> str:
-    """Each statement of MIN_FACT_CHARS or more becomes a fact, without a discourse prefix ("From
-    the planning meeting:"); a question is never a fact. Simple "X uses Y" triples."""
+    """Each statement of MIN_FACT_CHARS or more becomes a fact, without its discourse frame
+    ("From the planning meeting:", "Oskar said that"); questions, titles and small talk are
+    not facts. Simple "X uses Y" triples."""
     facts, entities, seen_facts, seen_triples = [], [], set(), set()
-    for sentence in map(_without_discourse, _sentences(text)):
-        if sentence.endswith("?"):
-            continue  # a question asks; it states nothing to remember
+    for sentence, said in _statements(text):
         if len(sentence) < MIN_FACT_CHARS or _normalise(sentence) in seen_facts:
             continue
         seen_facts.add(_normalise(sentence))
-        fact_type = _fact_type(sentence)
+        fact_type = _fact_type(said)
         facts.append(
-            {"content": sentence, "type": fact_type, "confidence": _confidence(sentence, fact_type)}
+            {
+                "content": sentence,
+                "type": fact_type,
+                "confidence": _confidence(sentence, fact_type, said),
+            }
         )
         for triple in _entities(sentence):
             key = (triple["source"].lower(), triple["relationship"], triple["target"].lower())
@@ -217,27 +232,6 @@ def _reply(action: str, target: int | None, confidence: float, reason: str) -> s
     )
 
 
-def _content_words(text: str) -> set[str]:
-    return {
-        t for t in contradiction.tokenize(text) if t not in contradiction.STOP_WORDS and len(t) > 2
-    }
-
-
-def _adds_detail(fact: str, existing: str) -> bool:
-    """The fact says at least two things the memory does not, beyond what it leaves out: a
-    rewording ("Marco owns X" / "Marco is the owner of X") adds nothing to update with."""
-    fact_words, existing_words = _content_words(fact), _content_words(existing)
-    return len(fact_words - existing_words) - len(existing_words - fact_words) >= 2
-
-
-def _covers(fact: str, existing: str) -> bool:
-    """The fact repeats most of the existing memory's words: it extends it, not something else."""
-    existing_words = _content_words(existing)
-    return bool(existing_words) and len(existing_words & _content_words(fact)) >= 0.6 * len(
-        existing_words
-    )
-
-
 def _names(text: str) -> set[str]:
     """What a statement names: capitalised words after the first, and identifiers with a hyphen,
     underscore, dot or digit (billing-api, eu-west-1, Node.js)."""
@@ -249,21 +243,22 @@ def _names(text: str) -> set[str]:
     }
 
 
-def _subject(text: str) -> set[str]:
-    """The first content words of a statement: roughly what it is about."""
-    words = [
-        t for t in contradiction.tokenize(text) if t not in contradiction.STOP_WORDS and len(t) > 2
-    ]
-    return set(words[:3])
-
-
-def _same_subject(fact: str, existing: str) -> bool:
-    """An UPDATE or DELETE needs both texts to talk about the same thing, not just share words."""
-    return bool(_subject(fact) & _subject(existing))
+# Below this similarity the search barely matched the memory: the two are not compared.
+_COMPARABLE = 0.35
+# A fact that only adds detail replaces a memory this similar (less: it is likely another one).
+_REFINES = 0.5
+# A fact this similar to a memory that names all it names is already said (a paraphrase).
+_COVERED = 0.8
+# A retraction is proposed as an UPDATE to the retracting statement, never as a DELETE: the memory
+# keeps that the thing ended, and a reviewer who approves an UPDATE whose text is the whole raw
+# memory retires the old one anyway (applied as DELETE).
+_ACTIONS = {"reversal": "update", "value-change": "update", "retraction": "update"}
 
 
 def decide_reply(fact: Fact, candidates: list[Candidate], similarities: dict[str, float]) -> str:
-    """ADD / UPDATE / NONE from exact matches, contradictions and similarity thresholds."""
+    """ADD / UPDATE / NONE from reading the fact against each candidate, most similar first: the
+    same statement (none); a changed value, added detail, a reversal or a retraction (update);
+    otherwise add."""
     if not candidates:
         return _reply("add", None, fact.confidence, "No existing memories match this fact")
     similarities = similarities or {}
@@ -276,27 +271,30 @@ def decide_reply(fact: Fact, candidates: list[Candidate], similarities: dict[str
                 "none", candidate.number, 1.0, f"Identical to existing memory [{candidate.number}]"
             )
     for candidate in ranked:
-        if similarities.get(candidate.memory_id, 0.0) < 0.35:
+        score = similarities.get(candidate.memory_id, 0.0)
+        if score < _COMPARABLE:
             break
-        if not _same_subject(fact.content, candidate.content):
+        relation = compare.relate(fact.content, candidate.content)
+        if relation is None or relation.kind == "refinement" and score < _REFINES:
             continue
-        found = contradiction.detect(fact.content, candidate.content)
-        if found.flagged:
-            reason = f"Contradicts memory [{candidate.number}] and replaces it: {found.reason}"
-            return _reply("update", candidate.number, 0.7, reason)
+        number = candidate.number
+        if relation.kind == "same":
+            return _reply("none", number, max(score, 0.8), f"Says what memory [{number}] says")
+        if relation.kind == "refinement":
+            return _reply("update", number, score, f"Adds detail to memory [{number}]")
+        reason = f"Replaces memory [{number}] ({relation.kind}): {relation.reason}"
+        return _reply(_ACTIONS[relation.kind], number, 0.7, reason)
     best = ranked[0]
     score = similarities.get(best.memory_id, 0.0)
-    # Before "already covered": a memory said again with more in it is the closest match too.
+    # A close score is "already said" only when the memory names everything the fact names and
+    # speaks of the same subject: a fact about billing-api is not covered by one about the ledger.
+    read_fact, read_best = compare.read(fact.content), compare.read(best.content)
     if (
-        score >= 0.5
-        and _adds_detail(fact.content, best.content)
-        and _covers(fact.content, best.content)
-        and _same_subject(fact.content, best.content)
+        score >= _COVERED
+        and _names(fact.content) <= _names(best.content)
+        and compare.same_subject(read_fact, read_best)
+        and not compare.substituted(read_fact, read_best, modifiers_only=True)
     ):
-        return _reply("update", best.number, score, f"Adds detail to memory [{best.number}]")
-    # A close score is "already said" only when the memory names everything the fact names: a
-    # fact about billing-api is not covered by a memory about the ledger, however similar.
-    if score >= 0.8 and _names(fact.content) <= _names(best.content):
         return _reply("none", best.number, score, f"Already covered by memory [{best.number}]")
     return _reply("add", None, fact.confidence, "No existing memory covers this fact")
 
