@@ -24,7 +24,14 @@ from memory.batch import (
 )
 from memory.content import NormalizedContent
 from memory.graph import upsert_named_entities
-from memory.models import Authority, ExtractionStatus, Memory, MemoryHistory
+from memory.models import (
+    Authority,
+    ExtractionStatus,
+    Memory,
+    MemoryEntityMention,
+    MemoryHistory,
+    new_id,
+)
 from memory.writes import Actor
 
 # The import's own audit of a memory: "created" when the file carries no history of it, else
@@ -132,48 +139,91 @@ def _stored(items: list[Incoming]) -> tuple[set[str], dict[tuple[str, str, bool]
     return present, same
 
 
-def write_in_transaction(
+@dataclass
+class Prepared:
+    """An item's rows, built before the write: the memory (its id fresh, or the file's), its
+    audits, and its mentions of the agent's existing entities the inline linker found (for an
+    item whose file names no entities). Deduplicated inside the write, these go unused."""
+
+    item: Incoming
+    memory: Memory
+    audits: list[MemoryHistory]
+    linked: list[MemoryEntityMention]
+
+
+def prepare(
     items: list[Incoming], *, actor: Actor, at, process: bool, metadata: dict
-) -> list[Outcome]:
+) -> list[Prepared]:
+    """The rows of each item, made outside the write transaction so the write only decides and
+    inserts (one read: the ids of the entities the inline linker names, as the job's write
+    does; an entity removed in between fails the write on its foreign key, and the batch is
+    retried). `process`: a live memory is marked for extraction (write_in_transaction queues
+    its job); `metadata` goes into every import audit (the run, the file)."""
+    rows = [(item, _row(item, actor=actor, at=at, process=process)) for item in items]
+    names = {
+        memory.id: {linker.canonical_name(n): n for n in linker.candidate_names(memory.content)}
+        for item, memory in rows
+        if item.mentions is None and not item.is_deleted
+    }
+    known = entity_ids([(memory, names[memory.id]) for _, memory in rows if memory.id in names])
+    prepared = []
+    for item, memory in rows:
+        linked = [
+            mention_row(
+                memory.id, known[(memory.agent_id, canonical)], text, LINKED_CONFIDENCE, at=at
+            )
+            for canonical, text in names.get(memory.id, {}).items()
+            if (memory.agent_id, canonical) in known
+        ]
+        prepared.append(Prepared(item, memory, _audits(memory, item, actor, at, metadata), linked))
+    return prepared
+
+
+def write_in_transaction(prepared: list[Prepared], *, at) -> list[Outcome]:
     """Write the batch inside the caller's transaction: each item is imported, or deduped to the
-    memory already here (same id, or same agent and text). `process`: the new live memories
-    get a pending extraction job each, handed to the queue after the commit; otherwise they
-    are stored as they are (already curated: nothing re-decides them). `metadata` goes into
-    every import audit (the run, the file)."""
-    if not items:
+    memory already here (same id, or same agent and text). Memories marked for extraction
+    (prepare's `process`) get a pending job each, handed to the queue after the commit."""
+    if not prepared:
         return []
+    items = [p.item for p in prepared]
     _lock(items)
     present, same = _stored(items)
     outcomes: list[Outcome] = []
-    new: list[tuple[Memory, Incoming]] = []
-    for item in items:
+    new: list[Prepared] = []
+    for one in prepared:
+        item = one.item
         existing = _same(item, present, same)
         if existing is not None:
             outcomes.append(Outcome(item.line, DEDUPED, existing))
             continue
-        memory = _row(item, actor=actor, at=at, process=process)
-        present.add(memory.id)
-        same.setdefault((item.agent_id, item.text.hash, item.is_deleted), memory.id)
-        new.append((memory, item))
-        outcomes.append(Outcome(item.line, DONE, memory.id))
+        present.add(one.memory.id)
+        same.setdefault((item.agent_id, item.text.hash, item.is_deleted), one.memory.id)
+        new.append(one)
+        outcomes.append(Outcome(item.line, DONE, one.memory.id))
     if not new:
         return outcomes
-    insert_rows(Memory, [memory for memory, _ in new])
-    audits = [row for memory, item in new for row in _audits(memory, item, actor, at, metadata)]
-    _keep_free_history_ids(audits, new)
-    insert_rows(MemoryHistory, audits)
+    insert_rows(Memory, [one.memory for one in new])
+    _keep_free_history_ids(new)
+    insert_rows(MemoryHistory, [row for one in new for row in one.audits])
     _mention(new, at=at)
-    if process:
-        live = [memory.id for memory, _ in new if not memory.is_deleted]
-        jobs.create_many_in_transaction(live, at=at)
+    queued = [
+        one.memory.id
+        for one in new
+        if one.memory.extraction_status == ExtractionStatus.PENDING and not one.memory.is_deleted
+    ]
+    if queued:
+        jobs.create_many_in_transaction(queued, at=at)
     return outcomes
 
 
 def _row(item: Incoming, *, actor: Actor, at, process: bool) -> Memory:
+    """The memory's row (memory_row), every column given: the file's id, times and version."""
+    created = item.created_at or at
     memory = memory_row(
         item.text,
         actor=actor,
         at=at,
+        id=item.id or new_id(),
         type=item.type,
         who=item.who,
         why=item.why,
@@ -183,18 +233,17 @@ def _row(item: Incoming, *, actor: Actor, at, process: bool) -> Memory:
         tags=item.tags,
         source_type=item.source_type,
         source_id=item.source_id,
+        version=item.version,
+        is_deleted=item.is_deleted,
+        deleted_at=(item.deleted_at or at) if item.is_deleted else None,
         extraction_status=(
             ExtractionStatus.PENDING if process and not item.is_deleted else ExtractionStatus.NONE
         ),
+        extraction_model=None,
+        embedding_model=None,
         asserted_by=Authority.IMPORT,
     )
-    if item.id:
-        memory.id = item.id
-    memory.created_at = item.created_at or at
-    memory.updated_at = item.updated_at or memory.created_at
-    memory.version = item.version
-    memory.is_deleted = item.is_deleted
-    memory.deleted_at = (item.deleted_at or at) if item.is_deleted else None
+    memory.created_at, memory.updated_at = created, item.updated_at or created
     return memory
 
 
@@ -227,31 +276,28 @@ def _audits(memory: Memory, item: Incoming, actor: Actor, at, metadata: dict) ->
     return rows
 
 
-def _keep_free_history_ids(audits: list[MemoryHistory], new) -> None:
+def _keep_free_history_ids(new: list[Prepared]) -> None:
     """The file's history rows keep their ids unless a stored row (or an earlier one of the
     batch) has taken one; the builders gave every row a fresh id to fall back on."""
-    wanted = [entry.id for _, item in new for entry in item.history if entry.id]
+    wanted = [entry.id for one in new for entry in one.item.history if entry.id]
     if not wanted:
         return
     taken = set(MemoryHistory.objects.filter(id__in=wanted).values_list("id", flat=True))
-    rows = iter(audits)
-    for _, item in new:
-        for entry in item.history:
-            row = next(rows)
+    for one in new:
+        # The file's rows first, then the import's own audit (which keeps its fresh id).
+        for entry, row in zip(one.item.history, one.audits, strict=False):
             if entry.id and entry.id not in taken:
                 row.id = entry.id
                 taken.add(entry.id)
-        next(rows)  # the import's own audit keeps its fresh id
 
 
-def _mention(new: list[tuple[Memory, Incoming]], *, at) -> None:
-    """The file's entity mentions (an entity the agent has no row for is created), and for a
-    live memory whose file names none the inline linker's (existing entities only, as at
-    remember); all counted in one pass over the entity rows, in id order."""
+def _mention(new: list[Prepared], *, at) -> None:
+    """The inline linker's mentions made by prepare, and the file's own (an entity the agent has
+    no row for is created): all counted in one pass over the entity rows, in id order."""
     named_by_agent: dict[str, dict[str, tuple[str, str]]] = {}
-    for memory, item in new:
-        for mention in item.mentions or []:
-            named_by_agent.setdefault(memory.agent_id, {}).setdefault(
+    for one in new:
+        for mention in one.item.mentions or []:
+            named_by_agent.setdefault(one.memory.agent_id, {}).setdefault(
                 linker.canonical_name(mention.name),
                 (" ".join(mention.name.split()), mention.type or "unknown"),
             )
@@ -261,29 +307,13 @@ def _mention(new: list[tuple[Memory, Incoming]], *, at) -> None:
         found, types = upsert_named_entities(agent_id, named_by_agent[agent_id], at)
         ids.update({(agent_id, canonical): pk for canonical, pk in found.items()})
         retyped.update(types)
-    inline = [
-        (memory, {linker.canonical_name(n): n for n in linker.candidate_names(memory.content)})
-        for memory, item in new
-        if item.mentions is None and not memory.is_deleted
-    ]
-    known = entity_ids(inline)
     rows = []
-    for memory, item in new:
+    for one in new:
+        rows += one.linked
         seen: set[int] = set()
-        if item.mentions is not None:
-            named = [
-                (ids[(memory.agent_id, linker.canonical_name(m.name))], m.text, m.confidence)
-                for m in item.mentions
-            ]
-        else:
-            names = {linker.canonical_name(n): n for n in linker.candidate_names(memory.content)}
-            named = [
-                (known[(memory.agent_id, canonical)], text, LINKED_CONFIDENCE)
-                for canonical, text in names.items()
-                if (memory.agent_id, canonical) in known and not memory.is_deleted
-            ]
-        for pk, text, confidence in named:
+        for mention in one.item.mentions or []:
+            pk = ids[(one.memory.agent_id, linker.canonical_name(mention.name))]
             if pk not in seen:
                 seen.add(pk)
-                rows.append(mention_row(memory.id, pk, text, confidence, at=at))
+                rows.append(mention_row(one.memory.id, pk, mention.text, mention.confidence, at=at))
     write_mentions(rows, at=at, retyped=retyped)

@@ -196,3 +196,43 @@ def test_export_records_are_validated_field_by_field_with_the_path_of_nested_fie
         "line 9: id: must be a memory id (letters, digits and dashes, at most 36)",
         "line 10: line: is not valid JSON: Expecting value: line 1 column 1 (char 0)",
     ]
+
+
+# --- the per-line report ------------------------------------------------------------------------
+
+
+def test_the_report_keeps_ranges_of_consecutive_outcomes_and_every_refusal():
+    from memory.imported import DEDUPED, DONE, Outcome
+    from pipeline.imports.report import Progress, spans
+
+    first = Progress().after(
+        [
+            Outcome(2, DONE, "a"),
+            Outcome(3, DONE, "b"),
+            Outcome(5, DONE, "c"),  # line 4 was blank: the range goes on
+            Outcome(6, DEDUPED, "d"),
+            Refusal(7, "content", "is empty after normalisation"),
+        ]
+    )
+    second = first.after([Outcome(8, DONE, "e"), Outcome(9, DEDUPED, "f")])
+    assert first.columns()["report"]["imported"] == [[2, 5]]  # left as it was
+    report = second.columns()
+    assert (report["imported"], report["deduped"], report["refused"]) == (3 + 1, 2, 1)
+    assert spans(report["report"]["imported"]) == "2-5, 8"
+    assert spans(report["report"]["deduped"]) == "6, 9"
+    assert report["report"]["refused"] == [
+        {"line": 7, "field": "content", "message": "is empty after normalisation"}
+    ]
+    assert (report["position"], report["last_line"]) == (7, 9)
+
+
+def test_the_report_stops_listing_ranges_past_its_limit_but_counts_exactly(monkeypatch):
+    from memory.imported import DEDUPED, DONE, Outcome
+    from pipeline.imports import report
+
+    monkeypatch.setattr(report, "RANGES_KEPT", 2)
+    alternating = [Outcome(n, DONE if n % 2 else DEDUPED, str(n)) for n in range(1, 11)]
+    done = report.Progress().after(alternating).columns()
+    assert done["imported"] == 5 and done["report"]["imported"] == [[1, 1], [3, 3]]
+    assert done["report"]["unlisted"] == {"imported": 3, "deduped": 3}
+    assert report.spans([[1, 1], [3, 3]], 3) == "1, 3 and 3 more not listed"

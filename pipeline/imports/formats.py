@@ -277,9 +277,11 @@ def from_export(line: int, obj: dict, options: Options) -> Incoming:
     )
 
 
-def _mentions(value) -> list[Mention]:
+def _mentions(value) -> list[Mention] | None:
+    """The entities the record names; None when it has no `entities` key (the inline linker
+    then links the entities the agent already has, as at remember)."""
     if value is None:
-        return []
+        return None
     if not isinstance(value, list):
         raise Bad("entities", "must be a list of {name, type, mention, confidence} objects")
     if len(value) > MAX_MENTIONS:

@@ -91,22 +91,22 @@ def record_batch(
     transaction; returns the progress with the batch in it and each item's outcome, in file
     order. None: the run is no longer this worker's (finished, or taken over after its
     heartbeat went stale): nothing is written."""
+    now = timezone.now()
+    # The rows are built before BEGIN: the transaction only dedupes and inserts them.
+    prepared = imported.prepare(
+        [item for item in batch if isinstance(item, Incoming)],
+        actor=actor,
+        at=now,
+        process=process,
+        metadata=metadata,
+    )
     with transaction.atomic():
-        now = timezone.now()
         held = ImportRun.objects.filter(
             id=run_id, status=ReplayStatus.RUNNING, worker=worker
-        ).update(heartbeat_at=now)
+        ).update(heartbeat_at=timezone.now())
         if not held:
             return None
-        written = iter(
-            imported.write_in_transaction(
-                [item for item in batch if isinstance(item, Incoming)],
-                actor=actor,
-                at=now,
-                process=process,
-                metadata=metadata,
-            )
-        )
+        written = iter(imported.write_in_transaction(prepared, at=now))
         # In file order: each memory's outcome where it was, each refusal where it was.
         handled = [item if isinstance(item, Refusal) else next(written) for item in batch]
         progress = progress.after(handled)

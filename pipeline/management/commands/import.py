@@ -75,9 +75,10 @@ class Command(BaseCommand):
             f"{'' if run.handled == 1 else 's'}"
             + (" (extraction jobs queued)." if run.process and run.imported else ".")
         )
+        unlisted = report.get("unlisted", {})
         for label, key in (("Imported", "imported"), ("Deduplicated", "deduped")):
             if report.get(key):
-                self.stdout.write(f"{label}: lines {spans(report[key])}")
+                self.stdout.write(f"{label}: lines {spans(report[key], unlisted.get(key, 0))}")
         refusals = report.get("refused") or []
         if refusals:
             self.stdout.write("Refused:")
