@@ -24,6 +24,7 @@ def test_download_the_export_then_import_a_file_and_read_its_report(
     page.goto(f"{live_server.url}/")
     page.click("nav >> text=Data")
     expect(page.locator("h1")).to_have_text("Export and import")
+    shot("transfer")
 
     page.check("#export_include_history")
     with page.expect_download() as download:
@@ -59,9 +60,10 @@ def test_download_the_export_then_import_a_file_and_read_its_report(
     }
 
 
-def test_the_export_and_import_page_fits_a_phone(page, live_server, login):
+def test_the_export_and_import_page_fits_a_phone(page, live_server, login, shot):
     login("admin")
     page.set_viewport_size(PHONE)
     page.goto(f"{live_server.url}/transfer/")
     expect(page.locator("h1")).to_be_visible()
     assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0
+    shot("transfer-phone")
