@@ -130,6 +130,7 @@ def test_mem0_results_object_items_start_on_the_lines_where_they_are_written():
     )
     assert first.created_at.isoformat() == "2024-07-20T01:26:51.123456-07:00"
     assert first.origin["mem0"]["metadata"] == {"source": "chat"}
+    assert "hash" not in first.origin["mem0"]  # a digest of the text would outlive its purge
 
 
 def test_mem0_plain_list_of_older_versions_and_a_bad_item_refused_alone():

@@ -350,8 +350,10 @@ def _history(value) -> list[HistoryEntry]:
 
 # --- mem0 -----------------------------------------------------------------------------------------
 
-# The keys mem0 lifts out of a memory's payload next to its text (mem0's MemoryItem).
-MEM0_KEYS = ("id", "hash", "metadata", "user_id", "agent_id", "run_id", "actor_id", "role")
+# What of mem0's memory item (its MemoryItem) the import's audit keeps beside the text: not its
+# `hash`, a digest of the text, which would outlive a purge of it (and a short secret's digest
+# can be brute-forced).
+MEM0_KEYS = ("id", "metadata", "user_id", "agent_id", "run_id", "actor_id", "role")
 
 
 def _mem0_items(data: bytes, options: Options) -> Iterator[Incoming | Refusal]:
