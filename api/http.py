@@ -137,6 +137,18 @@ def optional(body: dict, key: str, kind: type | tuple[type, ...], label: str | N
     return value
 
 
+def bool_param(request: HttpRequest, name: str) -> bool | None:
+    """A true/false query parameter (1/0, yes/no too); None when absent or empty."""
+    value = request.GET.get(name)
+    if value is None or value == "":
+        return None
+    if value.lower() in {"1", "true", "yes"}:
+        return True
+    if value.lower() in {"0", "false", "no"}:
+        return False
+    raise BadRequest(f"{name} must be true or false")
+
+
 UNAUTHORIZED = "a valid 'Authorization: Bearer <token>' header is required"
 
 

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.http import JsonResponse
 
 from api.auth import only_agent
-from api.http import MAX_INT, BadRequest, api, json_body, optional
+from api.http import MAX_INT, BadRequest, api, bool_param, json_body, optional
 from api.memory_service import require_agent
 from api.serializers import iso, job_json, proposal_json
 from memory.content import is_effectively_empty
@@ -39,17 +39,6 @@ def _require_proposal_agent(request, proposal_id: str) -> None:
         require_agent(request.api_token, agent_id)
 
 
-def _bool_param(request, name: str) -> bool | None:
-    value = request.GET.get(name)
-    if value is None or value == "":
-        return None
-    if value.lower() in {"1", "true", "yes"}:
-        return True
-    if value.lower() in {"0", "false", "no"}:
-        return False
-    raise BadRequest(f"{name} must be true or false")
-
-
 @api(("GET",), None)
 def proposals(request):
     query = Proposal.objects.all()
@@ -65,7 +54,7 @@ def proposals(request):
         if action not in Action.values:
             raise BadRequest(f"action must be one of {', '.join(Action.values)}")
         query = query.filter(action=action)
-    review_needed = _bool_param(request, "reviewNeeded")
+    review_needed = bool_param(request, "reviewNeeded")
     if review_needed is not None:
         query = query.filter(review_needed=review_needed)
     if source := request.GET.get("sourceMemoryId"):

@@ -2,7 +2,7 @@
 
 from django.urls import path, re_path
 
-from api import health, http, memories, pipeline
+from api import export, health, http, memories, pipeline
 
 urlpatterns = [
     path("memory/remember", memories.remember, name="api-remember"),
@@ -11,6 +11,7 @@ urlpatterns = [
     path("memory/<str:memory_id>/history", memories.history, name="api-memory-history"),
     path("memory/<str:memory_id>/recover", memories.recover, name="api-memory-recover"),
     path("health", health.health, name="api-health"),
+    path("export", export.export, name="api-export"),
     path("jobs/<str:job_id>", pipeline.job_detail, name="api-job"),
     path("proposals", pipeline.proposals, name="api-proposals"),
     path("proposals/<str:proposal_id>/approve", pipeline.approve, name="api-proposal-approve"),

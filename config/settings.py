@@ -256,6 +256,9 @@ MEMORY_VECTOR_BACKEND = env_str("MEMORY_VECTOR_BACKEND", "sqlite-vec")  # or "nu
 MEMORY_VECTOR_SEARCH = env_str("MEMORY_VECTOR_SEARCH", "matrix")
 MEMORY_MAX_CONTENT_CHARS = env_int("MEMORY_MAX_CONTENT_CHARS", 100_000)
 MEMORY_RECOVER_DAYS = 30
+# The largest file the dashboard's import takes (kept in the database until its run finishes);
+# `manage.py import` reads files of any size from disk.
+MEMORY_IMPORT_MAX_BYTES = env_int("MEMORY_IMPORT_MAX_BYTES", 100_000_000)
 
 # --- Model servers ----------------------------------------------------------------------------
 MEMORY_LLM_PROVIDER = env_str("MEMORY_LLM_PROVIDER", "auto")  # auto | ollama | openai | offline

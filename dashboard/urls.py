@@ -17,6 +17,7 @@ from dashboard.views import (
     replay,
     review,
     settings,
+    transfer,
     triples,
 )
 
@@ -65,6 +66,10 @@ urlpatterns = [
     path("analytics/", analytics.analytics_page, name="analytics"),
     path("analytics.csv", analytics.analytics_csv, name="analytics-csv"),
     path("triples/<int:triple_id>/decide/", triples.decide_triple, name="triple-decide"),
+    path("transfer/", transfer.transfer, name="transfer"),
+    path("transfer/export/", transfer.export_download, name="export-download"),
+    path("transfer/import/", transfer.import_start, name="import-start"),
+    path("transfer/imports/<str:run_id>/", transfer.import_run, name="import-run"),
     path("memories/", memories.memory_list, name="memories"),
     path("memories/<str:memory_id>/", memories.memory_detail, name="memory"),
     path("memories/<str:memory_id>/action/", memories.memory_action, name="memory-action"),

@@ -305,7 +305,18 @@ BUDGETS = {
     "load_p99": 50.0,
     "queue_p50": 100.0,
     "eval_case": 20.0,  # manage.py eval: our own time per case of the shipped set, 0-latency model
+    "export_seconds": 10.0,  # manage.py export of the whole store (100k), the command's wall time
+    "export_rss_growth_mib": 32.0,  # its peak RSS beyond an export of nothing: flat, it streams
+    "import_seconds": 60.0,  # manage.py import of 100k raw memories, without processing
 }
+IMPORT_MAX = 100_000  # raw memories the import phase brings in (fewer when the sizes are smaller)
+# `manage.py export ARGS`, then the process's own peak RSS (VmHWM) on stderr.
+EXPORT_CHILD = (
+    "import os, sys; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'config.settings'); "
+    "from django.core.management import execute_from_command_line; "
+    "execute_from_command_line(['manage.py', 'export', *sys.argv[1:]]); "
+    "sys.stderr.write(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')))"
+)
 
 
 def engine_modules():
@@ -473,7 +484,7 @@ class Bench:
 
         self.embedder = OfflineEmbedder(self.dims, model=self.model)
         self.report = Report()
-        self.results: dict = {"search": {}, "queue_page": {}}
+        self.results: dict = {"search": {}, "queue_page": {}, "export": {}}
         self.memory_ids: list[str] = []
         self.token = ""
 
@@ -1215,6 +1226,101 @@ class Bench:
         )
         self.log(f"eval of the shipped set: {per_case:.2f} ms per case of our own")
 
+    # -- export and import ---------------------------------------------------------------------------
+    def _export_process(self, *args: str) -> tuple[float, float, str]:
+        """`manage.py export` in a child process, stdout thrown away: (wall seconds, peak RSS in
+        MiB, what it said on stderr). The peak is the child's own high-water mark (VmHWM, read
+        by the child as it ends): its ru_maxrss would start at this process's RSS, which a fork
+        copies (gigabytes here: the benchmark's corpus), and hide the export's own use."""
+        started = time.perf_counter()
+        proc = subprocess.run(
+            [sys.executable, "-c", EXPORT_CHILD, *args],
+            cwd=settings.BASE_DIR,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+        )
+        seconds = time.perf_counter() - started
+        if proc.returncode != 0:
+            raise RuntimeError(
+                f"manage.py export failed ({proc.returncode}): {proc.stderr[-1500:]}"
+            )
+        peak = re.search(r"VmHWM:\s+(\d+) kB", proc.stderr)
+        return seconds, int(peak.group(1)) / 1024, proc.stderr.strip()
+
+    def measure_export(self, size: int) -> None:
+        """The whole store through `manage.py export`, as people run it (Django's start included),
+        and its peak RSS beside an export of no memory at all: the difference is what the store's
+        size costs the command, which stays flat because it streams page by page."""
+        _, baseline, _ = self._export_process("--agent", "no-such-agent")
+        seconds, peak, said = self._export_process()
+        growth = max(0.0, peak - baseline)
+        memories = int(re.search(r"Exported (\d+)", said).group(1))
+        self.results["export"][str(size)] = {
+            "memories": memories,
+            "seconds": round(seconds, 2),
+            "peak_rss_mib": round(peak, 1),
+            "rss_growth_mib": round(growth, 1),
+        }
+        tag = label(size)
+        self.report.add(
+            f"export (manage.py export) of {memories:,} memories @ {tag}",
+            f"{seconds:.2f} s",
+            f"<= {BUDGETS['export_seconds']:g} s",
+            seconds <= BUDGETS["export_seconds"],
+        )
+        self.report.add(
+            f"  its peak RSS beyond an export of nothing ({baseline:.0f} MiB) @ {tag}",
+            f"{growth:.1f} MiB",
+            f"<= {BUDGETS['export_rss_growth_mib']:g} MiB",
+            growth <= BUDGETS["export_rss_growth_mib"],
+        )
+        self.log(f"export @ {tag}: {memories} memories in {seconds:.2f} s, +{growth:.1f} MiB")
+
+    def measure_import(self, count: int) -> None:
+        """`manage.py import`'s code on a file of `count` new raw memories (JSON Lines of our
+        export's format, no ids), without processing: the wall time, and each batch's write."""
+        from memory import imported
+        from pipeline.imports import runs
+
+        path = Path(settings.DATA_DIR) / "import.jsonl"
+        header = {"format": "memory-curation-export", "version": 1}
+        with open(path, "w") as out:
+            out.write(json.dumps(header) + "\n")
+            for text in self.corpus.held_out(count):
+                out.write(json.dumps({"content": text, "agentId": AGENT}) + "\n")
+        batches: list[float] = []
+        started, cpu = time.perf_counter(), time.process_time()
+        with timed(imported, "write_in_transaction", batches):
+            run = runs.import_file(path)
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+        path.unlink()
+        if run.imported != count:
+            raise RuntimeError(f"the import took {run.imported} of {count}: {run.report}")
+        self.results["import"] = {
+            "memories": count,
+            "seconds": round(seconds, 2),
+            "cpu_seconds": round(cpu, 2),
+            "per_s": round(count / seconds),
+            "batch_p99_ms": pct(batches, 99),
+            "batch_max_ms": round(max(batches), 1),
+        }
+        self.report.add(
+            f"import (manage.py import) of {count:,} raw memories, no processing",
+            f"{seconds:.1f} s",
+            f"<= {BUDGETS['import_seconds']:g} s",
+            seconds <= BUDGETS["import_seconds"],
+        )
+        self.report.add(
+            "  of which CPU time of this process (parsing, rows, SQLite)", f"{cpu:.1f} s"
+        )
+        self.report.add(
+            f"  one batch's write, under the write lock (up to {runs.BATCH_ITEMS}): p99 / max",
+            f"{pct(batches, 99):.0f} / {max(batches):.0f} ms",
+        )
+        self.log(f"import: {count} memories in {seconds:.1f} s ({count / seconds:.0f}/s)")
+
     # -- many nodes ------------------------------------------------------------------------------------
     def measure_throughput(self) -> None:
         """jobs/s of 3 queue-worker processes (separate qcluster instances, one worker each) on
@@ -1377,6 +1483,7 @@ class Bench:
             gc.freeze()
             self.measure_search(size)
             self.measure_queue(size)
+            self.measure_export(size)
         self.measure_remember()
         self.measure_jobs()
         self.measure_eval()
@@ -1388,6 +1495,8 @@ class Bench:
         else:
             self.measure_throughput()
             self.measure_load()
+        # Last: it adds its memories to the store every other phase measured.
+        self.measure_import(min(IMPORT_MAX, sizes[-1]))
         self.report.notes.append(
             "Load average (1/5/15 min) at end: " + " ".join(f"{v:.2f}" for v in os.getloadavg())
         )
@@ -1409,6 +1518,8 @@ class Bench:
             "throughput": self.results["throughput"],
             "queue_page": self.results["queue_page"],
             "eval": self.results["eval"],
+            "export": self.results["export"],
+            "import": self.results["import"],
         }
 
 

@@ -91,6 +91,15 @@ def _upsert_entities(
             if first_kind == "unknown" and kind not in {"", "unknown"}:
                 first_kind = kind
             named[canonical] = (first_name, first_kind)
+    return upsert_named_entities(agent_id, named, at)
+
+
+def upsert_named_entities(
+    agent_id: str, named: dict[str, tuple[str, str]], at
+) -> tuple[dict[str, int], dict[int, str]]:
+    """The entity rows of the agent for canonical name -> (name as first written, type): their
+    ids, created when new, and the new types of those that had a placeholder (see
+    _upsert_entities, which names them from triples; an import names them from its file)."""
     wanted = sorted(named)  # one order for every writer: PostgreSQL's inserts then never deadlock
 
     def stored(names: list[str]) -> dict[str, tuple[int, str]]:

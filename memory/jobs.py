@@ -19,7 +19,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from memory import queue
-from memory.batch import update_rows
+from memory.batch import insert_rows, update_rows
 from memory.models import ExtractionStatus, Job, JobStatus, Memory, RowRead
 
 # A job in one of these holds its memory's extraction: no second job is queued beside it.
@@ -66,6 +66,16 @@ def create_in_transaction(memory: Memory, *, at) -> Job:
     job = Job.objects.create(memory=memory, created_at=at, updated_at=at)
     _hand_off_after_commit(job.id)
     return job
+
+
+def create_many_in_transaction(memory_ids: list[str], *, at) -> list[str]:
+    """Pending jobs for many new raw memories in one statement (an import's batch), each
+    handed to the queue after the commit; returns their ids."""
+    created = [Job(memory_id=memory_id, created_at=at, updated_at=at) for memory_id in memory_ids]
+    insert_rows(Job, created)
+    for job in created:
+        _hand_off_after_commit(job.id)
+    return [job.id for job in created]
 
 
 def cancel_pending_in_transaction(memory: Memory, *, at) -> int:

@@ -553,5 +553,7 @@ class EvalResult(models.Model):
 
 
 # Reviewing as a team: its tables and the queue's filters (queue_q, which ProposalQuerySet.queue
-# reads when called) live beside the saved queues that read them too.
+# reads when called) live beside the saved queues that read them too; an import's run row lives
+# with the imports.
+from pipeline.imports.models import ImportRun  # noqa: E402, F401
 from pipeline.team import DigestRun, SavedQueue, queue_q  # noqa: E402, F401

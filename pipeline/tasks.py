@@ -20,6 +20,7 @@ from memory.writes import Vector
 from pipeline import decision, digest, extraction, replay
 from pipeline.config import get_config, mode_of
 from pipeline.eval import runs as eval_runs
+from pipeline.imports import runs as import_runs
 from pipeline.llm import CallRecord, ProviderError, get_chat_client, get_embedder
 from pipeline.writes import evaluation as eval_writes
 from pipeline.writes import jobs
@@ -208,6 +209,7 @@ def sweep() -> dict:
     reclaimed = jobs.reclaim_stale_leases(timedelta(seconds=config.lease_timeout_seconds))
     runs = replay.reclaim_stale_runs()  # second opinions whose worker died, the same way
     evals = eval_runs.reclaim_stale_runs()  # and evaluation runs
+    imports = import_runs.reclaim_stale_runs()  # and imports
     repaired = vectors.repair_index()
     # The whole shared matrix file against the stored vectors, every ten minutes per worker:
     # rows no search meets (zeroed, say) would otherwise drop out of every top k unnoticed.
@@ -240,6 +242,8 @@ def sweep() -> dict:
         report["replayRuns"] = runs
     if any(evals.values()):
         report["evalRuns"] = evals
+    if any(imports.values()):
+        report["importRuns"] = imports
     return report
 
 

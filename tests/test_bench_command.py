@@ -66,9 +66,28 @@ def test_bench_writes_every_figure_and_leaves_no_database_behind(tmp_path):
         "jobs_per_s",
         "queue_page",
         "eval",
+        "export",
+        "import",
     }
     assert figures["eval"]["cases"] >= 300 and is_number(figures["eval"]["per_case_ms"])
     assert set(figures["remember"]) == {"p50_ms", "p99_ms", "per_s"}
+    assert set(figures["export"]) == set(SIZES)
+    for size in SIZES:
+        exported = figures["export"][size]
+        assert set(exported) == {"memories", "seconds", "peak_rss_mib", "rss_growth_mib"}
+        assert exported["memories"] >= int(size) and exported["peak_rss_mib"] > 0
+    assert set(figures["import"]) == {
+        "memories",
+        "seconds",
+        "cpu_seconds",
+        "per_s",
+        "batch_p99_ms",
+        "batch_max_ms",
+    }
+    assert figures["import"]["memories"] == int(SIZES[-1])
+    assert re.search(
+        r"import \(manage.py import\) of 400 raw memories.*<= 60 s\s+(ok|OVER)", output
+    )
     assert set(figures["search"]) == set(SIZES)
     for size in SIZES:
         search = figures["search"][size]
@@ -123,6 +142,8 @@ def test_bench_writes_every_figure_and_leaves_no_database_behind(tmp_path):
         figures["remember_under_load"]["p99_ms"],
         *[v for size in SIZES for k, v in figures["search"][size].items() if k != "matrix"],
         *[value for size in SIZES for value in figures["queue_page"][size].values()],
+        *[value for size in SIZES for value in figures["export"][size].values()],
+        *figures["import"].values(),
     ]
     assert all(is_number(value) and value >= 0 for value in leaves)
 

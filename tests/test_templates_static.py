@@ -15,6 +15,7 @@ from django.conf import settings
 from django.urls import reverse
 
 from memory.models import Job, Memory
+from pipeline.imports import runs
 from pipeline.models import Proposal
 from pipeline.writes.config import update_config
 
@@ -140,8 +141,12 @@ def test_htmx_is_told_not_to_inject_its_indicator_style_nor_settle_style_attribu
 
 
 @pytest.mark.django_db
-def test_the_main_pages_render_without_inline_css_or_javascript(admin_client_role, pipeline_run):
+def test_the_main_pages_render_without_inline_css_or_javascript(
+    admin_client_role, pipeline_run, tmp_path
+):
     update_config({"shadowMode": True}, changed_by="t", reason="t")
+    notes = tmp_path / "notes.md"
+    notes.write_text("- Kenji deploys billing-api.\n- ...\n")
     pipeline_run(
         "The staging deploy key is AKIAIOSFODNN7EXAMPLE for billing-api. Rotate it monthly.",
         "Kenji maintains ingest-worker. Mail him at kenji@lumen.dev if it breaks.",
@@ -150,6 +155,7 @@ def test_the_main_pages_render_without_inline_css_or_javascript(admin_client_rol
     proposal = Proposal.objects.order_by("created_at").first()
     memory = Memory.objects.order_by("created_at").first()
     job = Job.objects.order_by("created_at").first()
+    run = runs.import_file(notes)
     urls = [
         reverse("dashboard:overview"),
         reverse("dashboard:review"),
@@ -165,6 +171,8 @@ def test_the_main_pages_render_without_inline_css_or_javascript(admin_client_rol
         reverse("dashboard:evaluation"),
         reverse("dashboard:eval-compare"),
         reverse("dashboard:replay") + f"?proposal={proposal.id}",
+        reverse("dashboard:transfer"),
+        reverse("dashboard:import-run", args=[run.id]),
     ]
     for url in urls:
         response = admin_client_role.get(url)

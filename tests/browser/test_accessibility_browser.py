@@ -48,7 +48,8 @@ def seeded(db):
 
 
 def main_pages() -> list[str]:
-    """Overview, review queue, a proposal, contradictions, memories, a memory, jobs, settings."""
+    """Overview, review queue, a proposal, contradictions, memories, a memory, jobs, settings,
+    export and import."""
     proposal = (
         Proposal.objects.filter(review_needed=True).first()
         or Proposal.objects.filter(status="pending").first()
@@ -63,6 +64,7 @@ def main_pages() -> list[str]:
         f"/memories/{memory.id}/",
         "/jobs/",
         "/settings/",
+        "/transfer/",
     ]
 
 

@@ -1,0 +1,176 @@
+"""The store as JSON Lines: a header line naming the format and its version, then one object per
+memory (its text, fields, entity mentions and, when asked, its history), read a page at a time.
+
+Reads only. Memories come in id order, a keyset page of PAGE rows per query with their mentions
+and history in one query each, so the memory an export holds never grows with the store: the
+command, the API and the dashboard stream the lines as they are made. The export is not a
+snapshot: each page is read as it is when its turn comes (no transaction is held open for the
+minutes a large store takes).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from datetime import datetime
+
+from django.utils import timezone
+
+from memory.models import Memory, MemoryEntityMention, MemoryHistory
+
+FORMAT = "memory-curation-export"
+VERSION = 1
+PAGE = 1000
+
+# Memory columns an export reads (values_list order) and the record keys they become.
+_COLUMNS = (
+    ("id", "id"),
+    ("content", "content"),
+    ("type", "type"),
+    ("tags", "tags"),
+    ("pinned", "pinned"),
+    ("importance", "importance"),
+    ("who", "who"),
+    ("why", "why"),
+    ("agent_id", "agentId"),
+    ("source_type", "sourceType"),
+    ("source_id", "sourceId"),
+    ("created_at", "createdAt"),
+    ("updated_at", "updatedAt"),
+    ("version", "version"),
+    ("asserted_by", "assertedBy"),
+    ("is_deleted", "isDeleted"),
+    ("deleted_at", "deletedAt"),
+)
+_HISTORY_COLUMNS = (
+    ("id", "id"),
+    ("event", "event"),
+    ("old_content", "oldContent"),
+    ("new_content", "newContent"),
+    ("changed_by", "changedBy"),
+    ("actor_type", "actorType"),
+    ("reason", "reason"),
+    ("metadata", "metadata"),
+    ("created_at", "createdAt"),
+)
+
+
+def iso(value: datetime | None) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value else None
+
+
+def file_name(agent: str | None, at=None) -> str:
+    """What a download of the export is called: memories[-agent]-YYYYMMDD-HHMMSS.jsonl."""
+    stamp = (at or timezone.now()).strftime("%Y%m%d-%H%M%S")
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", agent)[:60] if agent else ""
+    return f"memories-{safe + '-' if safe else ''}{stamp}.jsonl"
+
+
+def header(*, agent: str | None, include_history: bool, include_deleted: bool, at=None) -> dict:
+    """The first line: what the file is and what it holds."""
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "exportedAt": iso(at or timezone.now()),
+        "agent": agent,
+        "includeHistory": include_history,
+        "includeDeleted": include_deleted,
+    }
+
+
+def _memories(agent: str | None, include_deleted: bool):
+    query = Memory.objects.all()
+    if agent is not None:
+        query = query.filter(agent_id=agent)
+    if not include_deleted:
+        query = query.filter(is_deleted=False)
+    return query
+
+
+def records(
+    *,
+    agent: str | None = None,
+    include_history: bool = False,
+    include_deleted: bool = False,
+    page: int | None = None,
+) -> Iterator[dict]:
+    """Every memory (of `agent`, or of all agents) as an export record, in id order."""
+    page = page or PAGE
+    query = _memories(agent, include_deleted).order_by("id")
+    after = None
+    while True:
+        rows = list(
+            (query if after is None else query.filter(id__gt=after)).values_list(
+                *(column for column, _ in _COLUMNS)
+            )[:page]
+        )
+        if not rows:
+            return
+        ids = [row[0] for row in rows]
+        mentions = _mentions(ids)
+        history = _history(ids) if include_history else {}
+        for row in rows:
+            record = {key: value for (_, key), value in zip(_COLUMNS, row, strict=True)}
+            for key in ("createdAt", "updatedAt", "deletedAt"):
+                record[key] = iso(record[key])
+            record["entities"] = mentions.get(record["id"], [])
+            if include_history:
+                record["history"] = history.get(record["id"], [])
+            yield record
+        after = ids[-1]
+        if len(rows) < page:
+            return
+
+
+def _mentions(ids: list[str]) -> dict[str, list[dict]]:
+    """memory id -> the entities it mentions (name, type, the text as written, confidence)."""
+    found: dict[str, list[dict]] = {}
+    rows = (
+        MemoryEntityMention.objects.filter(memory_id__in=ids)
+        .order_by("memory_id", "entity__canonical_name")
+        .values_list(
+            "memory_id", "entity__name", "entity__entity_type", "mention_text", "confidence"
+        )
+    )
+    for memory_id, name, kind, text, confidence in rows:
+        found.setdefault(memory_id, []).append(
+            {"name": name, "type": kind, "mention": text, "confidence": confidence}
+        )
+    return found
+
+
+def _history(ids: list[str]) -> dict[str, list[dict]]:
+    """memory id -> its audit rows, oldest first (the API's history shape)."""
+    found: dict[str, list[dict]] = {}
+    rows = (
+        MemoryHistory.objects.filter(memory_id__in=ids)
+        .order_by("memory_id", "created_at", "id")
+        .values_list("memory_id", *(column for column, _ in _HISTORY_COLUMNS))
+    )
+    for memory_id, *values in rows:
+        row = {key: value for (_, key), value in zip(_HISTORY_COLUMNS, values, strict=True)}
+        row["createdAt"] = iso(row["createdAt"])
+        found.setdefault(memory_id, []).append(row)
+    return found
+
+
+def dumps(value: dict) -> str:
+    """One line of the file (no newline inside: JSON escapes every line break it holds)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def lines(
+    *,
+    agent: str | None = None,
+    include_history: bool = False,
+    include_deleted: bool = False,
+    page: int | None = None,
+) -> Iterator[str]:
+    """The whole file, line by line (each ends with a newline): the header, then the records."""
+    first = header(agent=agent, include_history=include_history, include_deleted=include_deleted)
+    yield dumps(first) + "\n"
+    for record in records(
+        agent=agent, include_history=include_history, include_deleted=include_deleted, page=page
+    ):
+        yield dumps(record) + "\n"

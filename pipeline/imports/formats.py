@@ -1,0 +1,531 @@
+"""What an import file holds, read item by item: our export (memory.export: JSON Lines under a
+header line), mem0's `get_all` answer (`{"results": [...]}`, or a plain list from its older
+versions) or plain text / Markdown (one memory per paragraph or list item).
+
+Each item becomes an `Incoming` memory ready for the store, or a `Refusal` naming its line and
+field (the item is refused alone; the others go on). A file that cannot be read at all (an
+export header of a newer version, a mem0 document that is not JSON) raises `FileRefused`. Lines
+arrive as bytes, one at a time, so a large export or text file is never held whole; mem0's one
+JSON document is. No database here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from django.conf import settings
+
+from memory import export
+from memory.content import is_effectively_empty, normalize
+from memory.imported import HistoryEntry, Incoming, Mention
+from memory.models import ActorType, Authority
+
+EXPORT, MEM0, TEXT = "export", "mem0", "text"
+FORMATS = {
+    EXPORT: "our export (JSON Lines)",
+    MEM0: "mem0's get_all (JSON)",
+    TEXT: "plain text or Markdown",
+}
+# The limits of the API's remember (api.memory_service), which the file's fields meet too.
+MAX_TAGS, TAG_CHARS = 50, 100
+NAME_CHARS, TYPE_CHARS = 200, 40
+MAX_MENTIONS = 200
+_ID = re.compile(r"^[0-9A-Za-z-]{1,36}$")
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """An item of the file that is not imported: where, which field, and why."""
+
+    line: int
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.field}: {self.message}"
+
+
+class FileRefused(ValueError):
+    """The file as a whole cannot be read as the format: nothing of it is imported."""
+
+
+class Bad(ValueError):
+    """A field of one item is wrong (becomes that item's Refusal)."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field, self.message = field, message
+
+
+@dataclass(frozen=True)
+class Options:
+    file_name: str
+    agent: str | None = None  # every memory to this agent, whatever the file says
+    who: str = ""  # who a text file's memories are from (the importer)
+
+
+def detect(first_line: bytes) -> str:
+    """The format of a file from its first non-blank line."""
+    text = first_line.decode("utf-8-sig", errors="replace").strip()
+    if text.startswith("{"):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return MEM0  # the first line of a JSON document written over several lines
+        if isinstance(value, dict) and value.get("format") == export.FORMAT:
+            return EXPORT
+        return MEM0
+    return MEM0 if text.startswith("[") else TEXT
+
+
+def items(lines: Iterable[bytes], fmt: str, options: Options) -> Iterator[Incoming | Refusal]:
+    """The file's items in order, each a memory to write or a refusal."""
+    if fmt == EXPORT:
+        return _export_items(lines, options)
+    if fmt == MEM0:
+        return _mem0_items(b"".join(lines), options)
+    if fmt == TEXT:
+        return _text_items(lines, options)
+    raise FileRefused(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+
+
+# --- fields ---------------------------------------------------------------------------------------
+
+
+def _no_nul(value: str, field: str) -> str:
+    if "\x00" in value:
+        raise Bad(field, "contains a NUL byte")
+    return value
+
+
+def content_of(value, field: str):
+    """The memory's text, normalised, or Bad."""
+    if not isinstance(value, str):
+        raise Bad(field, "is required and must be a string")
+    _no_nul(value, field)
+    if len(value) > settings.MEMORY_MAX_CONTENT_CHARS:
+        raise Bad(field, f"is longer than {settings.MEMORY_MAX_CONTENT_CHARS} characters")
+    if is_effectively_empty(value):
+        raise Bad(field, "is empty after normalisation")
+    return normalize(value)
+
+
+def _string(obj: dict, key: str, limit: int, default=None, *, field: str | None = None):
+    value = obj.get(key)
+    if value is None:
+        return default
+    name = field or key
+    if not isinstance(value, str):
+        raise Bad(name, "must be a string")
+    if len(value) > limit:
+        raise Bad(name, f"must be at most {limit} characters")
+    return _no_nul(value, name)
+
+
+def _text(obj: dict, key: str, field: str) -> str | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise Bad(field, "must be a string")
+    return _no_nul(value, field)
+
+
+def _bool(obj: dict, key: str, default: bool = False) -> bool:
+    value = obj.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise Bad(key, "must be true or false")
+    return value
+
+
+def _number(value, field: str, low: float, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise Bad(field, f"must be a number between {low:g} and {high:g}")
+    return float(value)
+
+
+def _time(value, field: str) -> datetime | None:
+    """An ISO 8601 instant (a naive one is read as UTC)."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise Bad(field, "must be an ISO 8601 date and time, like 2027-01-31T00:00:00Z")
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise Bad(
+            field, f"{value[:40]!r} is not an ISO 8601 date and time, like 2027-01-31T00:00:00Z"
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _tags(value, field: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(tag, str) for tag in value):
+        raise Bad(field, "must be a list of strings")
+    if len(value) > MAX_TAGS:
+        raise Bad(field, f"may hold at most {MAX_TAGS} items, not {len(value)}")
+    if any(len(tag) > TAG_CHARS for tag in value):
+        raise Bad(field, f"each tag must be at most {TAG_CHARS} characters")
+    return [_no_nul(tag.strip(), field) for tag in value if tag.strip()]
+
+
+def _agent(obj: dict, keys: tuple[str, ...], options: Options) -> str:
+    if options.agent:
+        return options.agent
+    for key in keys:
+        value = _string(obj, key, NAME_CHARS)
+        if value and value.strip():
+            return value.strip()
+    return "default"
+
+
+# --- our export -----------------------------------------------------------------------------------
+
+
+def _json_lines(lines: Iterable[bytes]) -> Iterator[tuple[int, dict | Refusal]]:
+    """(line number, the line's JSON object or its refusal) for every non-blank line."""
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+        except UnicodeDecodeError:
+            yield number, Refusal(number, "line", "is not valid UTF-8")
+            continue
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            yield number, Refusal(number, "line", f"is not valid JSON: {exc}")
+            continue
+        if not isinstance(value, dict):
+            yield number, Refusal(number, "line", "must be a JSON object")
+            continue
+        yield number, value
+
+
+def _export_items(lines: Iterable[bytes], options: Options) -> Iterator[Incoming | Refusal]:
+    parsed = _json_lines(lines)
+    first = next(parsed, None)
+    if first is None:
+        raise FileRefused("the file is empty: an export starts with its header line")
+    number, head = first
+    if not isinstance(head, dict) or head.get("format") != export.FORMAT:
+        raise FileRefused(
+            f"line {number}: an export starts with its header line "
+            f'{{"format": "{export.FORMAT}", "version": {export.VERSION}, ...}}'
+        )
+    version = head.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise FileRefused(f"line {number}: version must be a positive integer")
+    if version > export.VERSION:
+        raise FileRefused(
+            f"line {number}: the file is version {version} of the format, written by a newer "
+            f"release; this one reads version {export.VERSION}: upgrade, then import it"
+        )
+    for number, value in parsed:
+        if isinstance(value, Refusal):
+            yield value
+            continue
+        try:
+            yield from_export(number, value, options)
+        except Bad as bad:
+            yield Refusal(number, bad.field, bad.message)
+
+
+def from_export(line: int, obj: dict, options: Options) -> Incoming:
+    """One record of our export (memory.export.records) as a memory to write."""
+    memory_id = _string(obj, "id", 36)
+    if memory_id is not None and not _ID.match(memory_id):
+        raise Bad("id", "must be a memory id (letters, digits and dashes, at most 36)")
+    version = obj.get("version", 1)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise Bad("version", "must be a positive integer")
+    asserted = _string(obj, "assertedBy", 10)
+    if asserted is not None and asserted not in Authority.values:
+        raise Bad("assertedBy", f"must be one of {', '.join(Authority.values)}")
+    importance = obj.get("importance")
+    deleted = _bool(obj, "isDeleted")
+    return Incoming(
+        line=line,
+        text=content_of(obj.get("content"), "content"),
+        agent_id=_agent(obj, ("agentId",), options),
+        type=(_string(obj, "type", TYPE_CHARS) or "fact").strip() or "fact",
+        tags=_tags(obj.get("tags"), "tags"),
+        pinned=_bool(obj, "pinned"),
+        importance=0.5 if importance is None else _number(importance, "importance", 0, 1),
+        who=_string(obj, "who", NAME_CHARS, ""),
+        why=_string(obj, "why", NAME_CHARS, ""),
+        source_type=(_string(obj, "sourceType", TYPE_CHARS) or "import").strip() or "import",
+        source_id=_string(obj, "sourceId", NAME_CHARS),
+        created_at=_time(obj.get("createdAt"), "createdAt"),
+        updated_at=_time(obj.get("updatedAt"), "updatedAt"),
+        version=version,
+        id=memory_id,
+        is_deleted=deleted,
+        deleted_at=_time(obj.get("deletedAt"), "deletedAt") if deleted else None,
+        mentions=_mentions(obj.get("entities")),
+        history=_history(obj.get("history")),
+        origin={"assertedBy": asserted} if asserted else {},
+    )
+
+
+def _mentions(value) -> list[Mention] | None:
+    """The entities the record names; None when it has no `entities` key (the inline linker
+    then links the entities the agent already has, as at remember)."""
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise Bad("entities", "must be a list of {name, type, mention, confidence} objects")
+    if len(value) > MAX_MENTIONS:
+        raise Bad("entities", f"may hold at most {MAX_MENTIONS} items, not {len(value)}")
+    found = []
+    for index, item in enumerate(value):
+        where = f"entities[{index}]"
+        if not isinstance(item, dict):
+            raise Bad(where, "must be an object")
+        name = _string(item, "name", 300, field=f"{where}.name")
+        if not name or not name.strip():
+            raise Bad(f"{where}.name", "is required")
+        confidence = item.get("confidence", 0.8)
+        found.append(
+            Mention(
+                name=name.strip(),
+                type=(_string(item, "type", TYPE_CHARS, field=f"{where}.type") or "unknown"),
+                text=_string(item, "mention", 300, field=f"{where}.mention") or name.strip(),
+                confidence=_number(confidence, f"{where}.confidence", 0, 1),
+            )
+        )
+    return found
+
+
+def _history(value) -> list[HistoryEntry]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise Bad("history", "must be a list of audit rows")
+    rows = []
+    for index, item in enumerate(value):
+        where = f"history[{index}]"
+        if not isinstance(item, dict):
+            raise Bad(where, "must be an object")
+        event = _string(item, "event", 20, field=f"{where}.event")
+        if not event:
+            raise Bad(f"{where}.event", "is required")
+        actor_type = _string(item, "actorType", 20, ActorType.SYSTEM, field=f"{where}.actorType")
+        if actor_type not in ActorType.values:
+            raise Bad(f"{where}.actorType", f"must be one of {', '.join(ActorType.values)}")
+        metadata = item.get("metadata") or {}
+        if not isinstance(metadata, dict):
+            raise Bad(f"{where}.metadata", "must be an object")
+        _no_nul(json.dumps(metadata), f"{where}.metadata")
+        created = _time(item.get("createdAt"), f"{where}.createdAt")
+        if created is None:
+            raise Bad(f"{where}.createdAt", "is required")
+        row_id = _string(item, "id", 36, field=f"{where}.id")
+        if row_id is not None and not _ID.match(row_id):
+            raise Bad(f"{where}.id", "must be an id (letters, digits and dashes, at most 36)")
+        rows.append(
+            HistoryEntry(
+                event=event,
+                old_content=_text(item, "oldContent", f"{where}.oldContent"),
+                new_content=_text(item, "newContent", f"{where}.newContent"),
+                changed_by=_string(item, "changedBy", NAME_CHARS, "", field=f"{where}.changedBy"),
+                actor_type=actor_type,
+                reason=_text(item, "reason", f"{where}.reason"),
+                metadata=metadata,
+                created_at=created,
+                id=row_id,
+            )
+        )
+    return rows
+
+
+# --- mem0 -----------------------------------------------------------------------------------------
+
+# What of mem0's memory item (its MemoryItem) the import's audit keeps beside the text: not its
+# `hash`, a digest of the text, which would outlive a purge of it (and a short secret's digest
+# can be brute-forced).
+MEM0_KEYS = ("id", "metadata", "user_id", "agent_id", "run_id", "actor_id", "role")
+
+
+def _mem0_items(data: bytes, options: Options) -> Iterator[Incoming | Refusal]:
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise FileRefused(f"line {line}: the file is not valid UTF-8") from None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FileRefused(f"line {exc.lineno}: not valid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise FileRefused("the JSON document is nested too deeply") from None
+    if isinstance(document, dict):
+        if not isinstance(document.get("results"), list):
+            raise FileRefused(
+                'line 1: mem0\'s get_all answer is {"results": [...]} (or, from older '
+                "versions, a list of memories); this object has no results list"
+            )
+    elif not isinstance(document, list):
+        raise FileRefused("line 1: mem0's get_all answer is an object or a list")
+    for line, item in _array_items(text):
+        if not isinstance(item, dict):
+            yield Refusal(line, "item", "must be an object with a memory")
+            continue
+        try:
+            yield from_mem0(line, item, options)
+        except Bad as bad:
+            yield Refusal(line, bad.field, bad.message)
+
+
+def from_mem0(line: int, item: dict, options: Options) -> Incoming:
+    """One of mem0's memories (`memory`, its scopes, `categories` on its platform)."""
+    metadata = item.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise Bad("metadata", "must be an object")
+    mem0_id = item.get("id")
+    if mem0_id is not None and not isinstance(mem0_id, str | int):
+        raise Bad("id", "must be a string")
+    kept = {key: item[key] for key in MEM0_KEYS if item.get(key) is not None}
+    _no_nul(json.dumps(kept), "metadata")
+    return Incoming(
+        line=line,
+        text=content_of(item.get("memory"), "memory"),
+        agent_id=_agent(item, ("agent_id", "user_id"), options),
+        tags=_tags(item.get("categories"), "categories"),
+        who=(
+            _string(item, "actor_id", NAME_CHARS) or _string(item, "user_id", NAME_CHARS) or ""
+        ).strip(),
+        source_type=MEM0,
+        source_id=None if mem0_id is None else str(mem0_id)[:NAME_CHARS],
+        created_at=_time(item.get("created_at"), "created_at"),
+        updated_at=_time(item.get("updated_at"), "updated_at"),
+        mentions=None,
+        origin={"mem0": kept},
+    )
+
+
+def _array_items(text: str) -> Iterator[tuple[int, object]]:
+    """(line where it starts, value) of each element of the memories list of a valid JSON
+    document: the document itself when it is a list, else its `results`."""
+    decoder = json.JSONDecoder()
+    position = _skip(text, 0)
+    if text[position] == "{":
+        position = _skip(text, position + 1)
+        while True:
+            key, position = decoder.raw_decode(text, position)
+            position = _skip(text, _skip(text, position) + 1)  # past the colon
+            if key == "results":
+                break
+            _, position = decoder.raw_decode(text, position)
+            position = _skip(text, _skip(text, position) + 1)  # past the comma
+    position = _skip(text, position + 1)  # past the [
+    line, counted = 1, 0
+    while text[position] != "]":
+        line += text.count("\n", counted, position)
+        counted = position
+        value, position = decoder.raw_decode(text, position)
+        yield line, value
+        position = _skip(text, position)
+        if text[position] == ",":
+            position = _skip(text, position + 1)
+
+
+_SPACE = re.compile(r"[ \t\r\n]*")
+
+
+def _skip(text: str, position: int) -> int:
+    return _SPACE.match(text, position).end()
+
+
+# --- plain text and Markdown ---------------------------------------------------------------------
+
+_ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,9}[.)])(?:\s+|$)(?:\[[ xX]\]\s+)?")
+_HEADING = re.compile(r"^\s{0,3}#{1,6}(?:\s|$)")
+_UNDERLINE = re.compile(r"^\s{0,3}(?:=+|-+)\s*$")
+_RULE = re.compile(r"^\s{0,3}([-*_])(?:\s*\1){2,}\s*$")
+_FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
+_QUOTE = re.compile(r"^\s{0,3}>\s?")
+
+
+def blocks(lines: Iterable[bytes]) -> Iterator[tuple[int, str] | Refusal]:
+    """(first line, text) of each paragraph or list item: blank lines, headings and rules end
+    one; a list item starts one; a fenced code block stays whole in the block around it; a
+    front matter block (--- at the very top) and headings are not memories."""
+    start, parts, fence, front = 0, [], "", False
+    for number, raw in enumerate(lines, start=1):
+        try:
+            line = raw.decode("utf-8-sig" if number == 1 else "utf-8").rstrip("\r\n")
+        except UnicodeDecodeError:
+            yield Refusal(number, "line", "is not valid UTF-8")
+            continue
+        if number == 1 and line.strip() == "---":
+            front = True
+            continue
+        if front:
+            front = line.strip() not in {"---", "..."}
+            continue
+        if fence:
+            parts.append(line)
+            fence = "" if line.strip().startswith(fence) else fence
+            continue
+        if opened := _FENCE.match(line):
+            start, fence = start or number, opened.group(1)
+            parts.append(line)
+            continue
+        line = _unquoted(line)
+        if not line.strip() or _HEADING.match(line) or _UNDERLINE.match(line) or _RULE.match(line):
+            # A single line underlined with === or --- is a heading, not a memory.
+            if _UNDERLINE.match(line) and len(parts) == 1 and not _ITEM.match(parts[0]):
+                parts = []
+            if parts:
+                yield start, "\n".join(parts)
+            start, parts = 0, []
+            continue
+        if _ITEM.match(line):
+            if parts:
+                yield start, "\n".join(parts)
+            start, parts = number, [line]
+            continue
+        start = start or number
+        parts.append(line)
+    if parts:
+        yield start, "\n".join(parts)
+
+
+def _unquoted(line: str) -> str:
+    while _QUOTE.match(line):
+        line = _QUOTE.sub("", line, count=1)
+    return line
+
+
+def _text_items(lines: Iterable[bytes], options: Options) -> Iterator[Incoming | Refusal]:
+    for block in blocks(lines):
+        if isinstance(block, Refusal):
+            yield block
+            continue
+        line, text = block
+        item = _ITEM.match(text)
+        try:
+            content = content_of(text[item.end() :] if item else text, "content")
+        except Bad as bad:
+            yield Refusal(line, bad.field, bad.message)
+            continue
+        yield Incoming(
+            line=line,
+            text=content,
+            agent_id=options.agent or "default",
+            who=options.who,
+            why="import",
+            source_type=TEXT,
+            source_id=f"{options.file_name[: NAME_CHARS - 12]}:{line}",
+            mentions=None,
+        )

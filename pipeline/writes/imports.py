@@ -1,0 +1,177 @@
+"""An import run's writes: its row (created, claimed, released, finished, failed, reclaimed) and
+each batch of memories recorded with the run's progress in one short transaction, so a run
+taken over after its worker died goes on exactly after the last batch that committed.
+
+Nothing here reads the file or calls a model: the run's task reads and validates a batch with no
+transaction open (pipeline.imports.runs), then calls `record_batch`.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from memory import imported
+from memory.imported import Incoming, Outcome
+from memory.writes import Actor
+from pipeline.imports.formats import Refusal
+from pipeline.imports.models import COMMAND, ImportRun
+from pipeline.imports.report import Progress
+from pipeline.models import ReplayStatus
+
+
+def create_run(
+    *,
+    requested_by: str,
+    origin: str,
+    file_name: str,
+    fmt: str,
+    agent: str,
+    process: bool,
+    size: int,
+    lines: int,
+    upload: bytes | None = None,
+) -> ImportRun:
+    return ImportRun.objects.create(
+        requested_by=requested_by,
+        origin=origin,
+        file_name=file_name,
+        format=fmt,
+        agent=agent,
+        process=process,
+        upload=upload,
+        size=size,
+        lines=lines,
+        created_at=timezone.now(),
+    )
+
+
+def _stale(cutoff) -> Q:
+    return Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=cutoff)
+
+
+def claim_run(
+    run_id: str, *, worker: str, lease_timeout: timedelta, max_attempts: int
+) -> ImportRun | None:
+    """Hold a queued run (or a running one whose worker died) for `worker`, one attempt more.
+    None: finished, gone, held by a live worker, or out of attempts (the sweep fails it)."""
+    now = timezone.now()
+    claimable = Q(status=ReplayStatus.QUEUED) | (
+        Q(status=ReplayStatus.RUNNING) & _stale(now - lease_timeout)
+    )
+    claimed = ImportRun.objects.filter(claimable, id=run_id, attempts__lt=max_attempts).update(
+        status=ReplayStatus.RUNNING,
+        worker=worker,
+        claimed_at=now,
+        heartbeat_at=now,
+        attempts=F("attempts") + 1,
+    )
+    return ImportRun.objects.get(id=run_id) if claimed else None
+
+
+def set_format(run_id: str, fmt: str) -> None:
+    """The format the run detected in its file."""
+    ImportRun.objects.filter(id=run_id).update(format=fmt)
+
+
+def record_batch(
+    run_id: str,
+    worker: str,
+    batch: list[Incoming | Refusal],
+    progress: Progress,
+    *,
+    actor: Actor,
+    process: bool,
+    metadata: dict,
+) -> tuple[Progress, list[Outcome | Refusal]] | None:
+    """Write the batch's memories (memory.imported) and the run's progress and heartbeat in one
+    transaction; returns the progress with the batch in it and each item's outcome, in file
+    order. None: the run is no longer this worker's (finished, or taken over after its
+    heartbeat went stale): nothing is written."""
+    now = timezone.now()
+    # The rows are built before BEGIN: the transaction only dedupes and inserts them.
+    prepared = imported.prepare(
+        [item for item in batch if isinstance(item, Incoming)],
+        actor=actor,
+        at=now,
+        process=process,
+        metadata=metadata,
+    )
+    with transaction.atomic():
+        held = ImportRun.objects.filter(
+            id=run_id, status=ReplayStatus.RUNNING, worker=worker
+        ).update(heartbeat_at=timezone.now())
+        if not held:
+            return None
+        written = iter(imported.write_in_transaction(prepared, at=now))
+        # In file order: each memory's outcome where it was, each refusal where it was.
+        handled = [item if isinstance(item, Refusal) else next(written) for item in batch]
+        progress = progress.after(handled)
+        ImportRun.objects.filter(id=run_id).update(**progress.columns())
+    return progress, handled
+
+
+def release_run(run_id: str, worker: str) -> bool:
+    """The task used its time slice: the run goes back to the queue to go on in a new task, its
+    attempts reset (it made progress; attempts count the workers that died on it)."""
+    return bool(
+        ImportRun.objects.filter(id=run_id, status=ReplayStatus.RUNNING, worker=worker).update(
+            status=ReplayStatus.QUEUED, worker="", heartbeat_at=None, attempts=0
+        )
+    )
+
+
+def finish_run(run_id: str, worker: str) -> bool:
+    """Done: the upload goes (the store holds what it had to give)."""
+    return bool(
+        ImportRun.objects.filter(id=run_id, status=ReplayStatus.RUNNING, worker=worker).update(
+            status=ReplayStatus.DONE,
+            upload=None,
+            finished_at=timezone.now(),
+            heartbeat_at=None,
+        )
+    )
+
+
+def fail_run(run_id: str, error: str) -> None:
+    """Failed, with the error people read; what its batches imported stays (each was whole)."""
+    ImportRun.objects.filter(id=run_id).exclude(status=ReplayStatus.DONE).update(
+        status=ReplayStatus.FAILED,
+        error=error,
+        upload=None,
+        finished_at=timezone.now(),
+        heartbeat_at=None,
+    )
+
+
+def reclaim_stale_runs(lease_timeout: timedelta, *, max_attempts: int) -> tuple[list[str], int]:
+    """Running runs whose heartbeat outlived the lease timeout lost their worker. A queued
+    task's run with attempts left goes back to the queue (its id is returned, to be queued
+    again); the others fail saying why (a command's run has no upload to go on with)."""
+    cutoff = timezone.now() - lease_timeout
+    stale = ImportRun.objects.filter(_stale(cutoff), status=ReplayStatus.RUNNING)
+    failed = 0
+    for run_id, origin in stale.values_list("id", "origin"):
+        if origin == COMMAND:
+            fail_run(
+                run_id,
+                "the import command stopped before the end; run it again: the memories it "
+                "imported are deduplicated",
+            )
+            failed += 1
+    for run_id in stale.filter(attempts__gte=max_attempts).values_list("id", flat=True):
+        fail_run(
+            run_id,
+            f"the worker running it stopped on each of its {max_attempts} attempts; "
+            "upload the file again: the memories it imported are deduplicated",
+        )
+        failed += 1
+    ids = list(stale.values_list("id", flat=True))
+    # Conditional like a claim: a run claimed since it was read keeps its new heartbeat.
+    ImportRun.objects.filter(_stale(cutoff), id__in=ids, status=ReplayStatus.RUNNING).update(
+        status=ReplayStatus.QUEUED, worker="", heartbeat_at=None
+    )
+    return ids, failed

@@ -1,0 +1,319 @@
+"""Export and import through the commands (issue 22, items 6 and 7): the round trip into an empty
+store, a file with bad lines, re-import adding nothing, mem0's two shapes, --process, and the
+export command writing as it reads. On whichever engine the run uses (both in `make test`)."""
+
+import io
+import json
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django_q.models import OrmQ
+
+from memory import export
+from memory.models import (
+    Embedding,
+    Entity,
+    ExtractionStatus,
+    Job,
+    JobStatus,
+    Memory,
+    MemoryCold,
+    MemoryEntityMention,
+    MemoryHistory,
+    Relation,
+)
+from memory.writes import Actor, Triple, forget, modify, remember
+from pipeline.imports.models import ImportRun
+from pipeline.models import LlmCall, Proposal, ReplayStatus, TripleReview
+from pipeline.writes.config import update_config
+
+pytestmark = pytest.mark.django_db
+
+AGENT = Actor("agent-one", "agent")
+
+
+def export_records(*flags: str) -> list[dict]:
+    out = io.StringIO()
+    call_command("export", *flags, stdout=out, stderr=io.StringIO())
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def run_import(path, *args) -> tuple[str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    call_command("import", str(path), *args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def write_lines(path, records: list) -> None:
+    path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in records) + "\n")
+
+
+def empty_the_store() -> None:
+    """Every row a memory has, gone: the store is as a fresh install's."""
+    for model in (LlmCall, Proposal, TripleReview, Job, MemoryEntityMention, Relation, Entity):
+        model.objects.all().delete()
+    for model in (Embedding, MemoryCold, MemoryHistory, Memory):
+        model.objects.all().delete()
+    assert not Memory.objects.exists()
+
+
+def a_lived_in_store(pipeline_run) -> None:
+    """Two agents, entities, tags, a pinned memory, an edit, a forgotten memory, a memory a
+    person asserted, and memories the pipeline derived from a raw one."""
+    remember(
+        "Kenji deploys billing-api with Terraform on Fridays.",
+        actor=AGENT,
+        tags=["deploy", "billing"],
+        importance=0.9,
+        pinned=True,
+        triples=[Triple("Kenji", "deploys", "billing-api", "person", "service", 0.9)],
+    )
+    edited = remember("The ops runbook lives in the wiki.", actor=AGENT, agent_id="ops").memory
+    modify(edited.id, {"content": "The ops runbook lives in Notion."}, actor=AGENT, reason="moved")
+    gone = remember("Staging is rebuilt nightly.", actor=AGENT, type="procedural").memory
+    forget(gone.id, actor=AGENT, reason="no longer true")
+    remember("Always ask Priya before a schema change.", actor=AGENT, asserted_by="person")
+    update_config({"shadowMode": False}, changed_by="t", reason="derive memories")
+    pipeline_run("Priya prefers squash merges. Kenji owns the billing-api runbook.")
+
+
+def without(records: list[dict], *keys: str) -> list[dict]:
+    return [{k: v for k, v in r.items() if k not in keys} for r in records]
+
+
+def test_export_then_import_into_an_empty_store_then_export_gives_the_same_memories(
+    tmp_path, pipeline_run
+):
+    a_lived_in_store(pipeline_run)
+    first = export_records("--include-history", "--include-deleted")
+    assert first[0]["format"] == export.FORMAT and first[0]["version"] == export.VERSION
+    memories = first[1:]
+    assert len(memories) == Memory.objects.count() >= 6
+    assert any(r["isDeleted"] for r in memories) and any(r["entities"] for r in memories)
+    assert any(r["sourceType"] == "pipeline-v2" for r in memories)
+    path = tmp_path / "store.jsonl"
+    write_lines(path, first)
+
+    empty_the_store()
+    out, err = run_import(path)
+    assert err == ""
+    assert f"{len(memories)} imported, 0 deduplicated, 0 refused" in out
+
+    second = export_records("--include-history", "--include-deleted")[1:]
+    # The same memories: ids, text, fields, times, versions, agents, sources, mentions. Who
+    # asserted them is now the import (the original authority is kept in the import's audit).
+    assert without(second, "assertedBy", "history") == without(memories, "assertedBy", "history")
+    assert {r["assertedBy"] for r in second} == {"import"}
+    for before, after in zip(memories, second, strict=True):
+        assert after["history"][:-1] == before["history"]  # ids and order kept
+        assert after["history"][-1]["event"] == "imported"
+        assert after["history"][-1]["metadata"]["assertedBy"] == before["assertedBy"]
+    derived = next(r for r in second if r["sourceType"] == "pipeline-v2")
+    assert Memory.objects.filter(id=derived["sourceId"]).exists()  # its raw memory came too
+
+    counts = [m.objects.count() for m in (Memory, MemoryHistory, MemoryEntityMention, Entity)]
+    out, _ = run_import(path)
+    assert f"0 imported, {len(memories)} deduplicated, 0 refused" in out
+    assert [m.objects.count() for m in (Memory, MemoryHistory, MemoryEntityMention, Entity)] == (
+        counts
+    )
+
+
+def test_a_file_with_bad_lines_imports_the_good_ones_and_names_each_bad_line_and_field(tmp_path):
+    path = tmp_path / "mixed.jsonl"
+    write_lines(
+        path,
+        [
+            {"format": export.FORMAT, "version": 1},
+            {"content": "Kenji deploys billing-api with Terraform.", "agentId": "ops"},
+            {"content": "A memory with a bad importance.", "importance": 7},
+            "{not json",
+            {"type": "fact"},
+            {"content": "Priya prefers squash merges.", "tags": ["git"]},
+            {"content": "A bad entity.", "entities": [{"name": ""}]},
+        ],
+    )
+    out, err = run_import(path)
+    assert err.splitlines() == [
+        "line 3: refused: importance: must be a number between 0 and 1",
+        "line 4: refused: line: is not valid JSON: Expecting property name enclosed in double "
+        "quotes: line 1 column 2 (char 1)",
+        "line 5: refused: content: is required and must be a string",
+        "line 7: refused: entities[0].name: is required",
+    ]
+    assert "2 imported, 0 deduplicated, 4 refused of 6 items." in out
+    assert "Imported: lines 2, 6" in out
+    assert "  line 5: content: is required and must be a string" in out
+    assert sorted(Memory.objects.values_list("content", flat=True)) == [
+        "Kenji deploys billing-api with Terraform.",
+        "Priya prefers squash merges.",
+    ]
+    run = ImportRun.objects.get()
+    assert (run.status, run.imported, run.refused, run.origin) == ("done", 2, 4, "command")
+    assert run.report["refused"][0] == {
+        "line": 3,
+        "field": "importance",
+        "message": "must be a number between 0 and 1",
+    }
+
+
+MEM0_RESULTS = {
+    "results": [
+        {
+            "id": "5c3f1bde-6a4b-4f5e-9a57-0c6d2b3c9a11",
+            "memory": "Prefers vegetarian food",
+            "hash": "b7f2c1d0",
+            "metadata": {"source": "chat"},
+            "created_at": "2024-07-20T01:26:51.123456-07:00",
+            "updated_at": None,
+            "user_id": "alice",
+        },
+        {"id": "2", "memory": "Is allergic to peanuts", "user_id": "alice"},
+    ]
+}
+MEM0_LIST = [
+    {"id": "a1", "memory": "Works at Lumen as an SRE", "agent_id": "helper"},
+    {"id": "a2", "memory": "Is allergic to peanuts", "user_id": "alice"},
+]
+
+
+@pytest.mark.parametrize(
+    ("document", "expected"),
+    [
+        (MEM0_RESULTS, {("alice", "Prefers vegetarian food"), ("alice", "Is allergic to peanuts")}),
+        (MEM0_LIST, {("helper", "Works at Lumen as an SRE"), ("alice", "Is allergic to peanuts")}),
+    ],
+    ids=["results-object", "old-plain-list"],
+)
+def test_mem0_get_all_in_both_shapes_becomes_raw_memories_asserted_by_the_import(
+    tmp_path, document, expected
+):
+    path = tmp_path / "mem0.json"
+    path.write_text(json.dumps(document, indent=2))
+    out, err = run_import(path)
+    assert err == "" and "2 imported" in out and "mem0" in out
+    stored = Memory.objects.all()
+    assert {(m.agent_id, m.content) for m in stored} == expected
+    assert {m.asserted_by for m in stored} == {"import"}
+    assert {m.source_type for m in stored} == {"mem0"}
+    assert not Job.objects.exists()
+    first = Memory.objects.filter(source_id=document_items(document)[0]["id"]).get()
+    created = first.history.get()
+    assert created.event == "created" and created.metadata["mem0"]["id"] == first.source_id
+    if document is MEM0_RESULTS:
+        assert first.created_at.isoformat() == "2024-07-20T08:26:51.123456+00:00"
+
+
+def document_items(document):
+    return document["results"] if isinstance(document, dict) else document
+
+
+@pytest.mark.parametrize("kind", ["export", "mem0", "markdown"])
+def test_importing_a_file_twice_adds_nothing_the_second_time(tmp_path, kind):
+    path = tmp_path / "file"
+    if kind == "export":
+        remember(
+            "Kenji deploys billing-api.",
+            actor=AGENT,
+            triples=[Triple("Kenji", "deploys", "billing-api")],
+        )
+        write_lines(path, export_records("--include-history"))
+        empty_the_store()
+    elif kind == "mem0":
+        path.write_text(json.dumps(MEM0_RESULTS))
+    else:
+        path.write_text("# Notes\n\n- Kenji deploys billing-api.\n- Priya reviews it.\n")
+    run_import(path)
+    tables = (Memory, MemoryHistory, MemoryEntityMention, Entity, Job)
+    counts = [model.objects.count() for model in tables]
+    out, _ = run_import(path)
+    assert "0 imported" in out and "0 refused" in out
+    assert [model.objects.count() for model in tables] == counts
+
+
+def test_an_import_dedupes_against_what_the_store_already_has_and_within_the_file(tmp_path):
+    existing = remember("Priya prefers squash merges.", actor=AGENT).memory
+    path = tmp_path / "notes.md"
+    path.write_text("Priya prefers squash merges\n\n- Kenji deploys.\n- kenji deploys\n")
+    out, _ = run_import(path, "-v", "2")
+    assert f"line 1: deduplicated, already stored as {existing.id}" in out
+    assert "1 imported, 2 deduplicated, 0 refused of 3 items." in out
+    assert Memory.objects.count() == 2
+
+
+def test_process_queues_an_extraction_job_per_imported_memory_and_the_default_does_not(
+    tmp_path, django_capture_on_commit_callbacks
+):
+    plain, processed = tmp_path / "plain.md", tmp_path / "processed.md"
+    plain.write_text("- Kenji deploys billing-api.\n- Priya reviews it.\n")
+    processed.write_text("- Staging is rebuilt nightly.\n- The wiki moved to Notion.\n")
+    with django_capture_on_commit_callbacks(execute=True):
+        run_import(plain)
+    assert not Job.objects.exists() and not OrmQ.objects.exists()
+    assert set(Memory.objects.values_list("extraction_status", flat=True)) == {"none"}
+
+    with django_capture_on_commit_callbacks(execute=True):
+        out, _ = run_import(processed, "--process")
+    assert "(extraction jobs queued)" in out
+    jobs = Job.objects.select_related("memory")
+    assert sorted(j.memory.content for j in jobs) == [
+        "Staging is rebuilt nightly.",
+        "The wiki moved to Notion.",
+    ]
+    assert {j.status for j in jobs} == {JobStatus.PENDING}
+    assert {j.memory.extraction_status for j in jobs} == {ExtractionStatus.PENDING}
+    queued = [q.task["args"][0] for q in OrmQ.objects.all()]
+    assert sorted(queued) == sorted(j.id for j in jobs)  # handed to the queue after the commit
+
+
+def test_an_agent_given_to_the_import_takes_every_memory(tmp_path):
+    path = tmp_path / "mem0.json"
+    path.write_text(json.dumps(MEM0_LIST))
+    run_import(path, "--agent", "support-bot")
+    assert set(Memory.objects.values_list("agent_id", flat=True)) == {"support-bot"}
+
+
+def test_a_file_of_a_newer_export_version_is_refused_whole_and_nothing_is_imported(tmp_path):
+    path = tmp_path / "new.jsonl"
+    write_lines(path, [{"format": export.FORMAT, "version": 99}, {"content": "A memory."}])
+    with pytest.raises(CommandError, match="new.jsonl was not imported: line 1: the file is"):
+        run_import(path)
+    assert not Memory.objects.exists()
+    run = ImportRun.objects.get()
+    assert run.status == ReplayStatus.FAILED and "version 99" in run.error
+
+
+def test_the_export_command_writes_each_page_as_it_reads_it(monkeypatch):
+    monkeypatch.setattr(export, "PAGE", 2)
+    for n in range(5):
+        remember(f"Memory number {n} about billing-api.", actor=AGENT)
+    written: list[int] = []
+
+    class Recording(io.StringIO):
+        def write(self, text):
+            written.append(len(queries.captured_queries))
+            return super().write(text)
+
+    stdout = Recording()
+    with CaptureQueriesContext(connection) as queries:
+        call_command("export", stdout=stdout, stderr=io.StringIO())
+    lines = stdout.getvalue().splitlines()
+    assert len(lines) == 6
+    # The first memory's line went out before the last page was read: nothing waits for the
+    # whole store, and each page is one query for its memories and one for their mentions.
+    assert written[1] < written[-1]
+    assert len(queries.captured_queries) == 3 * 2
+
+
+def test_the_export_filters_by_agent_and_leaves_forgotten_memories_out_unless_asked():
+    remember("Kenji deploys billing-api.", actor=AGENT)
+    ops = remember("The ops runbook lives in Notion.", actor=AGENT, agent_id="ops").memory
+    gone = remember("Staging is rebuilt nightly.", actor=AGENT, agent_id="ops").memory
+    forget(gone.id, actor=AGENT, reason="wrong")
+    assert [r["id"] for r in export_records("--agent", "ops")[1:]] == [ops.id]
+    both = export_records("--agent", "ops", "--include-deleted")
+    assert both[0]["agent"] == "ops" and both[0]["includeDeleted"] is True
+    assert sorted(r["id"] for r in both[1:]) == sorted([ops.id, gone.id])
+    assert "history" not in both[1]
