@@ -12,7 +12,8 @@ from memory import writes
 from memory.models import Memory
 from memory.writes import Actor, Refused
 from pipeline.config import get_config
-from pipeline.models import Proposal, ProposalStatus, RejectionFingerprint
+from pipeline.models import APPROVABLE, Proposal, ProposalStatus, RejectionFingerprint
+from pipeline.writes import approvals as approval_writes
 from pipeline.writes.reviewed import review_audit
 
 # --- revert ---------------------------------------------------------------------------------------
@@ -160,11 +161,17 @@ def undo_decision(proposal_id: str, *, reviewer: Actor, reason: str | None = Non
     An applied change is reverted first (refused, like a revert, when the memory changed since);
     a rejection's fingerprint stops suppressing. After a revert the target reads as it did at
     decision time, so the proposal is re-based on the target's new version and can be re-decided.
+    A first approval under the two-person rule is withdrawn: the round ends, nothing was applied.
     """
     with transaction.atomic():
         proposal = Proposal.objects.select_for_update().filter(id=proposal_id).first()
         if proposal is None:
             raise Refused("not_found", f"proposal {proposal_id} not found")
+        now = timezone.now()
+        if proposal.status in APPROVABLE and approval_writes.withdraw(proposal, reviewer, now):
+            note = (reason or "").strip() or "first approval withdrawn"
+            review_audit(proposal, reviewer, "approval_withdrawn", note, {}, now)
+            return Proposal.objects.get(id=proposal_id)
         if proposal.status not in UNDOABLE or not proposal.decided_by:
             raise Refused(
                 "not_undoable",
@@ -176,11 +183,11 @@ def undo_decision(proposal_id: str, *, reviewer: Actor, reason: str | None = Non
                 f"this proposal was already reverted by {proposal.reverted_by}: "
                 "undo the revert from its page first",
             )
-        now = timezone.now()
         note = (reason or "").strip() or "decision undone"
         rebase: dict[str, Any] = {}
         if proposal.status == ProposalStatus.APPLIED:
             memory = _revert_locked(proposal, reviewer, note)
+            approval_writes.undone(proposal.id)
             if memory.id == proposal.target_memory_id:
                 memory.refresh_from_db(fields=["version", "content"])
                 rebase = {"target_version": memory.version, "target_content": memory.content}

@@ -14,14 +14,20 @@ from memory import writes
 from memory.content import normalize
 from memory.models import Memory
 from memory.writes import Actor, Refused, Vector, audit
+from pipeline import claims
+from pipeline.approvals import needs_two
 from pipeline.config import get_config
 from pipeline.models import (
     APPROVABLE,
     REJECTABLE,
+    ApprovalOutcome,
+    PipelineConfig,
     Proposal,
     ProposalStatus,
     RejectionFingerprint,
 )
+from pipeline.writes import approvals as approval_writes
+from pipeline.writes import claims as claim_writes
 from pipeline.writes.apply import (
     FROZEN_MESSAGE,
     TargetRefusal,
@@ -58,14 +64,16 @@ def approve(
     """
     # A stale target or raw memory is recorded (the proposal marked stale, audited, committed)
     # before refusing.
-    stale_refusal = None
+    stale_refusal = status = None
     with transaction.atomic():
-        proposal = _locked_for_approval(proposal_id, redecide)
+        proposal, config = _locked_for_approval(proposal_id, redecide, reviewer)
+        now = timezone.now()
+        first = approval_writes.first_of_round(proposal)
+        action, content = approval_writes.as_approved(first, action, content)
         effective = action or proposal.action
         if effective not in {"add", "update", "delete"}:
             raise Refused("invalid_action", f"cannot approve a '{effective}' proposal")
         source, target = _locked_memories(proposal, effective, redecide)
-        now = timezone.now()
         text = content if content is not None and content.strip() else proposal.fact_content
         extra: dict[str, Any] = {
             "edited": text != proposal.fact_content,
@@ -76,23 +84,25 @@ def approve(
             stale_refusal = _mark_stale(proposal, refusal, source, reviewer, note, now)
         elif effective == "add":
             status = _approve_add(proposal, text, reviewer, vector, note, now)
-        else:
-            refusal = target_refusal(proposal, target, force)
-            if refusal is not None and refusal.stale:
-                stale_refusal = _mark_stale(proposal, refusal, target, reviewer, note, now)
-            elif refusal is not None:
-                raise Refused(
-                    "pinned_requires_force",
-                    f"the target memory is pinned: confirm with force to {effective} it",
-                    targetMemoryId=target.id,
-                )
-            else:
-                effective = _approve_change(
-                    proposal, target, effective, text, reviewer, vector, note, now, extra
-                )
-                status = ProposalStatus.APPLIED
-        if stale_refusal is None:
+        elif (refusal := target_refusal(proposal, target, force)) is not None and refusal.stale:
+            stale_refusal = _mark_stale(proposal, refusal, target, reviewer, note, now)
+        elif refusal is not None:
+            raise Refused(
+                "pinned_requires_force",
+                f"the target memory is pinned: confirm with force to {effective} it",
+                targetMemoryId=target.id,
+            )
+        elif not (
+            needs_two(effective, target, config.destructive_approvals)
+            and _first_of_two(proposal, first, reviewer, effective, text, note, now, extra)
+        ):
+            effective = _approve_change(
+                proposal, target, effective, text, reviewer, vector, note, now, extra
+            )
+            status = ProposalStatus.APPLIED
+        if status is not None:
             _claim_approval(proposal, status, effective, text, reviewer, note, now)
+            approval_writes.applied(proposal, first, reviewer, effective, text, note, now)
             audited = {**extra, "outcome": status, "appliedAs": effective}
             review_audit(proposal, reviewer, "approved", note, audited, now)
     if stale_refusal is not None:
@@ -100,17 +110,41 @@ def approve(
     return Proposal.objects.get(id=proposal_id)
 
 
-def _locked_for_approval(proposal_id: str, redecide: bool) -> Proposal:
-    """The proposal, locked, once every refusal that needs no memory has been ruled out."""
+def _locked_for_approval(
+    proposal_id: str, redecide: bool, reviewer: Actor
+) -> tuple[Proposal, PipelineConfig]:
+    """The proposal, locked, once every refusal that needs no memory has been ruled out (the
+    brake, a decided proposal, another reviewer's claim), with the config it was checked under."""
     proposal = Proposal.objects.select_for_update().filter(id=proposal_id).first()
     if proposal is None:
         raise Refused("not_found", f"proposal {proposal_id} not found")
-    if get_config().mutations_frozen:
+    config = get_config()
+    if config.mutations_frozen:
         raise Refused("frozen", FROZEN_MESSAGE)
     allowed = APPROVABLE | ({ProposalStatus.STALE} if redecide else set())
     if proposal.status not in allowed:
         raise already_decided(proposal)
-    return proposal
+    if (held := claims.refusal(proposal.id, reviewer.name, timezone.now())) is not None:
+        raise held
+    return proposal, config
+
+
+def _first_of_two(
+    proposal: Proposal, first, reviewer: Actor, action: str, text: str, note, at, extra: dict
+) -> bool:
+    """A change the two-person rule holds: this approval is recorded as the first (True: nothing
+    is applied yet, the claim ends), or it completes another reviewer's first approval (False:
+    apply it). The same reviewer approving twice is refused."""
+    approval_writes.refuse_same_approver(first, reviewer)
+    if first is not None:
+        extra["approvals"] = [first.by, reviewer.name]
+        return False
+    approval_writes.record_first(proposal, reviewer, action, text, note, at)
+    claim_writes.end(proposal.id)
+    Proposal.objects.filter(id=proposal.id).update(updated_at=at)
+    audited = {**extra, "outcome": "awaiting_second_approval", "approvals": [reviewer.name]}
+    review_audit(proposal, reviewer, "approved_first", note, audited, at)
+    return True
 
 
 def _locked_memories(
@@ -168,6 +202,7 @@ def _mark_stale(
     Proposal.objects.filter(id=proposal.id, status=proposal.status).update(
         status=ProposalStatus.STALE, blocked_reason=refusal.reason, updated_at=at
     )
+    approval_writes.close_round(proposal.id, ApprovalOutcome.STALE, reviewer, at)
     audited = {"staleReason": refusal.reason, "currentVersion": moved.version}
     review_audit(proposal, reviewer, "stale", note, audited, at)
     return refusal.refused(proposal, moved)
@@ -231,6 +266,7 @@ def _claim_approval(
     )
     if claimed != 1:
         raise already_decided(Proposal.objects.get(id=proposal.id))
+    claim_writes.end(proposal.id)
 
 
 def _retire_for(
@@ -269,7 +305,8 @@ def _keep_both_audit(
 
 
 def reject(proposal_id: str, *, reviewer: Actor, reason: str | None = None) -> Proposal:
-    """Record a rejection with its reason; nothing is written to memories."""
+    """Record a rejection with its reason; nothing is written to memories. Under the two-person
+    rule a rejection by either reviewer ends the round a first approval opened."""
     with transaction.atomic():
         proposal = Proposal.objects.select_for_update().filter(id=proposal_id).first()
         if proposal is None:
@@ -277,6 +314,8 @@ def reject(proposal_id: str, *, reviewer: Actor, reason: str | None = None) -> P
         if proposal.status not in REJECTABLE:
             raise already_decided(proposal)
         now = timezone.now()
+        if (held := claims.refusal(proposal.id, reviewer.name, now)) is not None:
+            raise held
         note = (reason or "").strip() or "rejected by reviewer"
         claimed = Proposal.objects.filter(id=proposal.id, status=proposal.status).update(
             status=ProposalStatus.REJECTED,
@@ -288,6 +327,8 @@ def reject(proposal_id: str, *, reviewer: Actor, reason: str | None = None) -> P
         if claimed != 1:
             raise already_decided(Proposal.objects.get(id=proposal.id))
         _remember_rejection(proposal, now)
+        claim_writes.end(proposal.id)
+        approval_writes.close_round(proposal.id, ApprovalOutcome.REJECTED, reviewer, now)
         review_audit(proposal, reviewer, "rejected", note, {}, now)
     return Proposal.objects.get(id=proposal_id)
 
