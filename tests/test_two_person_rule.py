@@ -17,7 +17,6 @@ from pipeline import review, tasks
 from pipeline.models import Approval, Proposal
 from tests.conftest import _token
 from tests.pipeline_support import (
-    DELETE_FACT,
     RAW_TEXT,
     UPDATE_FACT,
     configure,
