@@ -30,7 +30,6 @@ NEXT_STEPS = {
     "pinned_requires_force": "Tick “pinned: apply anyway” and decide again to confirm.",
     "same_approver": "Ask another reviewer to approve it, or reject it.",
     "approval_differs": "Approve it as it is, or reject it to start over.",
-    "claimed": "Take it over from its row to decide it.",
 }
 
 # Why a pending proposal was held when the pipeline recorded it (Proposal.blocked_reason).

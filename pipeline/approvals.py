@@ -70,7 +70,9 @@ class Standing:
 
 def standing(proposal: Proposal, setting: int, reviewer: str | None) -> Standing:
     """The proposal's standing for `reviewer` (reads target_memory and the approvals)."""
-    current = tuple(open_approvals(proposal)) if proposal.can_approve else ()
+    if not proposal.can_approve:
+        return Standing(1, (), False)  # decided (or only rejectable): nothing to count
+    current = tuple(open_approvals(proposal))
     two = proposal.is_destructive and needs_two(proposal.action, proposal.target_memory, setting)
     needed = 2 if two or current else 1
     return Standing(needed, current, any(a.by == reviewer for a in current))

@@ -80,8 +80,8 @@ def refusal(proposal_id: str, reviewer: str, now: datetime) -> Refused | None:
         return None
     return Refused(
         "claimed",
-        f"{claim.by} is reviewing this proposal (until {claim.expires_at:%H:%M} UTC): "
-        "take it over to decide it",
+        f"this proposal is being reviewed by {claim.by} (until {claim.expires_at:%H:%M} UTC): "
+        "take it over from its row to decide it",
         claimedBy=claim.by,
         claimedUntil=claim.expires_at.isoformat(),
     )

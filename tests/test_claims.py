@@ -72,7 +72,7 @@ def test_another_reviewer_cannot_decide_a_claimed_proposal_until_taking_it_over(
     for decide in (lambda: review.approve(first.id, SAM), lambda: review.reject(first.id, SAM)):
         with pytest.raises(Refused) as refused:
             decide()
-        assert refused.value.code == "claimed" and "rita is reviewing" in refused.value.message
+        assert refused.value.code == "claimed" and "being reviewed by rita" in refused.value.message
     assert Proposal.objects.get(id=first.id).status == "pending"
     taken = review.claim(first.id, SAM, takeover=True)
     assert taken.state == "mine"

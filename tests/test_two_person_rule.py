@@ -21,6 +21,7 @@ from tests.pipeline_support import (
     UPDATE_FACT,
     configure,
     four_decisions,
+    pending_delete,
     raw,
     seed_store,
     set_mode,
@@ -305,7 +306,7 @@ def test_two_second_approvers_racing_apply_it_once(file_db):
     ids = []
     for n, target in enumerate(targets):
         # A DELETE proposal per target, each already approved once by rita.
-        ids.append(_pending_delete(target, n).id)
+        ids.append(pending_delete(target, n).id)
         review.approve(ids[-1], RITA)
     outcomes: dict[str, list] = {"sam": [], "tess": []}
     errors: list[str] = []
@@ -343,29 +344,3 @@ def test_two_second_approvers_racing_apply_it_once(file_db):
         deletes = MemoryHistory.objects.filter(event="deleted", metadata__proposalId=proposal_id)
         assert deletes.count() == 1
     assert all(t.is_deleted for t in Memory.objects.filter(id__in=[t.id for t in targets]))
-
-
-def _pending_delete(target: Memory, n: int) -> Proposal:
-    """A DELETE of `target` waiting for review, as a job in shadow mode records it."""
-    from django.utils import timezone
-
-    source = writes.remember(f"Raw note {n}: host alpha-{n} was retired.", actor=RITA)
-    now = timezone.now()
-    return Proposal.objects.create(
-        job=source.job,
-        source_memory=source.memory,
-        source_version=source.memory.version,
-        action="delete",
-        fact_content=f"Host alpha-{n} was retired",
-        fact_confidence=0.9,
-        target_memory=target,
-        target_version=target.version,
-        target_content=target.content,
-        confidence=0.9,
-        reason="retired",
-        status="pending",
-        model="offline",
-        mode="shadow",
-        created_at=now,
-        updated_at=now,
-    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from pathlib import Path
@@ -59,6 +60,15 @@ def one_request_at_a_time(live_server):
 
     httpd.set_app(serial)
     httpd.one_at_a_time = True
+    httpd.request_lock = lock
+
+
+@pytest.fixture
+def between_requests(live_server):
+    """A context manager for a test's own write while its pages keep talking to the server (a
+    claims poll): it runs between two requests, never during one (SQLite: see above)."""
+    lock = getattr(live_server.thread.httpd, "request_lock", None)
+    return lock if lock is not None else contextlib.nullcontext()
 
 
 @pytest.fixture(autouse=True)
