@@ -15,9 +15,11 @@
   // Claims (dashboard/views/claims.py): focusing a row (or opening a proposal's page) claims it,
   // so other reviewers see "<name> is reviewing" and their keyboard skips it. Each page load has
   // its own id: leaving the page releases that page's claim, never a newer one the reviewer made
-  // from the next page. A row another reviewer holds (or decided since) is "held".
+  // from the next page. A row another reviewer holds, or one drawn open that someone decided
+  // since (the poll says so), is "held".
   const PAGE_ID = window.crypto && crypto.randomUUID ? crypto.randomUUID() : String(Math.random()).slice(2);
-  const held = (r) => Boolean(r && r.querySelector("[data-claim=other], [data-claim=decided]"));
+  const held = (r) => Boolean(r && (r.querySelector("[data-claim=other]") ||
+    (r.dataset.open === "1" && r.querySelector("[data-claim=decided]"))));
   let claimed = null;  // what this page holds: {id, release, at}
   let claimTimer = null;
   function csrfToken() {
