@@ -344,3 +344,53 @@ def test_two_second_approvers_racing_apply_it_once(file_db):
         deletes = MemoryHistory.objects.filter(event="deleted", metadata__proposalId=proposal_id)
         assert deletes.count() == 1
     assert all(t.is_deleted for t in Memory.objects.filter(id__in=[t.id for t in targets]))
+
+
+# --- the dashboard --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def sam_client(role_users):
+    from django.contrib.auth.models import Group, User
+    from django.test import Client
+
+    user = User.objects.create_user("sam", password="pw-sam")
+    user.groups.add(Group.objects.get(name="reviewer"))
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def decide(client, proposal, hx, **data):
+    return client.post(
+        f"/proposals/{proposal.id}/decide/", {"decision": "approve", "from": "row", **data}, **hx
+    )
+
+
+def test_the_queue_row_counts_approvals_and_refuses_the_same_reviewer(
+    reviewer_client, sam_client, pending, store, hx
+):
+    delete = pending["delete"]
+    row = reviewer_client.get("/review/?action=delete").content.decode()
+    assert 'data-testid="two-person"' in row and "Approve (1 of 2)" in row
+    first = decide(reviewer_client, delete, hx)
+    body = first.content.decode()
+    assert "Approval 1 of 2 recorded for rita" in body
+    assert f"/proposals/{delete.id}/undo/" in first.headers["HX-Trigger"]  # Undo withdraws it
+    again = decide(reviewer_client, delete, hx).content.decode()
+    assert "You already approved this proposal" in again
+    assert "Ask another reviewer to approve it, or reject it." in again
+    assert not Memory.objects.get(id=store.staging.id).is_deleted
+    shown = sam_client.get("/review/?action=delete").content.decode()
+    assert "Approve (2 of 2)" in shown and "Approved by <strong>rita</strong> (1 of 2)" in shown
+    second = decide(sam_client, delete, hx).content.decode()
+    assert "Approved by sam: memory deleted." in second
+    assert Memory.objects.get(id=store.staging.id).is_deleted
+
+
+def test_the_settings_page_says_when_the_rule_is_on(admin_client_role, pending):
+    assert 'data-testid="two-person-note"' in admin_client_role.get("/settings/").content.decode()
+    configure(review__destructiveApprovals=1)
+    assert (
+        'data-testid="two-person-note"' not in admin_client_role.get("/settings/").content.decode()
+    )

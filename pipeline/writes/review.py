@@ -143,7 +143,8 @@ def _first_of_two(
     claim_writes.end(proposal.id)
     Proposal.objects.filter(id=proposal.id).update(updated_at=at)
     audited = {**extra, "outcome": "awaiting_second_approval", "approvals": [reviewer.name]}
-    review_audit(proposal, reviewer, "approved_first", note, audited, at)
+    reason = note or "first of two approvals (the two-person rule): a second reviewer applies it"
+    review_audit(proposal, reviewer, "approved_first", reason, audited, at)
     return True
 
 
