@@ -446,7 +446,11 @@ def pipeline_status(token: ApiToken) -> dict:
     agent_id = token.agent_id
     pending = Proposal.objects.filter(agent_id=agent_id, status=ProposalStatus.PENDING)
     jobs = Job.objects.filter(memory__agent_id=agent_id)
-    waiting = list(pending.filter(review_needed=True).order_by("created_at", "position")[:10])
+    waiting = list(
+        pending.filter(review_needed=True)
+        .prefetch_related("approvals")
+        .order_by("created_at", "position")[:10]
+    )
     return {
         "mode": mode_of(config),
         "mutationsFrozen": config.mutations_frozen,

@@ -11,7 +11,7 @@ from django.http import JsonResponse
 from api.auth import only_agent
 from api.http import MAX_INT, BadRequest, api, bool_param, json_body, optional
 from api.memory_service import require_agent
-from api.serializers import iso, job_json, proposal_json
+from api.serializers import approvals_json, iso, job_json, proposal_json
 from memory.content import is_effectively_empty
 from memory.models import ActorType, Job
 from memory.writes import Actor, Refused
@@ -69,7 +69,9 @@ def proposals(request):
     if not 1 <= limit <= MAX_PAGE or not 0 <= offset <= MAX_INT:
         raise BadRequest(f"limit must be 1..{MAX_PAGE} and offset 0..{MAX_INT}")
     count = query.count()
-    rows = query.order_by("created_at", "position")[offset : offset + limit]
+    rows = query.order_by("created_at", "position").prefetch_related("approvals")[
+        offset : offset + limit
+    ]
     return JsonResponse({"proposals": [proposal_json(p) for p in rows], "count": count})
 
 
@@ -100,6 +102,12 @@ def approve(request, proposal_id: str):
         redecide=bool(optional(body, "redecide", bool, "a boolean")),
         force=bool(optional(body, "force", bool, "a boolean")),
     )
+    if proposal.awaiting_second_approval:
+        # The two-person rule: this approval is recorded; a second reviewer's applies it.
+        approvals = approvals_json(proposal)
+        return JsonResponse(
+            {"status": "awaiting_second_approval", "approvals": approvals}, status=202
+        )
     return JsonResponse(proposal_json(proposal))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from memory.models import Job, Memory, MemoryHistory
+from pipeline.approvals import open_approvals
 from pipeline.models import Proposal
 
 
@@ -71,8 +72,15 @@ def proposal_json(p: Proposal) -> dict:
         # `action` is what the model proposed; this is what a reviewer applied instead (None: as
         # proposed, or nothing applied).
         "appliedAs": p.applied_as,
+        # Under the two-person rule: the approvals of the round waiting for its second one.
+        "approvals": approvals_json(p),
         "createdAt": iso(p.created_at),
     }
+
+
+def approvals_json(p: Proposal) -> list[dict]:
+    """`[{by, at}]`: who approved a proposal that waits for a second approval, and when."""
+    return [{"by": a.by, "at": iso(a.at)} for a in open_approvals(p)] if p.can_approve else []
 
 
 def job_json(job: Job) -> dict:

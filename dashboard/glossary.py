@@ -60,6 +60,14 @@ BADGE_WORDS = {
     "undone too.",
     "derived": "A memory the pipeline extracted from a raw memory (as opposed to one an agent or "
     "a person wrote).",
+    "two-person": "The two-person rule (review.destructiveApprovals 2): every DELETE, and every "
+    "UPDATE of a pinned or person-asserted memory, needs approvals from two different reviewers. "
+    "The first is recorded (1 of 2), the second applies it, a rejection by either ends it, and "
+    "full mode never applies such a change by itself (it waits with the reason two_person_rule).",
+    "reviewing": "Another reviewer focused or opened this proposal and holds it for "
+    "review.claimMinutes (5 by default): its buttons are hidden, the keyboard skips it and bulk "
+    "actions leave it out. Take over makes it yours (the audit trail records it); the claim ends "
+    "with a decision, when its reviewer moves on, or when it expires.",
 }
 
 SECTIONS = (

@@ -161,6 +161,8 @@ class BulkForm(forms.Form):
     after = forms.CharField(required=False)
     done = forms.IntegerField(required=False, min_value=0)
     failed = forms.IntegerField(required=False, min_value=0)
+    claimed = forms.IntegerField(required=False, min_value=0)  # skipped: another reviewer holds
+    awaiting = forms.IntegerField(required=False, min_value=0)  # recorded as 1 of 2 approvals
     total = forms.IntegerField(required=False, min_value=0)
     include_personal_data = forms.BooleanField(required=False)
 

@@ -4,6 +4,7 @@ from django.urls import path
 
 from dashboard.views import (
     analytics,
+    claims,
     contradictions,
     entities,
     evaluation,
@@ -31,8 +32,11 @@ urlpatterns = [
     path("prefs/overview-hint/", prefs.dismiss_hint, name="prefs-dismiss-hint"),
     path("review/", review.review, name="review"),
     path("review/bulk/", review.bulk, name="bulk"),
+    path("review/claims/", claims.poll, name="claims"),
     path("proposals/<str:proposal_id>/", proposal.proposal, name="proposal"),
     path("proposals/<str:proposal_id>/decide/", review.decide, name="decide"),
+    path("proposals/<str:proposal_id>/claim/", claims.claim, name="claim"),
+    path("proposals/<str:proposal_id>/release/", claims.release, name="release"),
     path("proposals/<str:proposal_id>/undo/", proposal_actions.undo_decision, name="undo-decision"),
     path("proposals/<str:proposal_id>/revert/", proposal_actions.revert, name="revert"),
     path(

@@ -28,6 +28,8 @@ NEXT_STEPS = {
     "version_conflict": "Reload the page and decide again.",
     "no_snapshot": "Open the memory and edit it by hand.",
     "pinned_requires_force": "Tick “pinned: apply anyway” and decide again to confirm.",
+    "same_approver": "Ask another reviewer to approve it, or reject it.",
+    "approval_differs": "Approve it as it is, or reject it to start over.",
 }
 
 # Why a pending proposal was held when the pipeline recorded it (Proposal.blocked_reason).
@@ -39,6 +41,8 @@ WAITING = {
     "contradiction_review": "waits for a reviewer: it contradicts an existing memory",
     "pinned_target": "waits for a reviewer: the memory it changes is pinned",
     "person_asserted": "waits for a reviewer: a person asserted the memory it changes",
+    "two_person_rule": "waits for two reviewers: the two-person rule holds every DELETE and "
+    "every change to a pinned or person-asserted memory",
     "safety_review": "waits for a reviewer: a safety finding",
     "target_changed": "stale: the memory it changes was edited since the decision",
     "target_deleted": "stale: the memory it changes was deleted since the decision",
@@ -65,6 +69,21 @@ SESSION_ENDED = "Your session ended — sign in again. Nothing was saved."
 
 # "Done 3 approved of 4": the past tense of a bulk decision.
 BULK_DONE = {Decision.APPROVE: "approved", Decision.REJECT: "rejected"}
+
+
+def bulk_toast(decision: str, progress: dict) -> str:
+    """The toast at the end of a bulk decision: what was done, and what was not."""
+    done, failed, claimed = progress["done"], progress["failed"], progress["claimed"]
+    parts = [f"Bulk: {done} {BULK_DONE[decision]}"]
+    if progress["awaiting"]:
+        parts.append(f"{progress['awaiting']} of them as the first of two approvals")
+    if failed:
+        parts.append(f"{failed} left for one by one")
+    if claimed:
+        parts.append(
+            f"{claimed} skipped: someone else is reviewing {'it' if claimed == 1 else 'them'}"
+        )
+    return ", ".join(parts) + "."
 
 
 def bulk_gone(count: int, deciders: list[str]) -> str:
@@ -182,4 +201,9 @@ def outcome(proposal: Proposal, reviewer: str) -> str:
         return f"Approved by {reviewer}: nothing new was written, {where} already holds this text."
     if proposal.status == ProposalStatus.REJECTED:
         return f"Rejected by {reviewer}: {proposal.review_note}"
+    if proposal.awaiting_second_approval:
+        return (
+            f"Approval 1 of 2 recorded for {reviewer}: a second reviewer's approval applies it "
+            "(the two-person rule)."
+        )
     return sentence(f"This proposal is {proposal.status}")

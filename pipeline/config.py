@@ -208,6 +208,21 @@ FIELDS: dict[str, Field] = {
         8760,
         "Proposals pending longer than this go in the daily staleness digest.",
     ),
+    "review.claimMinutes": Field(
+        "claim_minutes",
+        int,
+        1,
+        240,
+        "Focusing or opening a proposal claims it for this many minutes: others skip it.",
+    ),
+    "review.destructiveApprovals": Field(
+        "destructive_approvals",
+        int,
+        1,
+        2,
+        "2: every DELETE, and an UPDATE of a pinned or person-asserted memory, needs two "
+        "different reviewers' approvals, and full mode never applies one by itself.",
+    ),
 }
 
 
@@ -230,7 +245,11 @@ def config_json(config: PipelineConfig) -> dict[str, Any]:
             "leaseTimeoutSeconds": config.lease_timeout_seconds,
             "retentionDays": config.retention_days,
         },
-        "review": {"staleHours": config.stale_hours},
+        "review": {
+            "staleHours": config.stale_hours,
+            "claimMinutes": config.claim_minutes,
+            "destructiveApprovals": config.destructive_approvals,
+        },
         "mode": mode_of(config),
         "updatedAt": config.updated_at.isoformat() if config.updated_at else None,
     }

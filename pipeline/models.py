@@ -31,6 +31,10 @@ class PipelineConfig(models.Model):
     rejections_as_examples = models.BooleanField(default=False)
     # A proposal pending longer than this is in the daily staleness digest (pipeline.digest).
     stale_hours = models.PositiveIntegerField(default=24)
+    # Focusing a proposal claims it for this long (pipeline.claims); a destructive change needs
+    # this many different reviewers' approvals (pipeline.approvals: 1, or 2 for the two-person rule).
+    claim_minutes = models.PositiveIntegerField(default=5)
+    destructive_approvals = models.PositiveSmallIntegerField(default=1)
     last_digest_at = models.DateTimeField(null=True, blank=True)
     last_maintenance_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -261,6 +265,12 @@ class Proposal(models.Model):
     def source_changed(self) -> bool:
         """Its raw memory is no longer at the version its job read (reads source_memory)."""
         return self.source_version is not None and self.source_memory.version != self.source_version
+
+    @property
+    def awaiting_second_approval(self) -> bool:
+        """A first reviewer approved it under the two-person rule: a second, different one applies
+        it (reads the approvals; the queue prefetches them)."""
+        return self.can_approve and any(a.is_open for a in self.approvals.all())
 
     @property
     def can_revert(self) -> bool:
@@ -556,4 +566,11 @@ class EvalResult(models.Model):
 # reads when called) live beside the saved queues that read them too; an import's run row lives
 # with the imports.
 from pipeline.imports.models import ImportRun  # noqa: E402, F401
-from pipeline.team import DigestRun, SavedQueue, queue_q  # noqa: E402, F401
+from pipeline.team import (  # noqa: E402, F401
+    Approval,
+    ApprovalOutcome,
+    Claim,
+    DigestRun,
+    SavedQueue,
+    queue_q,
+)

@@ -1,7 +1,8 @@
 """The one door from the interfaces (api/, dashboard/) to the pipeline's writes: reviewer
 decisions (embed edited text before the write, the decisions in the reviewer's words, the bulk
-rules of pipeline.safety.KINDS), undo and revert exactly as asked, suppressions, entity triples, a
-job's retry and a config change. Neither interface imports pipeline.writes."""
+rules of pipeline.safety.KINDS, claims and the two-person rule), undo and revert exactly as asked,
+claims, suppressions, entity triples, a job's retry and a config change. Neither interface
+imports pipeline.writes."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ from django.db.models import Count, QuerySet, TextChoices
 
 from memory.models import Job
 from memory.writes import CHANGE_EVENTS, Actor, Refused
-from pipeline import memory_ops, safety
+from pipeline import claims, memory_ops, safety
+from pipeline.approvals import needs_two_q, open_approvals
+from pipeline.config import get_config
 from pipeline.models import Action, Proposal, ProposalStatus, TripleReview
+from pipeline.writes import claims as claim_writes
 from pipeline.writes import config as config_writes
 from pipeline.writes import jobs as job_writes
 from pipeline.writes import review as review_writes
@@ -62,14 +66,22 @@ DECISIONS: dict[str, tuple[str | None, str | None]] = {
 
 @dataclass(frozen=True)
 class BulkOutcome:
-    """One proposal of a bulk decision: `error` says why it was not decided (None: done)."""
+    """One proposal of a bulk decision: `error` says why it was not decided (None: done), `code`
+    is the refusal's; `awaiting` says the approval was recorded as the first of two."""
 
     proposal_id: str
     error: str | None = None
+    code: str | None = None
+    awaiting: bool = False
 
     @property
     def done(self) -> bool:
         return self.error is None
+
+    @property
+    def claimed(self) -> bool:
+        """Skipped: another reviewer holds it (pipeline.claims)."""
+        return self.code == "claimed"
 
 
 def approve(
@@ -154,10 +166,11 @@ def count_by_action(proposals: QuerySet[Proposal]) -> dict[str, int]:
     return dict(proposals.order_by().values_list("action").annotate(n=Count("*")))
 
 
-def bulk_summary(proposals: QuerySet[Proposal]) -> dict:
+def bulk_summary(proposals: QuerySet[Proposal], reviewer: str = "") -> dict:
     """What a bulk decision over these proposals meets: counts by action and by safety kind, and
     how many a bulk approval leaves out (kinds never approved in bulk and changes to pinned
-    memories always, kinds that need an opt-in unless opted in), with those kinds in words."""
+    memories always, kinds that need an opt-in unless opted in), with those kinds in words; how
+    many another reviewer holds (skipped), and how many need a second reviewer's approval."""
     by_action = count_by_action(proposals)
     kinds: Counter[str] = Counter()
     never = opt_in = 0
@@ -177,6 +190,8 @@ def bulk_summary(proposals: QuerySet[Proposal]) -> dict:
         "opt_in": opt_in,
         "opt_in_words": safety.words_of(safety.Bulk.OPT_IN),
         "pinned": changes_pinned(proposals).count(),
+        "claimed": claims.count_held_by_others(proposals, reviewer),
+        "two_person": proposals.filter(needs_two_q(get_config().destructive_approvals)).count(),
     }
 
 
@@ -185,17 +200,21 @@ def bulk_approve(
 ) -> list[BulkOutcome]:
     """Approve each proposal on its own; a kind never approved in bulk (a secret) or a change to a
     pinned memory is left out, a kind that needs an opt-in (personal data) unless
-    `include_personal_data`."""
+    `include_personal_data`, and one another reviewer holds is skipped. Under the two-person
+    rule this reviewer's approval counts once: the first is recorded, a second applies."""
     flagged = dict(
         Proposal.objects.filter(id__in=proposal_ids)
         .exclude(safety_kinds="")
         .values_list("id", "safety_kinds")
     )
     pinned = _pinned_targets(proposal_ids)
+    held = claims.held_by_others(proposal_ids, reviewer.name)
     outcomes = []
     for proposal_id in proposal_ids:
         rule, kind = safety.bulk_rule(flagged.get(proposal_id, ""))
-        if rule == safety.Bulk.NEVER:
+        if proposal_id in held:
+            outcomes.append(BulkOutcome(proposal_id, held_by(held[proposal_id]), "claimed"))
+        elif rule == safety.Bulk.NEVER:
             outcomes.append(BulkOutcome(proposal_id, left_for_one_by_one(kind)))
         elif proposal_id in pinned:
             outcomes.append(BulkOutcome(proposal_id, PINNED_LEFT_FOR_ONE_BY_ONE))
@@ -233,22 +252,34 @@ def changes_pinned(proposals: QuerySet[Proposal]) -> QuerySet:
 
 
 def bulk_reject(proposal_ids: list[str], reviewer: Actor, *, reason: str) -> list[BulkOutcome]:
+    """Reject each proposal on its own; one another reviewer holds is skipped."""
+    held = claims.held_by_others(proposal_ids, reviewer.name)
     return [
-        _attempt(proposal_id, lambda p: reject(p, reviewer, reason=reason))
+        BulkOutcome(proposal_id, held_by(held[proposal_id]), "claimed")
+        if proposal_id in held
+        else _attempt(proposal_id, lambda p: reject(p, reviewer, reason=reason))
         for proposal_id in proposal_ids
     ]
 
 
+def held_by(name: str) -> str:
+    """Why bulk skipped a proposal another reviewer holds."""
+    return f"Skipped: {name} is reviewing it."
+
+
 def _attempt(proposal_id: str, decide) -> BulkOutcome:
     try:
-        decide(proposal_id)
+        decided = decide(proposal_id)
     except Refused as refused:
-        return BulkOutcome(proposal_id, refused.message)
-    return BulkOutcome(proposal_id)
+        return BulkOutcome(proposal_id, refused.message, refused.code)
+    return BulkOutcome(proposal_id, awaiting=decided.awaiting_second_approval)
 
 
-def can_undo(proposal: Proposal) -> bool:
-    """Whether a reviewer's decision can be taken back to pending (the toast's Undo)."""
+def can_undo(proposal: Proposal, reviewer: str | None = None) -> bool:
+    """Whether a reviewer's decision can be taken back to pending (the toast's Undo), or
+    `reviewer`'s first approval under the two-person rule withdrawn."""
+    if reviewer and proposal.awaiting_second_approval:
+        return any(a.by == reviewer for a in open_approvals(proposal))
     if proposal.status == ProposalStatus.APPLIED:
         return proposal.reverted_at is None and bool(proposal.decided_by)
     return proposal.status in {ProposalStatus.REJECTED, ProposalStatus.DEDUPED} and bool(
@@ -311,6 +342,22 @@ def revert_derived(memory_id: str, reviewer: Actor, *, reason: str | None = None
         else:
             done.append(Reverted(proposal))
     return done
+
+
+# --- claims: who is reviewing a proposal now ------------------------------------------------------
+
+
+def claim(
+    proposal_id: str, reviewer: Actor, *, page: str = "", takeover: bool = False
+) -> claims.ClaimState:
+    """Hold a proposal while looking at it (review.claimMinutes); `takeover` takes another
+    reviewer's claim over, audited. Answers the claim as this reviewer now sees it."""
+    return claim_writes.claim(proposal_id, reviewer, page=page, takeover=takeover)
+
+
+def release(proposal_id: str, reviewer: Actor, *, page: str = "") -> bool:
+    """Let go of this reviewer's claim (the page that made it was left)."""
+    return claim_writes.release(proposal_id, reviewer, page=page)
 
 
 # --- suppressions, triples, jobs and config: the same door -----------------------------------------

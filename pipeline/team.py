@@ -1,6 +1,7 @@
 """Reviewing as a team: the review queue's filters (queue_q), saved queues (a filter, guidelines,
-assigned reviewers) and the staleness digest's runs. Imported by pipeline.models, so Django
-registers the tables there."""
+assigned reviewers), the staleness digest's runs, claims (who is reviewing a proposal now) and
+approvals under the two-person rule. Imported by pipeline.models, so Django registers the tables
+there."""
 
 from __future__ import annotations
 
@@ -175,3 +176,77 @@ class DigestRun(models.Model):
     @property
     def failed(self) -> bool:
         return "failed" in {self.email_status, self.webhook_status}
+
+
+class Claim(models.Model):
+    """A reviewer is looking at a proposal (focused it in the queue or opened it) until
+    `expires_at`: the others see it, their keyboard skips it, and they decide it only after taking
+    it over. At most one per proposal; pipeline.claims reads them, pipeline.writes.claims writes."""
+
+    proposal = models.OneToOneField(
+        "pipeline.Proposal", on_delete=models.CASCADE, primary_key=True, related_name="claim"
+    )
+    by = models.CharField(max_length=200, db_index=True)
+    # The browser page that holds it: leaving that page releases this claim, never a newer one
+    # the same reviewer made from the next page.
+    page = models.CharField(max_length=64, blank=True, default="")
+    claimed_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "pipeline_claims"
+
+    def __str__(self) -> str:
+        return f"{self.by} until {self.expires_at:%H:%M}"
+
+
+class ApprovalOutcome(models.TextChoices):
+    """How the round an approval belongs to ended ("" while it waits for the second approval)."""
+
+    OPEN = "", "waiting"
+    APPLIED = "applied"  # the second approval applied the change
+    REJECTED = "rejected"  # a reviewer (either one) rejected it
+    STALE = "stale"  # the target or the raw memory moved on first
+    WITHDRAWN = "withdrawn"  # the first approver took their approval back
+    UNDONE = "undone"  # applied, then a reviewer undid the decision
+
+
+class Approval(models.Model):
+    """One reviewer's approval of a change the two-person rule holds (pipeline.approvals): the
+    first (position 1) is recorded and waits, the second (position 2) applies what the first
+    approved. Rounds are kept after they end: the analytics' agreement reads them."""
+
+    proposal = models.ForeignKey(
+        "pipeline.Proposal", on_delete=models.CASCADE, related_name="approvals", db_index=False
+    )
+    by = models.CharField(max_length=200)
+    at = models.DateTimeField()
+    position = models.PositiveSmallIntegerField(default=1)
+    action = models.CharField(max_length=10)  # the action approved (the proposal's, or another)
+    content = models.TextField()  # the text approved (a reviewer's edit, or the model's)
+    note = models.TextField(blank=True, default="")
+    outcome = models.CharField(
+        max_length=10, choices=ApprovalOutcome.choices, blank=True, default=ApprovalOutcome.OPEN
+    )
+    ended_by = models.CharField(max_length=200, blank=True, default="")
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "pipeline_approvals"
+        ordering = ["at", "id"]
+        indexes = [models.Index(fields=["proposal", "outcome"], name="approvals_proposal")]
+        constraints = [
+            # One open approval per reviewer: the same person never counts twice.
+            models.UniqueConstraint(
+                fields=["proposal", "by"],
+                condition=Q(outcome=""),
+                name="approvals_once_per_reviewer",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"approval {self.position} by {self.by} ({self.outcome or 'waiting'})"
+
+    @property
+    def is_open(self) -> bool:
+        return self.outcome == ApprovalOutcome.OPEN

@@ -199,3 +199,32 @@ def four_decisions(fake, store) -> ScriptedModel:
             NONE_FACT: decision("none", store.kenji, reason="Already stored"),
         },
     )
+
+
+def pending_delete(target, n: int = 0, *, action: str = "delete"):
+    """A proposal to DELETE (or `action`) `target`, waiting for review as a job in shadow mode
+    records it, from a raw memory of its own."""
+    from django.utils import timezone
+
+    from pipeline.models import Proposal
+
+    source = writes.remember(f"Raw note {n}: {target.content} No longer true.", actor=AGENT)
+    now = timezone.now()
+    return Proposal.objects.create(
+        job=source.job,
+        source_memory=source.memory,
+        source_version=source.memory.version,
+        action=action,
+        fact_content=f"Not any more: {target.content}",
+        fact_confidence=0.9,
+        target_memory=target,
+        target_version=target.version,
+        target_content=target.content,
+        confidence=0.9,
+        reason="the source says it no longer holds",
+        status="pending",
+        model="offline",
+        mode="shadow",
+        created_at=now,
+        updated_at=now,
+    )

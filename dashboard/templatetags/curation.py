@@ -14,7 +14,8 @@ from django.utils.safestring import mark_safe
 from django.utils.text import Truncator
 
 from dashboard import charts, glossary, markdown, textdiff, wording
-from pipeline import safety
+from pipeline import approvals, claims, safety
+from pipeline.config import get_config
 from pipeline.contradiction import NEGATIONS
 
 register = template.Library()
@@ -200,6 +201,25 @@ def needs_confirmation(finding) -> bool:
 def waiting(proposal, banner_key=None):
     """Why a proposal waits, in words, as it is now (see dashboard.wording.waiting)."""
     return wording.waiting(proposal, banner_key)
+
+
+@register.simple_tag(takes_context=True)
+def claim_state(context, proposal):
+    """Who is reviewing this proposal, as the signed-in reviewer sees it (pipeline.claims)."""
+    request = context.get("request")
+    user = getattr(request, "user", None)
+    return claims.state_of(proposal, user.get_username() if user else None)
+
+
+@register.simple_tag(takes_context=True)
+def approval_standing(context, proposal):
+    """Where the proposal stands under the two-person rule for the signed-in reviewer."""
+    config = context.get("pipeline_config") or get_config()
+    request = context.get("request")
+    user = getattr(request, "user", None)
+    return approvals.standing(
+        proposal, config.destructive_approvals, user.get_username() if user else None
+    )
 
 
 @register.inclusion_tag("dashboard/safety_badges.html")

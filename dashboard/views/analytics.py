@@ -1,5 +1,5 @@
-"""Reviewer analytics: approval rates, precision and volumes by reviewer, model and week, and the
-same numbers as a CSV export."""
+"""Reviewer analytics: approval rates, precision and volumes by reviewer, model and week, agreement
+under the two-person rule, and the decision numbers as a CSV export."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from dashboard.access import role_required
-from pipeline import analytics
+from pipeline import agreement, analytics
 
 # --- analytics ------------------------------------------------------------------------------------
 
@@ -22,6 +22,7 @@ def analytics_page(request):
     filters = analytics.parse_filters(request.GET)
     context = {
         **analytics.report(filters),
+        "agreement": agreement.agreement(filters),
         "options": analytics.filter_options(),
         "day_choices": analytics.DAY_CHOICES,
         "outcome_colours": analytics.OUTCOME_COLOURS,

@@ -24,6 +24,9 @@ from pipeline.review import Decision
 
 PAGE_SIZE = 25
 BULK_CHUNK = 25
+# How often an open queue asks who is reviewing its rows (dashboard.views.claims.poll): a claim
+# shows on another reviewer's page within this many seconds.
+CLAIMS_POLL_SECONDS = 5
 
 
 # --- the queue ------------------------------------------------------------------------------------
@@ -63,7 +66,9 @@ def review(request):
     if request.htmx and request.GET.get("end"):
         return _queue_end(request, form, query)
     page = cursor_page(
-        query.select_related("target_memory", "source_memory"),
+        query.select_related("target_memory", "source_memory", "claim").prefetch_related(
+            "approvals"
+        ),
         queue_order(form.filters()["sort"]),
         PAGE_SIZE,
         after=request.GET.get("after"),
@@ -78,6 +83,7 @@ def review(request):
         "by_action": reviewing.count_by_action(query),
         "saved_queue": form.saved_queue(),
         "compact": prefs.of(request).compact_rows,
+        "claims_poll_seconds": CLAIMS_POLL_SECONDS,
     }
     return render_page(request, "dashboard/review.html", "queue", context)
 
@@ -124,9 +130,10 @@ def _kept_edit(form: DecideForm, css: str) -> dict | None:
     return {"content": content, "force": code == "pinned_requires_force", "code": code}
 
 
-def undo_url(proposal: Proposal) -> str | None:
-    """Where the toast's Undo posts after a decision: back to pending, if it can be undone."""
-    if not reviewing.can_undo(proposal):
+def undo_url(proposal: Proposal, reviewer: str | None = None) -> str | None:
+    """Where the toast's Undo posts after a decision: back to pending, if it can be undone (or
+    `reviewer`'s first approval under the two-person rule withdrawn)."""
+    if not reviewing.can_undo(proposal, reviewer):
         return None
     if proposal.status == ProposalStatus.REJECTED:
         return reverse("dashboard:reopen", args=[proposal.id])
@@ -140,7 +147,7 @@ def _answer(
     context = {"p": proposal, "note": message, "note_css": css, "can_review": True, "kept": kept}
     response = render(request, fragment, context)
     extra = {}
-    undo = undo_url(proposal) if css == "ok" else None
+    undo = undo_url(proposal, request.user.get_username()) if css == "ok" else None
     if undo:
         # The toast's Undo puts the proposal back to pending, re-rendering this row.
         extra["undo"] = undo
@@ -172,8 +179,10 @@ def decide(request, proposal_id: str):
 def _rows_out_of_band(request, outcomes: list[reviewing.BulkOutcome], actor) -> bytes:
     """The ticked rows of this chunk again, each with what happened to it (decided, or why not),
     swapped in place out of band: the reviewer sees every row's outcome where it was ticked."""
-    proposals = Proposal.objects.select_related("target_memory", "source_memory").in_bulk(
-        [outcome.proposal_id for outcome in outcomes]
+    proposals = (
+        Proposal.objects.select_related("target_memory", "source_memory", "claim")
+        .prefetch_related("approvals")
+        .in_bulk([outcome.proposal_id for outcome in outcomes])
     )
     rows = []
     for outcome in outcomes:
@@ -233,7 +242,7 @@ def bulk(request):
     if data["step"] == "preview":
         context = {
             "bulk_form": form,
-            "preview": reviewing.bulk_summary(query),
+            "preview": reviewing.bulk_summary(query, request.user.get_username()),
             "filters": filters.urlencode(),
             "data": data,
         }
@@ -253,26 +262,8 @@ def bulk(request):
         )
     else:
         outcomes = reviewing.bulk_reject(chunk, actor, reason=data["reason"])
-    errors = [outcome.error for outcome in outcomes if not outcome.done]
-    done = (data.get("done") or 0) + len(outcomes) - len(errors)
-    failed = (data.get("failed") or 0) + len(errors)
-    total = max(data.get("total") or 0, done + failed)
-    finished = len(chunk) < BULK_CHUNK
-    # Proposals of the confirmed count that were gone when their turn came (another reviewer
-    # decided them, or they left the filter): said, so the bar does not stop short unexplained.
-    gone = total - done - failed if finished else 0
-    progress = {
-        "done": done,
-        "failed": failed,
-        "total": total,
-        "finished": finished,
-        "after": chunk[-1] if chunk else after,
-        # Every chunk's reasons, carried from chunk to chunk by the panel's form.
-        "errors": list(dict.fromkeys([*request.POST.getlist("reasons"), *errors]))[:10],
-        "percent": 100 if finished else int(100 * (done + failed) / max(total, 1)),
-        "verb": wording.BULK_DONE[data["decision"]],
-        "gone": wording.bulk_gone(gone, _deciders(form, actor) if gone else []),
-    }
+    progress = _progress(request, form, outcomes, finished=len(chunk) < BULK_CHUNK)
+    progress["after"] = chunk[-1] if chunk else after
     context = {
         "progress": progress,
         "data": data,
@@ -287,8 +278,36 @@ def bulk(request):
         on_page = [o for o in outcomes if not shown or o.proposal_id in shown]
         response.content += _rows_out_of_band(request, on_page, actor)
     response.content += _counts_out_of_band(request, matching)
-    if finished:
-        verb = "approved" if data["decision"] == Decision.APPROVE else "rejected"
-        left = f", {failed} left for one by one" if failed else ""
-        toast(review_changed(response), f"Bulk: {done} {verb}{left}.")
+    if progress["finished"]:
+        toast(review_changed(response), wording.bulk_toast(data["decision"], progress))
     return response
+
+
+def _progress(request, form: BulkForm, outcomes: list[reviewing.BulkOutcome], *, finished) -> dict:
+    """The bulk bar after this chunk: the counts carried from chunk to chunk by the panel's form
+    (done, not applied, skipped because another reviewer holds them, recorded as the first of
+    two approvals), plus this chunk's outcomes."""
+    data = form.cleaned_data
+    errors = [o.error for o in outcomes if not o.done and not o.claimed]
+    claimed = (data.get("claimed") or 0) + sum(o.claimed for o in outcomes)
+    awaiting = (data.get("awaiting") or 0) + sum(o.awaiting for o in outcomes)
+    done = (data.get("done") or 0) + sum(o.done for o in outcomes)
+    failed = (data.get("failed") or 0) + len(errors)
+    total = max(data.get("total") or 0, done + failed + claimed)
+    # Proposals of the confirmed count that were gone when their turn came (another reviewer
+    # decided them, or they left the filter): said, so the bar does not stop short unexplained.
+    gone = total - done - failed - claimed if finished else 0
+    actor = reviewer_actor(request)
+    return {
+        "done": done,
+        "failed": failed,
+        "claimed": claimed,
+        "awaiting": awaiting,
+        "total": total,
+        "finished": finished,
+        # Every chunk's reasons, carried from chunk to chunk by the panel's form.
+        "errors": list(dict.fromkeys([*request.POST.getlist("reasons"), *errors]))[:10],
+        "percent": 100 if finished else int(100 * (done + failed + claimed) / max(total, 1)),
+        "verb": wording.BULK_DONE[data["decision"]],
+        "gone": wording.bulk_gone(gone, _deciders(form, actor) if gone else []),
+    }

@@ -136,6 +136,7 @@ def _preview_context(form: SettingsForm | None, current: dict) -> dict:
             "week_total": sum(week.values()),
             "pending_jobs": Job.objects.filter(status=JobStatus.PENDING).count(),
             "evidence": evidence,
+            "two_person": after["review"]["destructiveApprovals"] == 2,
         }
     }
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from memory import writes
 from memory.models import ActorType, Authority, Memory
 from memory.writes import Actor, Refused, Vector
+from pipeline.approvals import TWO_PERSON_RULE, needs_two
 from pipeline.config import PIPELINE_NAME
 from pipeline.models import SOURCE_CHANGED, Proposal
 
@@ -21,6 +22,7 @@ TARGET_CHANGED = "target_changed"
 PINNED_TARGET = "pinned_target"
 # ... and, in full mode, for a target a person asserted: the pipeline never changes it by itself.
 PERSON_ASSERTED = "person_asserted"
+# ... and, in full mode under the two-person rule, for every change it holds: TWO_PERSON_RULE.
 # ... and for a raw memory that changed since its job read it (any action): SOURCE_CHANGED.
 # The emergency brake's refusal of every reviewer apply (proposals and entity triples).
 FROZEN_MESSAGE = "mutations are frozen: nothing can be applied until an admin lifts the brake"
@@ -39,7 +41,7 @@ class TargetRefusal:
     @property
     def stale(self) -> bool:
         """The target changed or went away since the decision: never applied blindly."""
-        return self.reason not in {PINNED_TARGET, PERSON_ASSERTED}
+        return self.reason not in {PINNED_TARGET, PERSON_ASSERTED, TWO_PERSON_RULE}
 
     def refused(self, proposal: Proposal, moved: Memory) -> Refused:
         """The 409 `stale` a reviewer meets: what moved on (`moved`), from which version to which,
@@ -71,11 +73,17 @@ def is_person_asserted(memory: Memory | None) -> bool:
 
 
 def target_refusal(
-    proposal: Proposal, target: Memory | None, force: bool, *, automatic: bool = False
+    proposal: Proposal,
+    target: Memory | None,
+    force: bool,
+    *,
+    automatic: bool = False,
+    approvals: int = 1,
 ) -> TargetRefusal | None:
     """The refusal a change of `target` meets, or None: stale first (gone or deleted, or its
     version differs from the one decided on), then pinned without `force`, then, for the
-    pipeline's own (`automatic`) apply, a memory a person asserted."""
+    pipeline's own (`automatic`) apply, a memory a person asserted, and a change the two-person
+    rule holds (review.destructiveApprovals passed as `approvals`): those wait for reviewers."""
     pinned = target is not None and target.pinned and not force
     if target is None or target.is_deleted:
         return TargetRefusal(TARGET_DELETED, pinned)
@@ -85,6 +93,8 @@ def target_refusal(
         return TargetRefusal(PINNED_TARGET, pinned)
     if automatic and is_person_asserted(target):
         return TargetRefusal(PERSON_ASSERTED)
+    if automatic and needs_two(proposal.action, target, approvals):
+        return TargetRefusal(TWO_PERSON_RULE)
     return None
 
 

@@ -541,7 +541,9 @@ def _gate_destructive(proposal: Proposal, write: JobWrite, vector: Vector | None
     write.batch.flush_memories()
     target = Memory.objects.select_for_update().filter(id=proposal.target_memory_id).first()
     # The pipeline never forces: a pinned target waits for a reviewer.
-    refusal = target_refusal(proposal, target, force=False, automatic=True)
+    refusal = target_refusal(
+        proposal, target, force=False, automatic=True, approvals=config.destructive_approvals
+    )
     if refusal is not None and refusal.stale:
         proposal.status, proposal.blocked_reason = ProposalStatus.STALE, refusal.reason
         stats["stale"] += 1

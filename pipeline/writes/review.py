@@ -1,6 +1,7 @@
 """Reviewer decisions on proposals, each exactly once in one transaction: approve (the apply step
 the job shares, writes/apply.py), reject (remembered as a suppression fingerprint), reopen,
-unsuppress, revert, undo a decision. Entity triples are decided in writes/triples.py."""
+unsuppress. Revert and undo are in writes/revert.py, entity triples in writes/triples.py (their
+callers still reach both here)."""
 
 from __future__ import annotations
 
@@ -13,14 +14,20 @@ from memory import writes
 from memory.content import normalize
 from memory.models import Memory
 from memory.writes import Actor, Refused, Vector, audit
+from pipeline import claims
+from pipeline.approvals import needs_two
 from pipeline.config import get_config
 from pipeline.models import (
     APPROVABLE,
     REJECTABLE,
+    ApprovalOutcome,
+    PipelineConfig,
     Proposal,
     ProposalStatus,
     RejectionFingerprint,
 )
+from pipeline.writes import approvals as approval_writes
+from pipeline.writes import claims as claim_writes
 from pipeline.writes.apply import (
     FROZEN_MESSAGE,
     TargetRefusal,
@@ -29,51 +36,9 @@ from pipeline.writes.apply import (
     source_refusal,
     target_refusal,
 )
+from pipeline.writes.revert import revert, revert_once, undo_decision  # noqa: F401
+from pipeline.writes.reviewed import already_decided, review_audit
 from pipeline.writes.triples import decide_triple  # noqa: F401  (its callers still reach it here)
-
-
-def _already_decided(proposal: Proposal) -> Refused:
-    who = proposal.decided_by or "nobody"
-    when = (
-        proposal.decided_at.strftime("%Y-%m-%d %H:%M:%S UTC")
-        if proposal.decided_at
-        else "an earlier run"
-    )
-    if proposal.decided_by:
-        message = f"this proposal is already {proposal.status} (by {who} at {when})"
-    else:
-        # Nobody decided it: the pipeline recorded it this way (stale, deduped, suppressed, ...).
-        message = f"this proposal is {proposal.status}, as the pipeline recorded it; it cannot be decided here"
-        if proposal.status == ProposalStatus.STALE:
-            moved = "raw memory" if proposal.stale_source else "target"
-            message = f"this proposal is stale: its {moved} changed after the decision; re-decide"
-    return Refused(
-        "already_decided",
-        message,
-        # Not `status`: the API's error() already takes the HTTP status under that name.
-        currentStatus=proposal.status,
-        decidedBy=proposal.decided_by,
-        decidedAt=proposal.decided_at.isoformat() if proposal.decided_at else None,
-    )
-
-
-def _review_audit(
-    proposal: Proposal, reviewer: Actor, decision: str, note: str | None, extra: dict, at
-) -> None:
-    audit(
-        proposal.source_memory_id,
-        "reviewed",
-        actor=reviewer,
-        reason=note or f"{decision} by reviewer",
-        metadata={
-            "proposalId": proposal.id,
-            "decision": decision,
-            "action": proposal.action,
-            **extra,
-        },
-        at=at,
-    )
-
 
 # --- approve / reject -----------------------------------------------------------------------------
 
@@ -99,14 +64,16 @@ def approve(
     """
     # A stale target or raw memory is recorded (the proposal marked stale, audited, committed)
     # before refusing.
-    stale_refusal = None
+    stale_refusal = status = None
     with transaction.atomic():
-        proposal = _locked_for_approval(proposal_id, redecide)
+        proposal, config = _locked_for_approval(proposal_id, redecide, reviewer)
+        now = timezone.now()
+        first = approval_writes.first_of_round(proposal)
+        action, content = approval_writes.as_approved(first, action, content)
         effective = action or proposal.action
         if effective not in {"add", "update", "delete"}:
             raise Refused("invalid_action", f"cannot approve a '{effective}' proposal")
         source, target = _locked_memories(proposal, effective, redecide)
-        now = timezone.now()
         text = content if content is not None and content.strip() else proposal.fact_content
         extra: dict[str, Any] = {
             "edited": text != proposal.fact_content,
@@ -117,41 +84,68 @@ def approve(
             stale_refusal = _mark_stale(proposal, refusal, source, reviewer, note, now)
         elif effective == "add":
             status = _approve_add(proposal, text, reviewer, vector, note, now)
-        else:
-            refusal = target_refusal(proposal, target, force)
-            if refusal is not None and refusal.stale:
-                stale_refusal = _mark_stale(proposal, refusal, target, reviewer, note, now)
-            elif refusal is not None:
-                raise Refused(
-                    "pinned_requires_force",
-                    f"the target memory is pinned: confirm with force to {effective} it",
-                    targetMemoryId=target.id,
-                )
-            else:
-                effective = _approve_change(
-                    proposal, target, effective, text, reviewer, vector, note, now, extra
-                )
-                status = ProposalStatus.APPLIED
-        if stale_refusal is None:
+        elif (refusal := target_refusal(proposal, target, force)) is not None and refusal.stale:
+            stale_refusal = _mark_stale(proposal, refusal, target, reviewer, note, now)
+        elif refusal is not None:
+            raise Refused(
+                "pinned_requires_force",
+                f"the target memory is pinned: confirm with force to {effective} it",
+                targetMemoryId=target.id,
+            )
+        elif not (
+            needs_two(effective, target, config.destructive_approvals)
+            and _first_of_two(proposal, first, reviewer, effective, text, note, now, extra)
+        ):
+            effective = _approve_change(
+                proposal, target, effective, text, reviewer, vector, note, now, extra
+            )
+            status = ProposalStatus.APPLIED
+        if status is not None:
             _claim_approval(proposal, status, effective, text, reviewer, note, now)
+            approval_writes.applied(proposal, first, reviewer, effective, text, note, now)
             audited = {**extra, "outcome": status, "appliedAs": effective}
-            _review_audit(proposal, reviewer, "approved", note, audited, now)
+            review_audit(proposal, reviewer, "approved", note, audited, now)
     if stale_refusal is not None:
         raise stale_refusal
     return Proposal.objects.get(id=proposal_id)
 
 
-def _locked_for_approval(proposal_id: str, redecide: bool) -> Proposal:
-    """The proposal, locked, once every refusal that needs no memory has been ruled out."""
+def _locked_for_approval(
+    proposal_id: str, redecide: bool, reviewer: Actor
+) -> tuple[Proposal, PipelineConfig]:
+    """The proposal, locked, once every refusal that needs no memory has been ruled out (the
+    brake, a decided proposal, another reviewer's claim), with the config it was checked under."""
     proposal = Proposal.objects.select_for_update().filter(id=proposal_id).first()
     if proposal is None:
         raise Refused("not_found", f"proposal {proposal_id} not found")
-    if get_config().mutations_frozen:
+    config = get_config()
+    if config.mutations_frozen:
         raise Refused("frozen", FROZEN_MESSAGE)
     allowed = APPROVABLE | ({ProposalStatus.STALE} if redecide else set())
     if proposal.status not in allowed:
-        raise _already_decided(proposal)
-    return proposal
+        raise already_decided(proposal)
+    if (held := claims.refusal(proposal.id, reviewer.name, timezone.now())) is not None:
+        raise held
+    return proposal, config
+
+
+def _first_of_two(
+    proposal: Proposal, first, reviewer: Actor, action: str, text: str, note, at, extra: dict
+) -> bool:
+    """A change the two-person rule holds: this approval is recorded as the first (True: nothing
+    is applied yet, the claim ends), or it completes another reviewer's first approval (False:
+    apply it). The same reviewer approving twice is refused."""
+    approval_writes.refuse_same_approver(first, reviewer)
+    if first is not None:
+        extra["approvals"] = [first.by, reviewer.name]
+        return False
+    approval_writes.record_first(proposal, reviewer, action, text, note, at)
+    claim_writes.end(proposal.id)
+    Proposal.objects.filter(id=proposal.id).update(updated_at=at)
+    audited = {**extra, "outcome": "awaiting_second_approval", "approvals": [reviewer.name]}
+    reason = note or "first of two approvals (the two-person rule): a second reviewer applies it"
+    review_audit(proposal, reviewer, "approved_first", reason, audited, at)
+    return True
 
 
 def _locked_memories(
@@ -209,8 +203,9 @@ def _mark_stale(
     Proposal.objects.filter(id=proposal.id, status=proposal.status).update(
         status=ProposalStatus.STALE, blocked_reason=refusal.reason, updated_at=at
     )
+    approval_writes.close_round(proposal.id, ApprovalOutcome.STALE, reviewer, at)
     audited = {"staleReason": refusal.reason, "currentVersion": moved.version}
-    _review_audit(proposal, reviewer, "stale", note, audited, at)
+    review_audit(proposal, reviewer, "stale", note, audited, at)
     return refusal.refused(proposal, moved)
 
 
@@ -271,7 +266,8 @@ def _claim_approval(
         updated_at=at,
     )
     if claimed != 1:
-        raise _already_decided(Proposal.objects.get(id=proposal.id))
+        raise already_decided(Proposal.objects.get(id=proposal.id))
+    claim_writes.end(proposal.id)
 
 
 def _retire_for(
@@ -310,14 +306,17 @@ def _keep_both_audit(
 
 
 def reject(proposal_id: str, *, reviewer: Actor, reason: str | None = None) -> Proposal:
-    """Record a rejection with its reason; nothing is written to memories."""
+    """Record a rejection with its reason; nothing is written to memories. Under the two-person
+    rule a rejection by either reviewer ends the round a first approval opened."""
     with transaction.atomic():
         proposal = Proposal.objects.select_for_update().filter(id=proposal_id).first()
         if proposal is None:
             raise Refused("not_found", f"proposal {proposal_id} not found")
         if proposal.status not in REJECTABLE:
-            raise _already_decided(proposal)
+            raise already_decided(proposal)
         now = timezone.now()
+        if (held := claims.refusal(proposal.id, reviewer.name, now)) is not None:
+            raise held
         note = (reason or "").strip() or "rejected by reviewer"
         claimed = Proposal.objects.filter(id=proposal.id, status=proposal.status).update(
             status=ProposalStatus.REJECTED,
@@ -327,9 +326,11 @@ def reject(proposal_id: str, *, reviewer: Actor, reason: str | None = None) -> P
             updated_at=now,
         )
         if claimed != 1:
-            raise _already_decided(Proposal.objects.get(id=proposal.id))
+            raise already_decided(Proposal.objects.get(id=proposal.id))
         _remember_rejection(proposal, now)
-        _review_audit(proposal, reviewer, "rejected", note, {}, now)
+        claim_writes.end(proposal.id)
+        approval_writes.close_round(proposal.id, ApprovalOutcome.REJECTED, reviewer, now)
+        review_audit(proposal, reviewer, "rejected", note, {}, now)
     return Proposal.objects.get(id=proposal_id)
 
 
@@ -362,7 +363,7 @@ def unsuppress(proposal_id: str, *, reviewer: Actor) -> Proposal:
         RejectionFingerprint.objects.filter(
             agent_id=proposal.agent_id, fingerprint=proposal.fingerprint
         ).update(active=False, updated_at=now)
-        _review_audit(proposal, reviewer, "unsuppressed", "queued again for review", {}, now)
+        review_audit(proposal, reviewer, "unsuppressed", "queued again for review", {}, now)
     return Proposal.objects.get(id=proposal_id)
 
 
@@ -385,198 +386,5 @@ def reopen(proposal_id: str, *, reviewer: Actor) -> Proposal:
         RejectionFingerprint.objects.filter(
             agent_id=proposal.agent_id, fingerprint=proposal.fingerprint, proposal=proposal
         ).update(active=False, updated_at=now)
-        _review_audit(proposal, reviewer, "reopened", "rejection undone", {}, now)
-    return Proposal.objects.get(id=proposal_id)
-
-
-# --- revert ---------------------------------------------------------------------------------------
-
-
-def _affected_memory(proposal: Proposal) -> Memory | None:
-    memory_id = (
-        proposal.created_memory_id or proposal.updated_memory_id or proposal.deleted_memory_id
-    )
-    return Memory.objects.select_for_update().filter(id=memory_id).first() if memory_id else None
-
-
-def revert(proposal_id: str, *, reviewer: Actor, reason: str | None = None) -> Proposal:
-    """Undo an applied proposal as new audited events (never a history rewrite), or undo a revert.
-
-    ADD -> the derived memory is forgotten; UPDATE -> the target's previous content comes back
-    from its cold snapshot; DELETE -> the target is recovered. Refused when the memory changed
-    since, so a later human edit is never overwritten.
-    """
-    with transaction.atomic():
-        proposal = Proposal.objects.select_for_update().filter(id=proposal_id).first()
-        if proposal is None:
-            raise Refused("not_found", f"proposal {proposal_id} not found")
-        _revert_locked(proposal, reviewer, reason)
-    return Proposal.objects.get(id=proposal_id)
-
-
-def _revert_locked(proposal: Proposal, reviewer: Actor, reason: str | None) -> Memory:
-    """revert's work on a proposal the caller locked, inside its transaction; returns the memory."""
-    memory = _revertible_memory(proposal)
-    undoing = proposal.reverted_at is not None
-    now = timezone.now()
-    note = (reason or "").strip() or ("revert undone" if undoing else "reverted by reviewer")
-    metadata = {"proposalId": proposal.id, "revert": not undoing, "undoRevert": undoing}
-    audited = {"actor": reviewer, "reason": note, "metadata": metadata, "at": now}
-    applied = proposal.applied_action  # what the approval did, which may not be the proposal
-    if applied == "update":
-        if undoing:
-            restored = {
-                "content": proposal.applied_content or proposal.fact_content,
-                "type": proposal.fact_type,
-            }
-        else:
-            restored = _previous_text(memory)
-        writes.modify_in_transaction(memory, restored, archive_reason="reverted", **audited)
-    # Reverting an ADD forgets the memory and reverting a DELETE recovers it; undoing, the reverse.
-    elif (applied == "add") != undoing:
-        writes.forget_in_transaction(memory, force=True, archive_reason="reverted", **audited)
-    else:
-        writes.recover_in_transaction(memory, **audited)
-    Proposal.objects.filter(id=proposal.id).update(
-        reverted_at=None if undoing else now,
-        reverted_by=None if undoing else reviewer.name,
-        updated_at=now,
-    )
-    _review_audit(
-        proposal,
-        reviewer,
-        "revert_undone" if undoing else "reverted",
-        note,
-        {"memoryId": memory.id},
-        now,
-    )
-    return memory
-
-
-def _revertible_memory(proposal: Proposal) -> Memory:
-    """The memory a revert changes, locked; refused when nothing may be reverted, or when the
-    memory changed since the proposal was applied (a later human edit is never overwritten)."""
-    if get_config().mutations_frozen:
-        raise Refused(
-            "frozen", "mutations are frozen: nothing can be reverted until the brake is lifted"
-        )
-    if proposal.status != ProposalStatus.APPLIED:
-        raise Refused(
-            "not_applied",
-            f"only applied proposals can be reverted; this one is {proposal.status}",
-        )
-    memory = _affected_memory(proposal)
-    if memory is None:
-        raise Refused("not_found", "the memory this proposal changed no longer exists")
-    # Changes only: feedback and review notes on the memory's trail are not edits.
-    changes = memory.history.filter(event__in=writes.CHANGE_EVENTS)
-    last = changes.order_by("-created_at", "-id").first()
-    last_proposal = (last.metadata or {}).get("proposalId") if last else None
-    if last_proposal != proposal.id:
-        raise Refused(
-            "changed_since",
-            "the memory changed after this proposal was applied; open it and decide by hand",
-            memoryId=memory.id,
-            currentVersion=memory.version,
-        )
-    return memory
-
-
-def _previous_text(memory: Memory) -> dict:
-    """The content and type an UPDATE replaced, from the cold snapshot it archived."""
-    snapshot = (
-        memory.cold_snapshots.filter(version=memory.version - 1).order_by("-archived_at").first()
-    )
-    if snapshot is None:
-        raise Refused("no_snapshot", "no cold snapshot of the previous version exists")
-    authority = (snapshot.original_row_json or {}).get("asserted_by")
-    return {"content": snapshot.content, "type": snapshot.type, "asserted_by": authority}
-
-
-def revert_once(
-    proposal_id: str, *, reviewer: Actor, undo: bool = False, reason: str | None = None
-) -> Proposal:
-    """Revert (or, with undo, undo the revert of) an applied proposal, exactly as asked.
-
-    revert toggles; a double-clicked Undo or a retried API call must not flip the change back,
-    so the caller says which way it means and the check runs in the same transaction.
-    """
-    with transaction.atomic():
-        proposal = (
-            Proposal.objects.select_for_update()
-            .filter(id=proposal_id)
-            .only("status", "reverted_at", "reverted_by")
-        ).first()
-        if proposal is None:
-            raise Refused("not_found", f"proposal {proposal_id} not found")
-        if proposal.status == ProposalStatus.APPLIED:
-            if undo and proposal.reverted_at is None:
-                raise Refused("not_reverted", "this proposal is not reverted: nothing to undo")
-            if not undo and proposal.reverted_at is not None:
-                raise Refused(
-                    "already_reverted",
-                    f"this proposal was already reverted by {proposal.reverted_by} at "
-                    f"{proposal.reverted_at:%Y-%m-%d %H:%M:%S} UTC",
-                    revertedBy=proposal.reverted_by,
-                    revertedAt=proposal.reverted_at.isoformat(),
-                )
-        return revert(proposal_id, reviewer=reviewer, reason=reason)
-
-
-# --- undo a reviewer's decision --------------------------------------------------------------------
-
-UNDOABLE = {ProposalStatus.APPLIED, ProposalStatus.REJECTED, ProposalStatus.DEDUPED}
-
-
-def undo_decision(proposal_id: str, *, reviewer: Actor, reason: str | None = None) -> Proposal:
-    """Take a reviewer's decision back: the proposal is pending again, as the model proposed it.
-
-    An applied change is reverted first (refused, like a revert, when the memory changed since);
-    a rejection's fingerprint stops suppressing. After a revert the target reads as it did at
-    decision time, so the proposal is re-based on the target's new version and can be re-decided.
-    """
-    with transaction.atomic():
-        proposal = Proposal.objects.select_for_update().filter(id=proposal_id).first()
-        if proposal is None:
-            raise Refused("not_found", f"proposal {proposal_id} not found")
-        if proposal.status not in UNDOABLE or not proposal.decided_by:
-            raise Refused(
-                "not_undoable",
-                f"this proposal is {proposal.status}: there is no reviewer decision to undo",
-            )
-        if proposal.status == ProposalStatus.APPLIED and proposal.reverted_at is not None:
-            raise Refused(
-                "already_reverted",
-                f"this proposal was already reverted by {proposal.reverted_by}: "
-                "undo the revert from its page first",
-            )
-        now = timezone.now()
-        note = (reason or "").strip() or "decision undone"
-        rebase: dict[str, Any] = {}
-        if proposal.status == ProposalStatus.APPLIED:
-            memory = _revert_locked(proposal, reviewer, note)
-            if memory.id == proposal.target_memory_id:
-                memory.refresh_from_db(fields=["version", "content"])
-                rebase = {"target_version": memory.version, "target_content": memory.content}
-        elif proposal.status == ProposalStatus.REJECTED:
-            RejectionFingerprint.objects.filter(
-                agent_id=proposal.agent_id, fingerprint=proposal.fingerprint, proposal=proposal
-            ).update(active=False, updated_at=now)
-        Proposal.objects.filter(id=proposal.id, status=proposal.status).update(
-            status=ProposalStatus.PENDING,
-            applied_as=None,
-            decided_by=None,
-            decided_at=None,
-            review_note=None,
-            applied_content=None,
-            created_memory=None,
-            updated_memory=None,
-            deleted_memory=None,
-            deduped_existing=None,
-            reverted_at=None,
-            reverted_by=None,
-            updated_at=now,
-            **rebase,
-        )
-        _review_audit(proposal, reviewer, "undone", note, {"undoneStatus": proposal.status}, now)
+        review_audit(proposal, reviewer, "reopened", "rejection undone", {}, now)
     return Proposal.objects.get(id=proposal_id)

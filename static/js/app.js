@@ -12,14 +12,62 @@
   const activates = (event) => (event.key === "Enter" || event.key === " ") &&
     event.target instanceof Element && event.target !== document.body && Boolean(event.target.closest(CONTROL));
 
+  // Claims (dashboard/views/claims.py): focusing a row (or opening a proposal's page) claims it,
+  // so other reviewers see "<name> is reviewing" and their keyboard skips it. Each page load has
+  // its own id: leaving the page releases that page's claim, never a newer one the reviewer made
+  // from the next page. A row another reviewer holds, or one drawn open that someone decided
+  // since (the poll says so), is "held".
+  const PAGE_ID = window.crypto && crypto.randomUUID ? crypto.randomUUID() : String(Math.random()).slice(2);
+  const held = (r) => Boolean(r && (r.querySelector("[data-claim=other]") ||
+    (r.dataset.open === "1" && r.querySelector("[data-claim=decided]"))));
+  let claimed = null;  // what this page holds: {id, release, at}
+  let claimTimer = null;
+  function csrfToken() {
+    try { return JSON.parse(document.body.getAttribute("hx-headers") || "{}")["X-CSRFToken"] || ""; } catch (e) { return ""; }
+  }
+  function releaseClaim() {
+    if (!claimed || !window.htmx) return;
+    htmx.ajax("POST", claimed.release, { source: document.body, swap: "none", values: { page: PAGE_ID } });
+    claimed = null;
+  }
+  // The row's marker comes back as it is now; when someone else holds it, a keyboard (or
+  // automatic) focus moves on to the next open row, unless the reviewer already started on it
+  // (a box open or focused in it): then it stays, and what they typed is never lost.
+  function sendClaim(el, advance) {
+    const marker = el.querySelector("[data-claim]");
+    if (!window.htmx || !marker || !el.isConnected) return;
+    claimed = { id: el.id, release: el.dataset.releaseUrl, at: Date.now() };
+    htmx.ajax("POST", el.dataset.claimUrl, { source: el, target: marker, swap: "outerHTML", values: { page: PAGE_ID } }).then(() => {
+      const now = document.getElementById(el.id);
+      if (!held(now)) return;
+      if (claimed && claimed.id === el.id) claimed = null;
+      const started = now.contains(document.activeElement) || now.querySelector("[data-reveal]:not([hidden])");
+      if (advance && !started && now.classList.contains("focused")) focusRow(nextOpen(now) || now);
+    });
+  }
+  function scheduleClaim(row, advance) {
+    clearTimeout(claimTimer);
+    if (!row) return;
+    if (!row.dataset.claimUrl || held(row)) {
+      if (claimed && claimed.id === row.id) claimed = null;  // decided here: the claim ended with it
+      else releaseClaim();  // moved to a row nobody can claim: let the last one go
+      return;
+    }
+    if (claimed && claimed.id === row.id && Date.now() - claimed.at < 30000) return;
+    // A short pause: holding j down claims the row it stops on, not every row it passes.
+    claimTimer = setTimeout(() => { if (row.classList.contains("focused")) sendClaim(row, advance); }, 150);
+  }
+
   // scroll=false on page load: the page keeps showing its title and filters (phones especially).
-  function focusRow(row, scroll = true) {
+  // advance=false for a click: a row someone else holds stays focused (its Take over is there).
+  function focusRow(row, scroll = true, advance = true) {
     rows().forEach((r) => r.classList.remove("focused"));
     if (!row) return;
     row.classList.add("focused");
     if (scroll) row.scrollIntoView({ block: "nearest" });
+    scheduleClaim(row, advance);
   }
-  const open = (r) => r.dataset.open === "1";
+  const open = (r) => r.dataset.open === "1" && !held(r);
   const firstOpen = () => rows().find(open) || null;
   // The keyboard's "n", and "j" on the last row: follow the page's next link ([data-next-page]).
   function nextPage() {
@@ -41,9 +89,10 @@
     htmx.ajax("GET", end.dataset.queueEnd + since, { target: end, swap: "innerHTML" });
     return true;
   }
-  // j / k skip rows decided on this page; "j" past the last row loads the next page.
+  // j / k skip rows decided on this page and rows someone else is reviewing; "j" past the last
+  // row loads the next page.
   function move(step) {
-    const all = rows().filter((r) => !r.classList.contains("decided") || r === focused());
+    const all = rows().filter((r) => (!r.classList.contains("decided") && !held(r)) || r === focused());
     if (!all.length) return;
     const index = all.indexOf(focused());
     if (step > 0 && index === all.length - 1 && (nextPage() || queueEnd())) return;
@@ -151,7 +200,7 @@
   });
   document.addEventListener("click", (event) => {
     const row = event.target.closest("[data-row]");
-    if (row) focusRow(row);
+    if (row) focusRow(row, true, false);
     if (event.target.closest("[data-shortcuts-help]")) document.getElementById("shortcuts").showModal();
     // <button data-reveal-button="edit">: show the row's hidden [data-reveal=edit] form, focus its field.
     const revealer = event.target.closest("[data-reveal-button]");
@@ -275,7 +324,46 @@
     if (event.detail.xhr.status === 401) return;  // the session-ended event said it
     window.showToast("Request failed (" + event.detail.xhr.status + "). Reload the page and try again.");
   });
+  // "Take over" (a button in another reviewer's claim marker) claims for this page too.
+  document.addEventListener("htmx:configRequest", (event) => {
+    const elt = event.detail.elt;
+    if (!elt || !elt.matches || !elt.matches("[data-claim-takeover]")) return;
+    event.detail.parameters.page = PAGE_ID;
+    const owner = elt.closest("[data-claim-url]");
+    if (owner) claimed = { id: owner.id, release: owner.dataset.releaseUrl, at: Date.now() };
+  });
+  // A queue asks who is reviewing its rows every few seconds while its tab is visible
+  // (<div data-claims-poll data-poll-seconds hx-trigger="claims-poll">), and at once on return.
+  let lastPoll = Date.now();
+  function pollClaims(force) {
+    const poll = document.querySelector("[data-claims-poll]");
+    if (!poll || !window.htmx || document.visibilityState !== "visible") return;
+    if (!force && Date.now() - lastPoll < 1000 * Number(poll.dataset.pollSeconds || 5)) return;
+    lastPoll = Date.now();
+    htmx.trigger(poll, "claims-poll");
+  }
+  setInterval(() => pollClaims(false), 1000);
+  document.addEventListener("visibilitychange", () => pollClaims(true));
+  // Leaving the page lets go of its claim; a page restored from the back-forward cache claims again.
+  window.addEventListener("pagehide", () => {
+    if (!claimed || !navigator.sendBeacon) return;
+    const data = new FormData();
+    data.append("page", PAGE_ID);
+    data.append("csrfmiddlewaretoken", csrfToken());
+    navigator.sendBeacon(claimed.release, data);
+  });
+  window.addEventListener("pageshow", (event) => {
+    if (!event.persisted) return;
+    claimed = null;
+    const row = focused();
+    if (row) scheduleClaim(row, false);
+    const page = document.querySelector("[data-claim-on-load]");
+    if (page) sendClaim(page, false);
+  });
   document.addEventListener("DOMContentLoaded", () => {
+    // A proposal's page claims it when opened (<section data-claim-on-load data-claim-url>).
+    const page = document.querySelector("[data-claim-on-load]");
+    if (page && page.dataset.claimUrl) sendClaim(page, false);
     // <details data-fold-on-phone open>: folded on a narrow screen, so the list shows first.
     if (window.matchMedia("(max-width: 640px)").matches) {
       document.querySelectorAll("details[data-fold-on-phone]").forEach((box) => { box.open = false; });

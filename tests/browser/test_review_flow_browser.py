@@ -86,6 +86,9 @@ def test_an_edit_of_a_row_someone_else_decided_first_is_kept_to_copy(page, live_
     box = row.locator("textarea[name=content]")
     expect(box).to_be_focused()
     box.fill(EDIT)
+    # Rita's focus claimed the row (issue 26): bob takes it over, then decides it first.
+    expect(row.locator("[data-claim=mine]")).to_have_count(1)
+    reviewing.claim(row_id.removeprefix("p-"), Actor("bob", "operator"), takeover=True)
     reviewing.decide(row_id.removeprefix("p-"), Actor("bob", "operator"), "approve")
     page.keyboard.press("Enter")
     row = page.locator(f"#{row_id}")

@@ -1,0 +1,78 @@
+"""The two-person rule (review.destructiveApprovals): which changes need approvals from two
+different reviewers, and where a proposal stands. The approve and reject writes keep it
+(pipeline.writes.approvals); the job's write leaves such a change for review in full mode."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import Q
+
+from memory.models import Authority, Memory
+from pipeline.models import Action, Approval, Proposal
+
+# The blocked reason of a change full mode leaves for two reviewers instead of applying it.
+TWO_PERSON_RULE = "two_person_rule"
+
+
+def needs_two(action: str, target: Memory | None, setting: int) -> bool:
+    """With the setting at 2: every DELETE, and an UPDATE of a pinned memory or of one a person
+    asserted. `action` is the one applied (a "keep both" of a DELETE is an ADD: one approval)."""
+    if setting < 2:
+        return False
+    if action == Action.DELETE:
+        return True
+    return (
+        action == Action.UPDATE
+        and target is not None
+        and (target.pinned or target.asserted_by == Authority.PERSON)
+    )
+
+
+def needs_two_q(setting: int) -> Q:
+    """needs_two() as a condition on Proposal, for counting a queue (the proposed action)."""
+    if setting < 2:
+        return Q(pk__in=[])
+    changes_protected = Q(target_memory__pinned=True) | Q(
+        target_memory__asserted_by=Authority.PERSON
+    )
+    return Q(action=Action.DELETE) | (Q(action=Action.UPDATE) & changes_protected)
+
+
+def open_approvals(proposal: Proposal) -> list[Approval]:
+    """The approvals of the round still waiting (uses the queue's prefetch when it is there)."""
+    return [approval for approval in proposal.approvals.all() if approval.is_open]
+
+
+@dataclass(frozen=True)
+class Standing:
+    """Where a proposal stands under the rule, for one reviewer: how many approvals it needs,
+    who approved it so far in this round, and whether this reviewer is one of them."""
+
+    needed: int
+    approvals: tuple[Approval, ...]
+    mine: bool
+
+    @property
+    def count(self) -> int:
+        return len(self.approvals)
+
+    @property
+    def waiting(self) -> bool:
+        """A first approval is recorded: the next (different) reviewer's approval applies it."""
+        return self.count > 0
+
+    @property
+    def next_number(self) -> int:
+        """The approval this reviewer's would be: "Approve (2 of 2)"."""
+        return self.count + 1
+
+
+def standing(proposal: Proposal, setting: int, reviewer: str | None) -> Standing:
+    """The proposal's standing for `reviewer` (reads target_memory and the approvals)."""
+    if not proposal.can_approve:
+        return Standing(1, (), False)  # decided (or only rejectable): nothing to count
+    current = tuple(open_approvals(proposal))
+    two = proposal.is_destructive and needs_two(proposal.action, proposal.target_memory, setting)
+    needed = 2 if two or current else 1
+    return Standing(needed, current, any(a.by == reviewer for a in current))

@@ -1,0 +1,396 @@
+"""The two-person rule (issue 26, item 2): with review.destructiveApprovals 2, every DELETE and an
+UPDATE of a pinned or person-asserted memory needs approvals from two different reviewers, through
+the API (202 / 409 same_approver / 200) and the door the dashboard uses; a rejection by either ends
+it, bulk counts once per reviewer, full mode leaves such a change for review, exactly once holds
+when two second approvers race, and the stale, pinned and frozen refusals stay in force."""
+
+import json
+import threading
+
+import pytest
+from django.db import connections
+
+from memory import writes
+from memory.models import Authority, Memory, MemoryHistory
+from memory.writes import Actor, Refused
+from pipeline import review, tasks
+from pipeline.models import Approval, Proposal
+from tests.conftest import _token
+from tests.pipeline_support import (
+    RAW_TEXT,
+    UPDATE_FACT,
+    configure,
+    four_decisions,
+    pending_delete,
+    raw,
+    seed_store,
+    set_mode,
+)
+
+RITA, SAM = Actor("rita", "operator"), Actor("sam", "operator")
+
+
+@pytest.fixture
+def store(db):
+    return seed_store()
+
+
+@pytest.fixture
+def pending(fake_ollama, store):
+    """Shadow mode, the two-person rule on: ADD, UPDATE and DELETE pending review."""
+    configure(review__destructiveApprovals=2)
+    four_decisions(fake_ollama, store)
+    job = raw(RAW_TEXT).job
+    tasks.process_pending()
+    return {p.action: p for p in Proposal.objects.filter(job=job)}
+
+
+@pytest.fixture
+def first_bot(db):
+    return _token(["review"], name="first-bot")
+
+
+@pytest.fixture
+def second_bot(db):
+    return _token(["review"], name="second-bot")
+
+
+def approve(client, auth, proposal, **body):
+    return client.post(
+        f"/api/proposals/{proposal.id}/approve",
+        json.dumps(body),
+        content_type="application/json",
+        **auth,
+    )
+
+
+def reject(client, auth, proposal, **body):
+    return client.post(
+        f"/api/proposals/{proposal.id}/reject",
+        json.dumps(body),
+        content_type="application/json",
+        **auth,
+    )
+
+
+# --- the API ---------------------------------------------------------------------------------------
+
+
+def test_a_delete_needs_two_different_token_approvals_through_the_api(
+    client, pending, store, first_bot, second_bot
+):
+    delete = pending["delete"]
+    first = approve(client, first_bot, delete)
+    assert first.status_code == 202
+    body = first.json()
+    assert set(body) == {"status", "approvals"}
+    assert body["status"] == "awaiting_second_approval"
+    assert [a["by"] for a in body["approvals"]] == ["first-bot"] and body["approvals"][0]["at"]
+    assert not Memory.objects.get(id=store.staging.id).is_deleted
+
+    again = approve(client, first_bot, delete)
+    assert again.status_code == 409 and again.json()["error"] == "same_approver"
+    assert "second, different reviewer" in again.json()["message"]
+    assert not Memory.objects.get(id=store.staging.id).is_deleted
+    listed = client.get(f"/api/proposals?sourceMemoryId={delete.source_memory_id}", **first_bot)
+    shown = {p["id"]: p for p in listed.json()["proposals"]}[delete.id]
+    assert shown["status"] == "pending" and [a["by"] for a in shown["approvals"]] == ["first-bot"]
+
+    second = approve(client, second_bot, delete)
+    assert second.status_code == 200
+    assert second.json()["status"] == "applied" and second.json()["decidedBy"] == "second-bot"
+    assert second.json()["approvals"] == []
+    assert Memory.objects.get(id=store.staging.id).is_deleted
+    rounds = list(Approval.objects.filter(proposal=delete).values_list("by", "position", "outcome"))
+    assert rounds == [("first-bot", 1, "applied"), ("second-bot", 2, "applied")]
+    decisions = MemoryHistory.objects.filter(event="reviewed", metadata__proposalId=delete.id)
+    assert sorted(decisions.values_list("metadata__decision", flat=True)) == [
+        "approved",
+        "approved_first",
+    ]
+
+
+def test_a_rejection_by_either_reviewer_ends_the_round(
+    client, pending, store, first_bot, second_bot
+):
+    delete = pending["delete"]
+    assert approve(client, first_bot, delete).status_code == 202
+    assert reject(client, second_bot, delete, reason="the cluster still runs").status_code == 200
+    assert Proposal.objects.get(id=delete.id).status == "rejected"
+    assert not Memory.objects.get(id=store.staging.id).is_deleted
+    assert Approval.objects.get(proposal=delete).outcome == "rejected"
+    late = approve(client, second_bot, delete)
+    assert late.status_code == 409 and late.json()["error"] == "already_decided"
+
+
+def test_the_first_approver_rejecting_also_ends_it(pending, store):
+    update = pending["update"]
+    Memory.objects.filter(id=store.postgres.id).update(pinned=True)
+    review.approve(update.id, RITA, force=True)
+    review.reject(update.id, RITA, reason="changed my mind")
+    assert Approval.objects.get(proposal=update).outcome == "rejected"
+    assert Memory.objects.get(id=store.postgres.id).version == 1
+
+
+def test_an_add_and_an_update_of_an_agents_memory_need_one_approval(pending, store):
+    assert review.approve(pending["add"].id, RITA).status == "applied"
+    assert review.approve(pending["update"].id, RITA).status == "applied"
+    assert not Approval.objects.exists()
+
+
+@pytest.mark.parametrize("protect", ["pinned", "person"])
+def test_an_update_of_a_pinned_or_person_asserted_memory_needs_two(pending, store, protect):
+    changes = {"pinned": True} if protect == "pinned" else {"asserted_by": Authority.PERSON}
+    Memory.objects.filter(id=store.postgres.id).update(**changes)
+    update = pending["update"]
+    force = protect == "pinned"
+    if force:  # a pinned target still needs the reviewer's confirmation, at each approval
+        with pytest.raises(Refused) as refused:
+            review.approve(update.id, RITA)
+        assert refused.value.code == "pinned_requires_force"
+    assert review.approve(update.id, RITA, force=force).awaiting_second_approval
+    assert Memory.objects.get(id=store.postgres.id).content != UPDATE_FACT
+    assert review.approve(update.id, SAM, force=force).status == "applied"
+    assert Memory.objects.get(id=store.postgres.id).content == UPDATE_FACT
+
+
+def test_keeping_both_instead_of_a_delete_is_an_add_and_needs_one(pending, store):
+    kept = review.approve(pending["delete"].id, RITA, action="add")
+    assert kept.status == "applied" and kept.applied_as == "add"
+    assert not Memory.objects.get(id=store.staging.id).is_deleted
+
+
+def test_the_second_approval_applies_what_the_first_approved(pending, store):
+    update = pending["update"]
+    Memory.objects.filter(id=store.postgres.id).update(asserted_by=Authority.PERSON)
+    edited = "The billing service runs on Postgres 16 since March"
+    review.approve(update.id, RITA, content=edited)
+    with pytest.raises(Refused) as refused:
+        review.approve(update.id, SAM, content="The billing service runs on MySQL")
+    assert refused.value.code == "approval_differs" and "rita" in refused.value.message
+    with pytest.raises(Refused) as other_action:
+        review.approve(update.id, SAM, action="delete")
+    assert other_action.value.code == "approval_differs"
+    assert review.approve(update.id, SAM).status == "applied"
+    assert Memory.objects.get(id=store.postgres.id).content == edited
+
+
+def test_the_first_approver_can_withdraw_and_the_undo_says_so(pending, store):
+    delete = pending["delete"]
+    review.approve(delete.id, RITA)
+    assert review.can_undo(Proposal.objects.get(id=delete.id), "rita")
+    assert not review.can_undo(Proposal.objects.get(id=delete.id), "sam")
+    review.undo(delete.id, RITA)
+    assert Approval.objects.get(proposal=delete).outcome == "withdrawn"
+    # A fresh round: rita's approval is a first one again.
+    assert review.approve(delete.id, RITA).awaiting_second_approval
+
+
+def test_undoing_an_applied_two_person_decision_counts_the_round_as_undone(pending, store):
+    delete = pending["delete"]
+    review.approve(delete.id, RITA)
+    review.approve(delete.id, SAM)
+    review.undo(delete.id, SAM)
+    assert set(Approval.objects.filter(proposal=delete).values_list("outcome", flat=True)) == {
+        "undone"
+    }
+    assert not Memory.objects.get(id=store.staging.id).is_deleted
+
+
+# --- refusals that stay in force ------------------------------------------------------------------
+
+
+def test_a_target_edited_after_the_first_approval_is_stale_at_the_second(pending, store):
+    delete = pending["delete"]
+    review.approve(delete.id, RITA)
+    writes.modify(store.staging.id, {"content": "The staging cluster moved"}, actor=SAM, reason="x")
+    with pytest.raises(Refused) as refused:
+        review.approve(delete.id, SAM)
+    assert refused.value.code == "stale"
+    assert Proposal.objects.get(id=delete.id).status == "stale"
+    assert Approval.objects.get(proposal=delete).outcome == "stale"
+    assert not Memory.objects.get(id=store.staging.id).is_deleted
+
+
+def test_nothing_is_applied_by_the_second_approval_while_frozen(pending, store):
+    delete = pending["delete"]
+    review.approve(delete.id, RITA)
+    configure(mutationsFrozen=True)
+    with pytest.raises(Refused) as refused:
+        review.approve(delete.id, SAM)
+    assert refused.value.code == "frozen"
+    assert not Memory.objects.get(id=store.staging.id).is_deleted
+    assert Approval.objects.get(proposal=delete).is_open
+
+
+def test_with_one_approval_configured_a_delete_applies_at_once(fake_ollama, store):
+    four_decisions(fake_ollama, store)
+    job = raw(RAW_TEXT).job
+    tasks.process_pending()
+    delete = Proposal.objects.get(job=job, action="delete")
+    assert review.approve(delete.id, RITA).status == "applied"
+
+
+# --- bulk -----------------------------------------------------------------------------------------
+
+
+def test_bulk_approval_counts_once_per_reviewer(pending, store):
+    ids = [pending["add"].id, pending["delete"].id]
+    first = {o.proposal_id: o for o in review.bulk_approve(ids, RITA, note="bulk")}
+    assert first[pending["add"].id].done and not first[pending["add"].id].awaiting
+    assert first[pending["delete"].id].done and first[pending["delete"].id].awaiting
+    assert not Memory.objects.get(id=store.staging.id).is_deleted
+    again = {o.proposal_id: o for o in review.bulk_approve([pending["delete"].id], RITA, note="b")}
+    assert again[pending["delete"].id].code == "same_approver"
+    (second,) = review.bulk_approve([pending["delete"].id], SAM, note="bulk")
+    assert second.done and not second.awaiting
+    assert Memory.objects.get(id=store.staging.id).is_deleted
+
+
+def test_the_bulk_preview_counts_what_needs_a_second_approval(pending, store):
+    summary = review.bulk_summary(Proposal.objects.filter(status="pending"), "rita")
+    assert summary["two_person"] == 1  # the DELETE (the UPDATE's target is an agent's)
+    configure(review__destructiveApprovals=1)
+    assert review.bulk_summary(Proposal.objects.filter(status="pending"), "rita")["two_person"] == 0
+
+
+# --- full mode ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("approvals,status", [(2, "pending"), (1, "applied")])
+def test_full_mode_leaves_a_delete_for_two_reviewers(fake_ollama, store, approvals, status):
+    set_mode("full")
+    configure(review__destructiveApprovals=approvals)
+    four_decisions(fake_ollama, store)
+    job = raw(RAW_TEXT).job
+    tasks.process_pending()
+    delete = Proposal.objects.get(job=job, action="delete")
+    update = Proposal.objects.get(job=job, action="update")
+    assert delete.status == status and update.status == "applied"
+    assert delete.blocked_reason == ("two_person_rule" if approvals == 2 else None)
+    assert Memory.objects.get(id=store.staging.id).is_deleted == (approvals == 1)
+
+
+def test_the_setting_is_one_or_two(admin_auth, client, db):
+    for bad in (0, 3, 1.5):
+        response = client.patch(
+            "/api/pipeline/config",
+            json.dumps({"review": {"destructiveApprovals": bad}, "reason": "t"}),
+            content_type="application/json",
+            **admin_auth,
+        )
+        assert response.status_code == 400
+    response = client.patch(
+        "/api/pipeline/config",
+        json.dumps({"review": {"destructiveApprovals": 2, "claimMinutes": 3}, "reason": "team"}),
+        content_type="application/json",
+        **admin_auth,
+    )
+    assert response.json()["review"] == {
+        "staleHours": 24,
+        "claimMinutes": 3,
+        "destructiveApprovals": 2,
+    }
+
+
+# --- exactly once under a race --------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_second_approvers_racing_apply_it_once(file_db):
+    configure(review__destructiveApprovals=2)
+    targets = [
+        writes.remember(f"Host alpha-{n} serves the lab.", actor=RITA).memory for n in range(8)
+    ]
+    set_mode("shadow")
+    ids = []
+    for n, target in enumerate(targets):
+        # A DELETE proposal per target, each already approved once by rita.
+        ids.append(pending_delete(target, n).id)
+        review.approve(ids[-1], RITA)
+    outcomes: dict[str, list] = {"sam": [], "tess": []}
+    errors: list[str] = []
+    barrier = threading.Barrier(2)
+
+    def second(name: str, order: list[str]) -> None:
+        try:
+            barrier.wait()
+            for proposal_id in order:
+                try:
+                    review.approve(proposal_id, Actor(name, "operator"))
+                    outcomes[name].append((proposal_id, "applied"))
+                except Refused as refused:
+                    outcomes[name].append((proposal_id, refused.code))
+        except Exception as exc:
+            errors.append(f"{name}: {exc!r}")
+        finally:
+            connections.close_all()
+
+    threads = [
+        threading.Thread(target=second, args=("sam", ids)),
+        threading.Thread(target=second, args=("tess", ids[::-1])),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+    for proposal_id in ids:
+        codes = sorted(
+            code for name in outcomes for pid, code in outcomes[name] if pid == proposal_id
+        )
+        assert codes == ["already_decided", "applied"]
+        assert Approval.objects.filter(proposal_id=proposal_id, position=2).count() == 1
+        deletes = MemoryHistory.objects.filter(event="deleted", metadata__proposalId=proposal_id)
+        assert deletes.count() == 1
+    assert all(t.is_deleted for t in Memory.objects.filter(id__in=[t.id for t in targets]))
+
+
+# --- the dashboard --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def sam_client(role_users):
+    from django.contrib.auth.models import Group, User
+    from django.test import Client
+
+    user = User.objects.create_user("sam", password="pw-sam")
+    user.groups.add(Group.objects.get(name="reviewer"))
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def decide(client, proposal, hx, **data):
+    return client.post(
+        f"/proposals/{proposal.id}/decide/", {"decision": "approve", "from": "row", **data}, **hx
+    )
+
+
+def test_the_queue_row_counts_approvals_and_refuses_the_same_reviewer(
+    reviewer_client, sam_client, pending, store, hx
+):
+    delete = pending["delete"]
+    row = reviewer_client.get("/review/?action=delete").content.decode()
+    assert 'data-testid="two-person"' in row and "Approve (1 of 2)" in row
+    first = decide(reviewer_client, delete, hx)
+    body = first.content.decode()
+    assert "Approval 1 of 2 recorded for rita" in body
+    assert f"/proposals/{delete.id}/undo/" in first.headers["HX-Trigger"]  # Undo withdraws it
+    again = decide(reviewer_client, delete, hx).content.decode()
+    assert "You already approved this proposal" in again
+    assert "Ask another reviewer to approve it, or reject it." in again
+    assert not Memory.objects.get(id=store.staging.id).is_deleted
+    shown = sam_client.get("/review/?action=delete").content.decode()
+    assert "Approve (2 of 2)" in shown and "Approved by <strong>rita</strong> (1 of 2)" in shown
+    second = decide(sam_client, delete, hx).content.decode()
+    assert "Approved by sam: memory deleted." in second
+    assert Memory.objects.get(id=store.staging.id).is_deleted
+
+
+def test_the_settings_page_says_when_the_rule_is_on(admin_client_role, pending):
+    assert 'data-testid="two-person-note"' in admin_client_role.get("/settings/").content.decode()
+    configure(review__destructiveApprovals=1)
+    assert (
+        'data-testid="two-person-note"' not in admin_client_role.get("/settings/").content.decode()
+    )
