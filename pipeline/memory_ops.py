@@ -20,7 +20,7 @@ from memory.models import Memory
 from memory.search import Hit, hybrid_search
 from memory.vectors import Vector
 from pipeline.config import search_settings
-from pipeline.llm import embed_or_none
+from pipeline.llm import embed_many_or_none, embed_or_none
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +119,43 @@ def embed_later(memory_id: str) -> None:
         log.exception(
             "could not queue the vector of memory %s; maintenance will embed it", memory_id
         )
+
+
+def embed_later_many(memory_ids: list[str]) -> None:
+    """Queue embed_stored_many(memory_ids) for the queue workers, after the write committed (an
+    import's batch: one model call for the batch instead of one a memory). A hand-off that fails
+    is logged; the maintenance run embeds every live memory without a vector."""
+    if not memory_ids:
+        return
+    try:
+        async_task(
+            "pipeline.memory_ops.embed_stored_many",
+            list(memory_ids),
+            task_name=f"embed-{memory_ids[0]}-{len(memory_ids)}",
+            q_options={"group": "embeddings"},
+        )
+    except Exception:
+        log.exception("could not queue %d vectors; maintenance will embed them", len(memory_ids))
+
+
+def embed_stored_many(memory_ids: list[str]) -> int:
+    """The queued task: embed the live memories among these that have no vector yet, in one call
+    outside any transaction, and store each vector unless its text changed meanwhile. Returns
+    how many were stored (0 when the server failed: maintenance embeds them later)."""
+    rows = list(
+        Memory.objects.filter(id__in=memory_ids, is_deleted=False, embedding_model__isnull=True)
+        .order_by("id")
+        .values_list("id", "content", "content_hash")
+    )
+    if not rows:
+        return 0
+    vectors = embed_many_or_none([content for _, content, _ in rows])
+    if vectors is None:
+        return 0
+    return sum(
+        writes.store_vector(memory_id, content_hash, vector)
+        for (memory_id, _, content_hash), vector in zip(rows, vectors, strict=True)
+    )
 
 
 def embed_stored(memory_id: str) -> bool:

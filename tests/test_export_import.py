@@ -251,8 +251,11 @@ def test_process_queues_an_extraction_job_per_imported_memory_and_the_default_do
     processed.write_text("- Staging is rebuilt nightly.\n- The wiki moved to Notion.\n")
     with django_capture_on_commit_callbacks(execute=True):
         run_import(plain)
-    assert not Job.objects.exists() and not OrmQ.objects.exists()
+    assert not Job.objects.exists()
+    # Only their vectors are queued: storage, not a decision.
+    assert {q.task["func"] for q in OrmQ.objects.all()} == {"pipeline.memory_ops.embed_stored_many"}
     assert set(Memory.objects.values_list("extraction_status", flat=True)) == {"none"}
+    OrmQ.objects.all().delete()
 
     with django_capture_on_commit_callbacks(execute=True):
         out, _ = run_import(processed, "--process")
@@ -266,6 +269,24 @@ def test_process_queues_an_extraction_job_per_imported_memory_and_the_default_do
     assert {j.memory.extraction_status for j in jobs} == {ExtractionStatus.PENDING}
     queued = [q.task["args"][0] for q in OrmQ.objects.all()]
     assert sorted(queued) == sorted(j.id for j in jobs)  # handed to the queue after the commit
+
+
+def test_an_import_without_processing_still_gives_every_new_memory_its_vector(
+    tmp_path, drain_queue
+):
+    already = remember("Priya reviews it.", actor=AGENT).memory
+    path = tmp_path / "notes.md"
+    path.write_text(
+        "- Kenji deploys billing-api.\n- Priya reviews it.\n- The wiki moved to Notion.\n"
+    )
+    run_import(path)
+    new = Memory.objects.exclude(id=already.id)
+    assert new.count() == 2 and not new.exclude(embedding_model__isnull=True).exists()
+    assert drain_queue() == 1  # one call for the batch, not one a memory
+    assert new.filter(embedding_model__isnull=False).count() == 2
+    assert Embedding.objects.filter(content_hash__in=new.values("content_hash")).count() == 2
+    # The memory that was already stored is deduplicated and not embedded by the import.
+    assert Memory.objects.get(id=already.id).embedding_model is None
 
 
 def test_an_agent_given_to_the_import_takes_every_memory(tmp_path):

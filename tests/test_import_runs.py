@@ -44,9 +44,14 @@ def test_each_batch_commits_alone_and_a_task_hands_on_after_its_time_slice(
     # One batch went in and is committed; the run waits in the queue to go on after it.
     assert (run.status, run.position, run.imported) == ("queued", 3, 3)
     assert Memory.objects.count() == 3
-    assert [q.task["func"] for q in OrmQ.objects.all()] == ["pipeline.imports.runs.run_task"]
+    # The run goes on in a new task; the batch's vectors are queued beside it.
+    assert sorted(q.task["func"] for q in OrmQ.objects.all()) == [
+        "pipeline.imports.runs.run_task",
+        "pipeline.memory_ops.embed_stored_many",
+    ]
 
-    assert drain_all(drain_queue) == 2
+    assert drain_all(drain_queue) == 5  # two more slices, and the three batches' vectors
+    assert Memory.objects.filter(embedding_model__isnull=True).count() == 0
     run.refresh_from_db()
     assert (run.status, run.position, run.imported, run.deduped) == ("done", 7, 7, 0)
     assert run.report["imported"] == [[1, 7]]
@@ -91,4 +96,4 @@ def test_a_command_run_left_running_by_a_dead_command_is_failed_not_requeued(tmp
     assert sweep()["importRuns"] == {"retried": 0, "failed": 1}
     run.refresh_from_db()
     assert run.status == "failed" and "run it again" in run.error
-    assert not OrmQ.objects.exists()
+    assert "pipeline.imports.runs.run_task" not in {q.task["func"] for q in OrmQ.objects.all()}

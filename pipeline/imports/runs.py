@@ -29,7 +29,7 @@ from django.conf import settings
 from django.db import IntegrityError
 from django_q.tasks import async_task
 
-from memory.imported import Incoming, Outcome
+from memory.imported import DONE, Incoming, Outcome
 from memory.models import ActorType
 from memory.writes import Actor
 from pipeline.config import get_config
@@ -37,6 +37,7 @@ from pipeline.imports import formats
 from pipeline.imports.formats import FileRefused, Options, Refusal
 from pipeline.imports.models import COMMAND, DASHBOARD, ImportRun
 from pipeline.imports.report import Progress
+from pipeline.memory_ops import embed_later_many
 from pipeline.models import ReplayStatus
 from pipeline.writes import imports as writes
 
@@ -175,6 +176,12 @@ def import_lines(
         if recorded is None:
             return LOST
         progress, handled = recorded
+        if not run.process:
+            # The job computes a processed memory's vector; the others' are storage all the same
+            # (found by meaning as well as by keyword), embedded by a worker after the commit.
+            embed_later_many(
+                [o.memory_id for o in handled if isinstance(o, Outcome) and o.status == DONE]
+            )
         if on_batch is not None:
             on_batch(handled, progress)
         batch = next(batches, None)

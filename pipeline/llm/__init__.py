@@ -28,6 +28,7 @@ __all__ = [
     "ChatClient",
     "Embedder",
     "ProviderError",
+    "embed_many_or_none",
     "embed_or_none",
     "get_chat_client",
     "get_embedder",
@@ -92,4 +93,17 @@ def embed_or_none(text: str, *, timeout: float | None = None) -> Vector | None:
         return Vector(embedder.embed([text])[0], embedder.model)
     except ProviderError as exc:
         log.warning("embedding failed, the maintenance sweep will retry: %s", exc)
+        return None
+
+
+def embed_many_or_none(texts: list[str]) -> list[Vector] | None:
+    """One vector per text in one call, or None when the embedding server fails (the maintenance
+    sweep embeds them later). Call it outside any write transaction."""
+    try:
+        embedder = get_embedder()
+        return [Vector(values, embedder.model) for values in embedder.embed(texts)]
+    except ProviderError as exc:
+        log.warning(
+            "embedding %d texts failed, the maintenance sweep will retry: %s", len(texts), exc
+        )
         return None
