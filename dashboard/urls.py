@@ -14,6 +14,7 @@ from dashboard.views import (
     prefs,
     proposal,
     proposal_actions,
+    purge,
     replay,
     review,
     settings,
@@ -68,4 +69,6 @@ urlpatterns = [
     path("memories/", memories.memory_list, name="memories"),
     path("memories/<str:memory_id>/", memories.memory_detail, name="memory"),
     path("memories/<str:memory_id>/action/", memories.memory_action, name="memory-action"),
+    path("purge/", purge.purge_page, name="purge"),
+    path("purge/receipts/<str:tombstone_id>/", purge.purge_receipt, name="purge-receipt"),
 ]

@@ -11,9 +11,10 @@ from typing import Any
 
 from django.db.models import Count, QuerySet, TextChoices
 
-from memory.models import Job
+from memory.models import Job, Memory
 from memory.writes import CHANGE_EVENTS, Actor, Refused
 from pipeline import memory_ops, safety
+from pipeline import purge as purging
 from pipeline.models import Action, Proposal, ProposalStatus, TripleReview
 from pipeline.writes import config as config_writes
 from pipeline.writes import jobs as job_writes
@@ -342,3 +343,20 @@ def update_config(changes: dict[str, Any], *, changed_by: str, reason: str) -> d
     """Save a config change (validated first, logged with who, when, why, before and after) and
     return the whole config JSON; a ConfigError names the first problem."""
     return config_writes.update_config(changes, changed_by=changed_by, reason=reason)
+
+
+# --- purge: an admin's erasure (pipeline.purge), through the same door -----------------------------
+
+
+def purge(
+    request: purging.Request, *, reason, actor: Actor, dry_run: bool = False
+) -> purging.Receipt:
+    """Purge what the request names and answer with the erasure receipt (a dry run writes
+    nothing); Refused, with nothing written, for a bad request."""
+    return purging.purge(request, reason=reason, actor=actor, dry_run=dry_run)
+
+
+def purge_agents(request: purging.Request) -> set[str]:
+    """The agents whose memories the request names (an interface checks who may purge them)."""
+    ids = purging.memory_ids_for(request)
+    return set(Memory.objects.filter(id__in=ids).values_list("agent_id", flat=True).distinct())

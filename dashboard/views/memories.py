@@ -35,6 +35,7 @@ from dashboard.memory_forms import (
     RecoverForm,
 )
 from memory import keyword, writes
+from memory.erasure import PURGED_EVENT
 from memory.models import DERIVED_SOURCE_TYPE, Authority, Memory, MemoryEntityMention
 from memory.search import Hit
 from pipeline import memory_ops
@@ -199,6 +200,7 @@ EVENT_CSS = {
     "recovered": "badge-add",
     "reviewed": "badge-status",
     "feedback": "badge-warn",
+    PURGED_EVENT: "badge-delete",
 }
 
 PROPOSAL_ROLES = (
@@ -299,6 +301,7 @@ def _detail_context(
         "orphan_errors": _orphan_errors(memory, bound),
         "notice": notice,
         "recover_days": settings.MEMORY_RECOVER_DAYS,
+        "tombstone": next((e for e in timeline if e.event == PURGED_EVENT), None),
     }
 
 

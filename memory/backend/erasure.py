@@ -1,0 +1,289 @@
+"""The database files' side of erasure, per engine.
+
+SQLite: every connection zeroes what it frees (`PRAGMA secure_delete`); after a purge commits,
+the pages written since the last checkpoint are read from the write-ahead log's frame headers,
+the log is checkpointed and truncated, and a file whose freed bytes may predate secure_delete
+(a store made before it, `PRAGMA user_version` not yet SECURE_MARK) is vacuumed once. The byte
+scan then reads the log, those pages and the free pages: with secure_delete on since the last
+VACUUM, a deleted or overwritten value can only survive in a page written since (the log names
+them) or in a free page. PostgreSQL: the touched tables are vacuumed after the commit, so dead
+row versions (and their index entries, HNSW included) go; its files are out of reach of a scan.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import struct
+import time
+from dataclasses import dataclass, field
+
+from django.db import connection
+
+from memory.backend import checkpoint as background
+from memory.backend import is_postgres
+
+# In `PRAGMA user_version`: every byte freed in this file since its last VACUUM was zeroed.
+SECURE_MARK = 0x70757267  # "purg"
+_WAL_HEADER = struct.Struct(">IIIIII")  # magic, version, page size, checkpoint seq, salt 1, salt 2
+_FRAME_HEADER = struct.Struct(">IIII")  # page number, size after commit, salt 1, salt 2
+_WAL_HEADER_BYTES, _FRAME_HEADER_BYTES = 32, 24
+
+
+OUT_OF_REACH_POSTGRES = [
+    "PostgreSQL's write-ahead log, its WAL archives and replicas",
+    "freed space inside PostgreSQL's data pages until it is reused (VACUUM frees dead rows, it "
+    "does not overwrite them)",
+]
+
+
+def out_of_reach() -> list[str]:
+    """Copies this engine keeps where a purge cannot reach (a receipt lists them)."""
+    return OUT_OF_REACH_POSTGRES if is_postgres() else []
+
+
+def secure(conn) -> None:
+    """A new SQLite connection zeroes every byte it frees (the build's default is off)."""
+    conn.execute("PRAGMA secure_delete = ON")
+
+
+@dataclass
+class Settled:
+    """What happened to the files after a purge's commit."""
+
+    engine: str
+    path: str | None = None  # SQLite: the database file (None: an in-memory database)
+    pages: set[int] = field(default_factory=set)  # SQLite: pages written since the last checkpoint
+    truncated: bool = False  # SQLite: the log was checkpointed and cut to nothing
+    vacuumed: bool = False  # SQLite: the one-time VACUUM ran; PostgreSQL: the tables were vacuumed
+    problems: list[str] = field(default_factory=list)
+
+
+def database_path() -> str | None:
+    """The SQLite file of the store, or None (PostgreSQL, or an in-memory database)."""
+    if is_postgres():
+        return None
+    name = str(connection.settings_dict["NAME"])
+    if name == ":memory:" or "mode=memory" in name:
+        return None
+    return name
+
+
+@contextlib.contextmanager
+def writer_held():
+    """SQLite file: this process keeps the writer's turn from here until the block ends, across
+    the commits inside it, so no other writer starts the log over before the pages a purge wrote
+    are read from it and checkpointed. Elsewhere: nothing."""
+    turn = None if database_path() is None else connection._writer_turn()
+    if turn is None:
+        yield
+        return
+    turn.acquire(connection.BUSY_TIMEOUT_SECONDS)
+    turn.pins += 1
+    try:
+        yield
+    finally:
+        turn.pins -= 1
+        turn.release()
+
+
+def settle(tables: list[str]) -> Settled:
+    """After the purge's commit (inside `writer_held`): SQLite gets its log read, checkpointed
+    and truncated (and a VACUUM once, when the file is not yet marked secure); PostgreSQL
+    vacuums the tables the purge touched. Problems are reported, not raised."""
+    if is_postgres():
+        return _vacuum_postgres(tables)
+    path = database_path()
+    settled = Settled("sqlite", path)
+    if path is None:
+        return settled
+    settled.pages = wal_pages(path)
+    settled.truncated = checkpoint(settled)
+    if not is_marked():
+        with connection.cursor() as cursor:
+            cursor.execute("VACUUM")
+            cursor.execute(f"PRAGMA user_version = {SECURE_MARK}")
+        settled.vacuumed = True
+        settled.pages |= set(range(1, page_count() + 1))  # every page was written again
+        settled.truncated = checkpoint(settled)
+    return settled
+
+
+CHECKPOINT_TRIES = 100  # a checkpoint another connection is running makes ours wait its turn
+
+
+def checkpoint(settled: Settled) -> bool:
+    """Copy the whole log into the file and cut it to nothing; False (and a problem) when a
+    reader kept it from finishing. Another checkpoint in progress (a background thread's, this
+    process's or another's) answers busy at once: ours tries again a few milliseconds later."""
+    for _ in range(CHECKPOINT_TRIES):
+        with background.quiet(), connection.cursor() as cursor:
+            cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            busy, log_frames, copied = cursor.fetchone()
+        if not busy and log_frames == copied:
+            return True
+        time.sleep(0.01)
+    settled.problems.append(
+        f"write-ahead log: not checkpointed to the end ({copied} of {log_frames} frames), a "
+        "reader held it"
+    )
+    return False
+
+
+def _vacuum_postgres(tables: list[str]) -> Settled:
+    settled = Settled("postgresql")
+    if connection.in_atomic_block:
+        settled.problems.append(
+            "the tables could not be vacuumed: the purge ran inside a transaction"
+        )
+        return settled
+    quote = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        for table in sorted(set(tables)):
+            cursor.execute(f"VACUUM {quote(table)}")
+    settled.vacuumed = True
+    return settled
+
+
+def is_marked() -> bool:
+    """SQLite: every byte freed in the file since its last VACUUM was zeroed (SECURE_MARK)."""
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA user_version")
+        return cursor.fetchone()[0] == SECURE_MARK
+
+
+def mark_if_new(schema_editor) -> None:
+    """Migration step: a store with no memory and no audit yet was made by connections that zero
+    what they free (a fresh database): mark it, so a purge never needs the one-time VACUUM."""
+    if schema_editor.connection.vendor != "sqlite":
+        return
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT (SELECT COUNT(*) FROM memories) + (SELECT COUNT(*) FROM memory_history)"
+        )
+        if cursor.fetchone()[0] == 0:
+            cursor.execute(f"PRAGMA user_version = {SECURE_MARK}")
+
+
+def page_count() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA page_count")
+        return cursor.fetchone()[0]
+
+
+# --- the log and the file as bytes ----------------------------------------------------------------
+
+
+def wal_pages(path: str) -> set[int]:
+    """Numbers of the pages in the current generation of the write-ahead log (its frames whose
+    salts are the header's): every page written since the last checkpoint started the log over."""
+    try:
+        with open(f"{path}-wal", "rb") as log:
+            data = log.read()
+    except FileNotFoundError:
+        return set()
+    if len(data) < _WAL_HEADER_BYTES:
+        return set()
+    _, _, page_size, _, salt1, salt2 = _WAL_HEADER.unpack_from(data, 0)
+    pages, at = set(), _WAL_HEADER_BYTES
+    while at + _FRAME_HEADER_BYTES + page_size <= len(data):
+        number, _, frame_salt1, frame_salt2 = _FRAME_HEADER.unpack_from(data, at)
+        if (frame_salt1, frame_salt2) != (salt1, salt2):
+            break
+        pages.add(number)
+        at += _FRAME_HEADER_BYTES + page_size
+    return pages
+
+
+def free_pages(data) -> list[int]:
+    """The file's free pages, from its freelist (trunk pages and the leaves they list); `data`
+    is the file as bytes or mapped."""
+    page_size = struct.unpack_from(">H", data, 16)[0] or 65536
+    trunk, pages, seen = struct.unpack_from(">I", data, 32)[0], [], set()
+    while trunk and trunk not in seen and trunk * page_size <= len(data):
+        seen.add(trunk)
+        base = (trunk - 1) * page_size
+        following, count = struct.unpack_from(">II", data, base)
+        count = min(count, (page_size - 8) // 4)
+        pages += [trunk, *struct.unpack_from(f">{count}I", data, base + 8)]
+        trunk = following
+    return pages
+
+
+@dataclass
+class FileScan:
+    """What a byte scan read, and where it found copies."""
+
+    found: list[tuple[str, int]] = field(default_factory=list)
+    pages: int = 0
+    log_bytes: int = 0
+    skipped: str | None = None
+
+
+def checked(settled: Settled, scan: FileScan) -> list[str]:
+    """What the files' side of a verification did, in words (a receipt's checks)."""
+    if settled.engine == "postgresql":
+        done = ["tables vacuumed after the commit: dead rows and their index entries removed"]
+        return (done if settled.vacuumed else []) + [f"files not read: {scan.skipped}"]
+    if scan.skipped:
+        return [f"files not read: {scan.skipped}"]
+    return [
+        f"database file: {scan.pages} pages read (those written since the last checkpoint and "
+        f"the free ones); its log: {scan.log_bytes} bytes"
+        + ("; vacuumed once (an older store)" if settled.vacuumed else "")
+    ]
+
+
+CHUNK_BYTES = 64 * 1024 * 1024  # a whole-file scan reads this much at a time
+
+
+def scan_files(settled: Settled, count_in, longest: int) -> FileScan:
+    """SQLite: count copies (`count_in(bytes) -> int`, of needles at most `longest` bytes long)
+    in the whole log, in the pages the log named and in the free pages of the database file (the
+    whole file when those are most of it). Elsewhere nothing is read."""
+    scan = FileScan()
+    if settled.path is None:
+        scan.skipped = (
+            "PostgreSQL keeps its files out of reach of a byte scan"
+            if settled.engine == "postgresql"
+            else "an in-memory database has no file"
+        )
+        return scan
+    try:
+        with open(f"{settled.path}-wal", "rb") as log:
+            data = log.read()
+    except FileNotFoundError:
+        data = b""
+    scan.log_bytes = len(data)
+    if data and (n := count_in(data)):
+        scan.found.append((f"{os.path.basename(settled.path)}-wal", n))
+    with (
+        open(settled.path, "rb") as handle,
+        mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data,
+    ):
+        page_size = struct.unpack_from(">H", data, 16)[0] or 65536
+        total = len(data) // page_size
+        numbers = {n for n in settled.pages | set(free_pages(data)) if 1 <= n <= total}
+        if len(numbers) * 2 > total:  # most of the file: read it through, in big chunks
+            found = _count_chunks(data, count_in, longest)
+            scan.pages = total
+        else:
+            found = sum(count_in(data[(n - 1) * page_size : n * page_size]) for n in numbers)
+            scan.pages = len(numbers)
+    if found:
+        scan.found.append((os.path.basename(settled.path), found))
+    return scan
+
+
+def _count_chunks(data, count_in, longest: int) -> int:
+    """Copies in the whole of `data`, read CHUNK_BYTES at a time; chunks overlap by one needle
+    less a byte, and a copy is counted in the chunk where it starts."""
+    found, start, overlap = 0, 0, max(0, longest - 1)
+    while start < len(data):
+        end = min(len(data), start + CHUNK_BYTES)
+        found += count_in(data[start : min(len(data), end + overlap)]) - (
+            count_in(data[end : min(len(data), end + overlap)]) if end < len(data) else 0
+        )
+        start = end
+    return found
