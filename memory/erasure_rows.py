@@ -113,6 +113,12 @@ def plan_store(memory_ids: list[str], texts: list[str]) -> StorePlan:
     return plan
 
 
+def stop_jobs_in_transaction(memory_ids: list[str], *, at) -> None:
+    """First in a purge: the memories' running jobs are cancelled (and their rows locked on
+    PostgreSQL), so none logs or records a copy of the text after the purge has planned."""
+    jobs.cancel_purged_in_transaction(memory_ids, at=at)
+
+
 def erase_store_in_transaction(plan: StorePlan, texts: Texts, *, by: str, at) -> None:
     """Erase the planned rows: each memory row stays as a tombstone ([purged], deleted, purged
     at `at`), its audits keep who, when, event and reason, every other row goes or is wiped."""
@@ -138,7 +144,6 @@ def erase_store_in_transaction(plan: StorePlan, texts: Texts, *, by: str, at) ->
     MemoryCold.objects.filter(pk__in=plan.cold_ids).delete()
     _drop_mentions(plan)
     _drop_vectors([eid for eid, _, _ in plan.embeddings])
-    jobs.cancel_purged_in_transaction(ids, at=at)
     _wipe_jobs(plan.job_ids, texts)
 
 

@@ -20,11 +20,13 @@ from memory.erasure import MIN_NEEDLE, Texts, find_copies
 from memory.erasure_rows import store_leftovers, texts_of
 from memory.models import DERIVED_SOURCE_TYPE, Memory
 from memory.writes import Actor, Refused
+from pipeline import safety
 from pipeline.erasure import PLACES
 from pipeline.models import Proposal, ProposalStatus
 from pipeline.writes import purge as purge_writes
 from pipeline.writes.purge import Written
 
+SENSITIVE = {"secret", "pii"}  # findings a purge's reason may not hold (it is kept for good)
 REPAIR_ROUNDS = 2  # copies a verification found are scrubbed and the store checked again
 
 
@@ -167,9 +169,11 @@ def purge(request: Request, *, reason, actor: Actor, dry_run: bool = False) -> R
     reason = required_reason(reason)
     ids = memory_ids_for(request)
     texts = texts_for(request, ids)
-    if texts.held_in(reason):
+    if texts.held_in(reason) or any(f.kind in SENSITIVE for f in safety.scan(reason)):
         raise Refused(
-            "reason_holds_text", "the reason repeats the text being purged: describe it instead"
+            "reason_holds_text",
+            "the reason repeats what is being purged (or holds a secret or personal data), and "
+            "it is kept: describe it instead",
         )
     if dry_run:
         return preview(ids, texts)

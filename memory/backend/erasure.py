@@ -110,23 +110,31 @@ def settle(tables: list[str]) -> Settled:
     return settled
 
 
-CHECKPOINT_TRIES = 100  # a checkpoint another connection is running makes ours wait its turn
+CHECKPOINT_TRIES = 20  # a checkpoint another connection is running makes ours wait its turn
+CHECKPOINT_WAIT_MS = 100  # each try waits this long for readers (not the 20 s of a write)
 
 
 def checkpoint(settled: Settled) -> bool:
     """Copy the whole log into the file and cut it to nothing; False (and a problem) when a
-    reader kept it from finishing. Another checkpoint in progress (a background thread's, this
-    process's or another's) answers busy at once: ours tries again a few milliseconds later."""
-    for _ in range(CHECKPOINT_TRIES):
-        with background.quiet(), connection.cursor() as cursor:
-            cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            busy, log_frames, copied = cursor.fetchone()
-        if not busy and log_frames == copied:
-            return True
-        time.sleep(0.01)
+    reader kept it from finishing for about CHECKPOINT_TRIES tries. Another checkpoint in
+    progress (a background thread's) answers busy at once: ours tries again a little later."""
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA busy_timeout")
+        usual = cursor.fetchone()[0]
+        cursor.execute(f"PRAGMA busy_timeout = {CHECKPOINT_WAIT_MS}")
+        try:
+            for _ in range(CHECKPOINT_TRIES):
+                with background.quiet():
+                    cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                    busy, log_frames, copied = cursor.fetchone()
+                if not busy and log_frames == copied:
+                    return True
+                time.sleep(CHECKPOINT_WAIT_MS / 1000)
+        finally:
+            cursor.execute(f"PRAGMA busy_timeout = {usual}")
     settled.problems.append(
-        f"write-ahead log: not checkpointed to the end ({copied} of {log_frames} frames), a "
-        "reader held it"
+        f"write-ahead log: not checkpointed to the end ({max(copied, 0)} of {max(log_frames, 0)} "
+        "frames copied), a reader held it"
     )
     return False
 

@@ -17,6 +17,7 @@ from memory.erasure_rows import (
     erase_store_in_transaction,
     plan_store,
     scrub_copies_in_transaction,
+    stop_jobs_in_transaction,
 )
 from memory.models import Memory, MemoryHistory
 from memory.writes import Actor
@@ -65,8 +66,9 @@ def purge(memory_ids: list[str], texts: Texts, *, reason: str, actor: Actor, sco
                 "id", flat=True
             )
         )
-        written = plan(live, texts)
         now = timezone.now()
+        stop_jobs_in_transaction(live, at=now)
+        written = plan(live, texts)
         erase_store_in_transaction(written.store, texts, by=actor.name, at=now)
         erase_pipeline_in_transaction(written.pipeline, texts)
         counts = written.rows
