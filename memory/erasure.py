@@ -16,14 +16,13 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from functools import cached_property, reduce
-from operator import or_
+from functools import cached_property
 
 from django.apps import apps
 from django.db import models
-from django.db.models import Q
-from django.db.models.functions import Cast
 
+from memory import keyword
+from memory.backend import erasure as files
 from memory.content import normalize
 
 PURGED = "[purged]"
@@ -59,6 +58,10 @@ class Place:
     # False: a copy found here in a row the purge does not own is not rewritten (a kept memory's
     # own text is that memory's): the receipt names where it is instead.
     elsewhere: bool = True
+    # False: the field holds no text to look for (a vector, a hash), only rows the purge deletes.
+    text: bool = True
+    # True: the full-text index finds the rows that can hold a copy here (memories' text).
+    indexed: bool = False
 
     @property
     def label(self) -> str:
@@ -81,7 +84,9 @@ class Place:
     @property
     def scanned(self) -> bool:
         """A model field that may hold a copy of a purged text (and is searched for one)."""
-        return bool(self.model) and self.how not in {How.KEPT, How.REHASHED, How.INDEX}
+        return (
+            bool(self.model) and self.text and self.how not in {How.KEPT, How.REHASHED, How.INDEX}
+        )
 
     def is_json(self) -> bool:
         return isinstance(self.model_class()._meta.get_field(self.field), models.JSONField)
@@ -95,8 +100,11 @@ STORE_PLACES: list[Place] = [
         How.REPLACED,
         "the text (a kept memory's own is named, not rewritten)",
         elsewhere=False,
+        indexed=True,
     ),
-    Place(M, "normalized_content", How.REPLACED, "its lowercase form", elsewhere=False),
+    Place(
+        M, "normalized_content", How.REPLACED, "its lowercase form", elsewhere=False, indexed=True
+    ),
     Place(
         M,
         "content_hash",
@@ -159,8 +167,15 @@ STORE_PLACES: list[Place] = [
         "vector",
         How.DELETED,
         "the text's vector (unless a kept memory has the same text)",
+        text=False,
     ),
-    Place("memory.Embedding", "content_hash", How.DELETED, "hash of the text: deleted with it"),
+    Place(
+        "memory.Embedding",
+        "content_hash",
+        How.DELETED,
+        "hash of the text: deleted with it",
+        text=False,
+    ),
     Place("memory.Embedding", "model", How.KEPT, "a model's name"),
     Place(
         "memory.MemoryEntityMention", "mention_text", How.DELETED, "the purged memory's mentions"
@@ -243,8 +258,8 @@ def json_forms(text: str) -> set[str]:
 @dataclass(frozen=True)
 class Texts:
     """The purged texts as exact needles (each as written and in its normalized lowercase form,
-    longest first) and as probes: a few windows such that every needle holds one, which a scan
-    asks the database for (case-insensitively) before checking the rows it gets exactly."""
+    longest first) and as probes: a few windows such that every needle holds one exactly, which
+    a scan asks the database for before checking the rows it gets against the needles."""
 
     needles: tuple[str, ...]
     probes: tuple[str, ...] = field(default=())
@@ -289,8 +304,8 @@ class Texts:
 
 
 def _probes(needles: tuple[str, ...]) -> tuple[str, ...]:
-    """Windows such that each needle holds at least one (case-insensitively), few of them: greedy,
-    the window shared by the most needles not yet covered first."""
+    """Windows such that each needle holds at least one, few of them: greedy, the window shared
+    by the most needles not yet covered first (the versions of one memory share most)."""
     uncovered = list(needles)
     probes: list[str] = []
     while uncovered:
@@ -300,10 +315,10 @@ def _probes(needles: tuple[str, ...]) -> tuple[str, ...]:
         windows.add(first[len(first) - size :])
         best = max(
             sorted(windows),
-            key=lambda w: (sum(w.lower() in n.lower() for n in uncovered), len(set(w))),
+            key=lambda w: (sum(w in n for n in uncovered), len(set(w))),
         )
         probes.append(best)
-        uncovered = [n for n in uncovered if best.lower() not in n.lower()]
+        uncovered = [n for n in uncovered if best not in n]
     for probe in list(probes):  # JSON columns hold escaped text
         probes.extend(form for form in json_forms(probe) if form not in probes)
     return tuple(probes)
@@ -432,32 +447,56 @@ def scanned_places(places: Iterable[Place]) -> dict[str, list[Place]]:
 
 
 def find_copies(places: Iterable[Place], texts: Texts) -> dict[str, Copies]:
-    """Every row of every scanned place that holds a copy of the texts, by model: the database
-    is asked for rows holding a probe (any case), and each row it returns is checked exactly."""
-    found: dict[str, Copies] = {}
+    """Every row of every scanned place that holds a copy of the texts, by model. Memories' text
+    is looked up in the full-text index; every other place is read through: the database is
+    asked for the rows holding a probe (every table at once, side by side where the engine
+    allows), and each row it returns is checked against the needles."""
     if not texts:
-        return found
+        return {}
+    found: dict[str, Copies] = {}
+    groups = []
     for label, group in scanned_places(places).items():
-        copies = _copies_in(label, group, texts)
-        if copies.rows:
-            found[label] = copies
+        indexed = [p for p in group if p.indexed]
+        rows = keyword.memories_holding_words(list(texts.needles)) if indexed else None
+        if rows is not None:
+            _confirm(found, label, indexed, [(pk, *values) for pk, *values in rows], texts)
+            group = [p for p in group if not p.indexed]
+        if group:
+            groups.append((label, group))
+    queries = [
+        files.holding_query(
+            (model := apps.get_model(label))._meta.db_table,
+            model._meta.pk.column,
+            [(model._meta.get_field(p.field).column, p.is_json()) for p in group],
+            texts.probes,
+        )
+        for label, group in groups
+    ]
+    for (label, group), rows in zip(groups, files.read_all(queries), strict=True):
+        _confirm(found, label, group, rows, texts)
     return found
 
 
-def _copies_in(label: str, group: list[Place], texts: Texts) -> Copies:
-    model = apps.get_model(label)
-    annotations, conditions = {}, []
-    for place in group:
-        name = place.field
-        if place.is_json():
-            name = f"_text_{place.field}"
-            annotations[name] = Cast(place.field, models.TextField())
-        conditions += [Q(**{f"{name}__icontains": probe}) for probe in texts.probes]
-    query = model._default_manager.annotate(**annotations).filter(reduce(or_, conditions))
-    copies = Copies(label)
-    fields = [place.field for place in group]
-    for pk, *values in query.values_list("pk", *fields).iterator(chunk_size=2000):
-        holding = [name for name, value in zip(fields, values, strict=True) if texts.held_in(value)]
+def _confirm(found: dict[str, Copies], label: str, group: list[Place], rows, texts) -> None:
+    """Add the rows (pk, then one value per place of the group) that hold a needle."""
+    copies = found.get(label) or Copies(label)
+    for pk, *values in rows:
+        holding = [
+            place.field
+            for place, value in zip(group, values, strict=True)
+            if texts.held_in(_loaded(value) if place.is_json() else value)
+        ]
         if holding:
-            copies.rows[pk] = holding
-    return copies
+            copies.rows.setdefault(pk, []).extend(holding)
+    if copies.rows:
+        found[label] = copies
+
+
+def _loaded(value):
+    """A JSON column's value as the scan read it (text) as Python values."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value

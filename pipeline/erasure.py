@@ -49,7 +49,13 @@ PIPELINE_PLACES: list[Place] = [
     Place(L, "raw_response", How.REPLACED, "what the model said"),
     Place(L, "error", How.SCRUBBED, "may quote a reply"),
     *_kept(L, "kind provider model"),
-    Place("pipeline.RejectionFingerprint", "fingerprint", How.DELETED, "a rejected fact's hash"),
+    Place(
+        "pipeline.RejectionFingerprint",
+        "fingerprint",
+        How.DELETED,
+        "a rejected fact's hash",
+        text=False,
+    ),
     *_kept("pipeline.RejectionFingerprint", "agent_id"),
     *[
         Place("pipeline.TripleReview", name, How.DELETED, "a triple extracted from the raw memory")

@@ -19,10 +19,12 @@ import struct
 import time
 from dataclasses import dataclass, field
 
+import sqlean
 from django.db import connection
 
 from memory.backend import checkpoint as background
 from memory.backend import is_postgres
+from memory.threads import process_pool
 
 # In `PRAGMA user_version`: every byte freed in this file since its last VACUUM was zeroed.
 SECURE_MARK = 0x70757267  # "purg"
@@ -178,6 +180,56 @@ def page_count() -> int:
     with connection.cursor() as cursor:
         cursor.execute("PRAGMA page_count")
         return cursor.fetchone()[0]
+
+
+# --- reading every table for copies --------------------------------------------------------------
+
+SCAN_THREADS = max(1, min(2, os.cpu_count() or 1))
+
+
+def holding_query(
+    table: str, pk: str, columns: list[tuple[str, bool]], probes: tuple[str, ...]
+) -> tuple[str, list]:
+    """SELECT of the primary key and these columns (JSON ones as text) of every row where one of
+    them holds one of the probes, exactly (case and all)."""
+    quote = connection.ops.quote_name
+    postgres = is_postgres()
+    shown, tests, params = [], [], []
+    for column, is_json in columns:
+        value = f"{quote(column)}::text" if postgres and is_json else quote(column)
+        shown.append(value)
+        find = "strpos({}, %s) > 0" if postgres else "instr({}, %s) > 0"
+        for probe in probes:
+            tests.append(find.format(value))
+            params.append(probe)
+    sql = f"SELECT {quote(pk)}, {', '.join(shown)} FROM {quote(table)} WHERE {' OR '.join(tests)}"
+    return sql, params
+
+
+def read_all(queries: list[tuple[str, list]]) -> list[list[tuple]]:
+    """The rows of each query. On a SQLite file, outside a transaction, the queries run side by
+    side in SCAN_THREADS threads, each on a read-only connection of its own (SQLite lets go of
+    Python while it scans); anywhere else one after the other on the store's connection."""
+    path = database_path()
+    if path is None or connection.in_atomic_block or SCAN_THREADS == 1 or len(queries) < 2:
+        with connection.cursor() as cursor:
+            results = []
+            for sql, params in queries:
+                cursor.execute(sql, params)
+                results.append(cursor.fetchall())
+            return results
+    pool = process_pool("erasure-scan", SCAN_THREADS)
+    return [f.result() for f in [pool.submit(_read_only, path, q) for q in queries]]
+
+
+def _read_only(path: str, query: tuple[str, list]) -> list[tuple]:
+    sql, params = query
+    conn = sqlean.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+    try:
+        conn.execute("PRAGMA busy_timeout = 5000")
+        return conn.execute(sql.replace("%s", "?"), params).fetchall()
+    finally:
+        conn.close()
 
 
 # --- the log and the file as bytes ----------------------------------------------------------------

@@ -80,3 +80,12 @@ def still_indexed(memory_ids: list[str], texts: list[str], *, but: str = "") -> 
         {term for text in texts for term in query_terms(text) if stem(term) not in ignored}
     )
     return _engine().still_indexed(memory_ids, terms) if memory_ids and terms else 0
+
+
+def memories_holding_words(texts: list[str]) -> list[tuple[str, str, str]] | None:
+    """(id, content, normalized content) of the memories whose text holds the words of one of
+    the texts in a row, found through the full-text index; None when a text has no word to look
+    for (the caller reads the table instead)."""
+    if not texts or any(not query_terms(text) for text in texts):
+        return None
+    return _engine().memories_holding_words(texts)

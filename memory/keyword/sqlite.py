@@ -70,6 +70,19 @@ def still_indexed(memory_ids: list[str], terms: list[str]) -> int:
         return cursor.fetchone()[0]
 
 
+def memories_holding_words(texts: list[str]) -> list[tuple[str, str, str]]:
+    """(id, content, normalized content) of every memory whose indexed text holds the words of
+    one of the texts in a row (a phrase): the candidates a copy of a text can only be among."""
+    phrases = " OR ".join('"' + text.replace('"', '""') + '"' for text in texts)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id, content, normalized_content FROM memories WHERE rowid IN "
+            "(SELECT rowid FROM memories_fts WHERE memories_fts MATCH %s)",
+            [phrases],
+        )
+        return cursor.fetchall()
+
+
 def _quoted(terms: list[str]) -> str:
     return " OR ".join(f'"{term}"' for term in terms)
 
