@@ -289,6 +289,16 @@ class Texts:
             return any(self.held_in(item) for item in value)
         return False
 
+    def shortest(self) -> list[str]:
+        """The needles that hold no other needle (a memory holding any needle holds one of
+        them), one per lowercase form: what a look-up in the full-text index asks for."""
+        kept: dict[str, str] = {}
+        for needle in reversed(self.needles):  # shortest first
+            lower = needle.lower()
+            if not any(other in lower for other in kept):
+                kept[lower] = needle
+        return list(kept.values())
+
     @cached_property
     def byte_forms(self) -> tuple[bytes, ...]:
         """The needles as bytes: UTF-8, and as JSON writes them."""
@@ -457,7 +467,7 @@ def find_copies(places: Iterable[Place], texts: Texts) -> dict[str, Copies]:
     groups = []
     for label, group in scanned_places(places).items():
         indexed = [p for p in group if p.indexed]
-        rows = keyword.memories_holding_words(list(texts.needles)) if indexed else None
+        rows = keyword.memories_holding_words(texts.shortest()) if indexed else None
         if rows is not None:
             _confirm(found, label, indexed, [(pk, *values) for pk, *values in rows], texts)
             group = [p for p in group if not p.indexed]

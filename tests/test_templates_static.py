@@ -138,6 +138,7 @@ def test_the_main_pages_render_without_inline_css_or_javascript(admin_client_rol
         reverse("dashboard:evaluation"),
         reverse("dashboard:eval-compare"),
         reverse("dashboard:replay") + f"?proposal={proposal.id}",
+        reverse("dashboard:purge") + f"?memory={memory.id}",
     ]
     for url in urls:
         response = admin_client_role.get(url)
