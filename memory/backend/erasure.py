@@ -206,12 +206,16 @@ def holding_query(
     return sql, params
 
 
+SPLIT_ROWS = 20_000  # a table with more rows than this is read in SCAN_THREADS parts
+
+
 def read_all(queries: list[tuple[str, list]]) -> list[list[tuple]]:
-    """The rows of each query. On a SQLite file, outside a transaction, the queries run side by
-    side in SCAN_THREADS threads, each on a read-only connection of its own (SQLite lets go of
-    Python while it scans); anywhere else one after the other on the store's connection."""
+    """The rows of each query (a `holding_query`). On a SQLite file, outside a transaction, they
+    run side by side in SCAN_THREADS threads, each part on a read-only connection of its own
+    (SQLite lets go of Python while it scans), a big table split in rowid ranges so the threads
+    finish together; anywhere else one after the other on the store's connection."""
     path = database_path()
-    if path is None or connection.in_atomic_block or SCAN_THREADS == 1 or len(queries) < 2:
+    if path is None or connection.in_atomic_block or SCAN_THREADS == 1:
         with connection.cursor() as cursor:
             results = []
             for sql, params in queries:
@@ -219,7 +223,25 @@ def read_all(queries: list[tuple[str, list]]) -> list[list[tuple]]:
                 results.append(cursor.fetchall())
             return results
     pool = process_pool("erasure-scan", SCAN_THREADS)
-    return [f.result() for f in [pool.submit(_read_only, path, q) for q in queries]]
+    parts = [[pool.submit(_read_only, path, part) for part in _parts(path, q)] for q in queries]
+    return [[row for future in futures for row in future.result()] for futures in parts]
+
+
+def _parts(path: str, query: tuple[str, list]) -> list[tuple[str, list]]:
+    """The query as SCAN_THREADS queries over rowid ranges when its table is big."""
+    sql, params = query
+    table = sql.split(" FROM ", 1)[1].split(" WHERE ", 1)[0]
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT MAX(rowid) FROM {table}")
+        top = cursor.fetchone()[0] or 0
+    if top <= SPLIT_ROWS:
+        return [query]
+    bounds = [top * i // SCAN_THREADS for i in range(SCAN_THREADS + 1)]
+    where = sql.split(" WHERE ", 1)
+    return [
+        (f"{where[0]} WHERE rowid > %s AND rowid <= %s AND ({where[1]})", [low, high, *params])
+        for low, high in zip(bounds[:-1], bounds[1:], strict=True)
+    ]
 
 
 def _read_only(path: str, query: tuple[str, list]) -> list[tuple]:
