@@ -264,11 +264,12 @@ def verify(written: Written, texts: Texts, settled, matrix_rows, receipt: Receip
 
 def _checks(written: Written, texts: Texts, settled, scan) -> list[str]:
     places = sum(1 for place in PLACES if place.scanned)
+    count = len(written.memory_ids)
     checks = [
-        f"{len(written.memory_ids)} memories are tombstones; their audits, cold copies, mentions, "
-        "jobs, vectors and full-text entries checked by id",
+        (f"{count} memories are tombstones" if count != 1 else "the memory is a tombstone")
+        + "; audits, cold copies, mentions, jobs, vectors and full-text entries checked by id",
         f"{places} fields of {len({p.model for p in PLACES if p.scanned})} tables searched for "
-        f"{len(texts.needles)} purged texts",
+        f"{len(texts.needles)} forms of the purged texts",
     ]
     checks += files.checked(settled, scan)
     return checks

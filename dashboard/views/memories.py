@@ -170,8 +170,9 @@ def _meta_items(metadata) -> list[dict]:
         return [{"key": "metadata", "value": str(metadata), "href": None}]
     items = []
     for key, value in metadata.items():
-        # Unset values and false flags are noise in a timeline; what happened stays visible.
-        if value is None or value is False or value in ("", [], {}):
+        # Unset values and false flags are noise in a timeline; what happened stays visible. A
+        # purge's receipt has a page of its own (linked from the memory's purge notice).
+        if value is None or value is False or value in ("", [], {}) or key == "receipt":
             continue
         if isinstance(value, dict) and "content" in value:
             extra = ", ".join(f"{k} {v}" for k, v in value.items() if k != "content")

@@ -54,7 +54,8 @@ def purge_page(request):
             ),
             previewed=previewed(preview.memories),
         )
-    status = 200 if form.is_valid() and not form.errors else 400
+    # htmx swaps only a 2xx answer: the form comes back with its errors beside the fields.
+    status = 200 if request.htmx or not form.errors else 400
     return render_page(request, "dashboard/purge.html", "purge-main", context, status=status)
 
 
@@ -67,8 +68,9 @@ def _purge(request, form: PurgeForm):
         )
     except Refused as refused:
         form.add_refusal(refused.code, refused.message)
+        status = 200 if request.htmx else 400
         return render_page(
-            request, "dashboard/purge.html", "purge-main", {"form": form}, status=400
+            request, "dashboard/purge.html", "purge-main", {"form": form}, status=status
         )
     if request.htmx:
         return HttpResponseClientRedirect(_receipt_url(receipt))
