@@ -191,7 +191,7 @@ def holding_query(
     table: str, pk: str, columns: list[tuple[str, bool]], probes: tuple[str, ...]
 ) -> tuple[str, list]:
     """SELECT of the primary key and these columns (JSON ones as text) of every row where one of
-    them holds one of the probes, exactly (case and all)."""
+    them holds one of the probes, exactly (case and all); every row when no probe is given."""
     quote = connection.ops.quote_name
     postgres = is_postgres()
     shown, tests, params = [], [], []
@@ -202,8 +202,8 @@ def holding_query(
         for probe in probes:
             tests.append(find.format(value))
             params.append(probe)
-    sql = f"SELECT {quote(pk)}, {', '.join(shown)} FROM {quote(table)} WHERE {' OR '.join(tests)}"
-    return sql, params
+    where = " OR ".join(tests) if tests else "1 = 1"
+    return f"SELECT {quote(pk)}, {', '.join(shown)} FROM {quote(table)} WHERE {where}", params
 
 
 SPLIT_ROWS = 20_000  # a table with more rows than this is read in SCAN_THREADS parts
