@@ -344,10 +344,6 @@ class Texts:
         """The needles as bytes: UTF-8, and as JSON writes them."""
         return tuple({f.encode("utf-8") for n in self.needles for f in (n, *json_forms(n))})
 
-    @property
-    def longest(self) -> int:
-        return max((len(form) for form in self.byte_forms), default=0)
-
     def count_in_bytes(self, data: bytes) -> int:
         """Occurrences of any needle (UTF-8, and as JSON writes it) in raw bytes."""
         if not self.many:

@@ -269,7 +269,7 @@ def verify(written: Written, texts: Texts, settled, matrix_rows, receipt: Receip
             if place.model == label and (n := found_copies.count(place.field)):
                 found.append((place.where, n))
     found += vectors.erased(written.store.embeddings, matrix_rows)
-    scan = files.scan_files(settled, texts.count_in_bytes, texts.longest)
+    scan = files.scan_files(settled, texts.count_in_bytes)
     found += scan.found
     receipt.checks = _checks(written, texts, settled, scan)
     return found, copies
