@@ -266,7 +266,6 @@ class Texts:
     a scan asks the database for before checking the rows it gets against the needles."""
 
     needles: tuple[str, ...]
-    probes: tuple[str, ...] = field(default=())
 
     @classmethod
     def of(cls, texts: Iterable[str | None]) -> Texts:
@@ -277,8 +276,13 @@ class Texts:
             for form in (text.strip(), normalize(text).storage, normalize(text).normalized):
                 if len(form) >= MIN_NEEDLE and form != PURGED:
                     found.add(form)
-        needles = tuple(sorted(found, key=lambda n: (-len(n), n)))
-        return cls(needles, _probes(needles))
+        return cls(tuple(sorted(found, key=lambda n: (-len(n), n))))
+
+    @cached_property
+    def probes(self) -> tuple[str, ...]:
+        """The windows a scan asks the database for (not made when there are `many` needles:
+        then rows are matched by word)."""
+        return () if self.many else _probes(self.needles)
 
     def __bool__(self) -> bool:
         return bool(self.needles)
@@ -311,7 +315,7 @@ class Texts:
                 loose.append(needle)
         return {word: tuple(found) for word, found in keyed.items()}, tuple(loose)
 
-    def _candidates(self, text: str) -> tuple[str, ...] | list[str]:
+    def candidates(self, text: str) -> tuple[str, ...] | list[str]:
         """The needles `text` may hold: all of them, or with many, those whose word it has."""
         if not self.many:
             return self.needles
@@ -322,7 +326,7 @@ class Texts:
     def held_in(self, value) -> bool:
         """True when a string (or any string inside a JSON value) holds one of the needles."""
         if isinstance(value, str):
-            return any(needle in value for needle in self._candidates(value))
+            return any(needle in value for needle in self.candidates(value))
         if isinstance(value, dict):
             return any(self.held_in(k) or self.held_in(v) for k, v in value.items())
         if isinstance(value, list | tuple):
@@ -349,7 +353,7 @@ class Texts:
         if not self.many:
             return sum(data.count(form) for form in self.byte_forms)
         words = {w.decode() for w in _BYTE_WORD.findall(data.lower())}
-        needles = set(self._candidates(" ".join(words)))
+        needles = set(self.candidates(" ".join(words)))
         forms = {f.encode("utf-8") for n in needles for f in (n, *json_forms(n))}
         return sum(data.count(form) for form in forms)
 
@@ -387,7 +391,7 @@ def scrub(value, texts: Texts, replacement: str = PURGED):
     """`value` with every copy of the texts replaced: a string, or any string inside a JSON value
     (a JSON object holding `content` and its `content_hash` gets the hash of its new content)."""
     if isinstance(value, str):
-        for needle in texts.needles:
+        for needle in sorted(texts.candidates(value), key=len, reverse=True):
             if needle in value:
                 value = value.replace(needle, replacement)
         return value
@@ -513,7 +517,8 @@ def find_copies(places: Iterable[Place], texts: Texts) -> dict[str, Copies]:
     groups = []
     for label, group in scanned_places(places).items():
         indexed = [p for p in group if p.indexed]
-        rows = _indexed_rows(texts) if indexed else None
+        # Many texts: the table is read through like the others (phrases would be too many).
+        rows = _indexed_rows(texts) if indexed and not texts.many else None
         if rows is not None:
             _confirm(found, label, indexed, [(pk, *values) for pk, *values in rows], texts)
             group = [p for p in group if not p.indexed]

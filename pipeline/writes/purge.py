@@ -73,9 +73,15 @@ class Written:
 
 
 def plan(memory_ids: list[str], texts: Texts) -> Written:
-    """What purging these memories would write (reads only): the dry run's answer."""
-    store = plan_store(memory_ids, list(texts.needles))
-    return Written(store.memory_ids, store, plan_pipeline(store.memory_ids, store.job_ids))
+    """What purging these memories would write (reads only, WRITE_CHUNK memories at a time):
+    the dry run's answer, and each part of a purge's."""
+    written = None
+    for start in range(0, len(memory_ids), WRITE_CHUNK):
+        ids = memory_ids[start : start + WRITE_CHUNK]
+        store = plan_store(ids, list(texts.needles))
+        part = Written(store.memory_ids, store, plan_pipeline(store.memory_ids, store.job_ids))
+        written = part if written is None else written.merged(part)
+    return written or Written([], StorePlan([]), PipelinePlan())
 
 
 def purge(
