@@ -24,6 +24,11 @@ REFUSAL_STATUS = {
     "invalid_content": 400,
     "autonomous_force_denied": 403,
     "frozen": 409,
+    "unknown_agent": 404,
+    "empty_text": 400,
+    "text_too_short": 400,
+    "invalid_scope": 400,
+    "reason_holds_text": 400,
 }
 
 

@@ -2,7 +2,7 @@
 
 from django.urls import path, re_path
 
-from api import export, health, http, memories, pipeline
+from api import export, health, http, memories, pipeline, purge
 
 urlpatterns = [
     path("memory/remember", memories.remember, name="api-remember"),
@@ -10,6 +10,8 @@ urlpatterns = [
     path("memory/<str:memory_id>", memories.memory_detail, name="api-memory"),
     path("memory/<str:memory_id>/history", memories.history, name="api-memory-history"),
     path("memory/<str:memory_id>/recover", memories.recover, name="api-memory-recover"),
+    path("memory/<str:memory_id>/purge", purge.purge_memory, name="api-memory-purge"),
+    path("purge", purge.purge_store, name="api-purge"),
     path("health", health.health, name="api-health"),
     path("export", export.export, name="api-export"),
     path("jobs/<str:job_id>", pipeline.job_detail, name="api-job"),

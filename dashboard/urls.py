@@ -15,6 +15,7 @@ from dashboard.views import (
     prefs,
     proposal,
     proposal_actions,
+    purge,
     replay,
     review,
     settings,
@@ -77,4 +78,6 @@ urlpatterns = [
     path("memories/", memories.memory_list, name="memories"),
     path("memories/<str:memory_id>/", memories.memory_detail, name="memory"),
     path("memories/<str:memory_id>/action/", memories.memory_action, name="memory-action"),
+    path("purge/", purge.purge_page, name="purge"),
+    path("purge/receipts/<str:tombstone_id>/", purge.purge_receipt, name="purge-receipt"),
 ]

@@ -308,7 +308,9 @@ BUDGETS = {
     "export_seconds": 10.0,  # manage.py export of the whole store (100k), the command's wall time
     "export_rss_growth_mib": 32.0,  # its peak RSS beyond an export of nothing: flat, it streams
     "import_seconds": 60.0,  # manage.py import of 100k raw memories, without processing
+    "purge": 250.0,  # one memory with 50 audit rows, verification included (SQLite)
 }
+PURGE_SAMPLES = 5  # memories purged, each with its 50 audit rows
 IMPORT_MAX = 100_000  # raw memories the import phase brings in (fewer when the sizes are smaller)
 # `manage.py export ARGS`, then the process's own peak RSS (VmHWM) on stderr.
 EXPORT_CHILD = (
@@ -935,6 +937,61 @@ class Bench:
         self.queue_profiles = getattr(self, "queue_profiles", {})
         self.queue_profiles[size] = slowest
 
+    # -- purge ----------------------------------------------------------------------------------------
+    def _fifty_audit_rows(self, memory_id: str) -> None:
+        """A store memory's history grown to 50 rows: its creation, 9 edits (each with its cold
+        copy) and 40 agent reports."""
+        from memory import writes
+        from memory.models import Memory
+        from memory.writes import Actor
+
+        editor, agent = Actor("bench-editor", "operator"), Actor("bench-agent", "agent")
+        content = Memory.objects.values_list("content", flat=True).get(id=memory_id)
+        for n in range(1, 10):
+            writes.modify(
+                memory_id, {"content": f"{content} (revision {n})"}, actor=editor, reason="edit"
+            )
+        for n in range(40):
+            writes.record_feedback(memory_id, actor=agent, verdict="used", note=f"run {n}")
+
+    def measure_purge(self) -> None:
+        """Purge of one memory with 50 audit rows on the store as it is (the largest size): the
+        whole call, erasure and verification (every table scanned, the log and the pages written
+        since the last checkpoint read as bytes), each sample a memory of its own."""
+        from memory.models import MemoryHistory
+        from memory.writes import Actor
+        from pipeline.purge import purge_memories
+
+        rng = random.Random(SEED + 22)
+        admin = Actor("bench-admin", "operator")
+        timings, verified = [], True
+        for memory_id in rng.sample(self.memory_ids, PURGE_SAMPLES):
+            self._fifty_audit_rows(memory_id)
+            assert MemoryHistory.objects.filter(memory_id=memory_id).count() == 50
+            started = time.perf_counter()
+            receipt = purge_memories([memory_id], reason="bench: purge", actor=admin)
+            timings.append(ms_since(started))
+            verified = verified and receipt.verified
+        figures = {
+            "p50_ms": pct(timings, 50),
+            "max_ms": round(max(timings), 3),
+            "audit_rows": 50,
+            "verified": verified,
+        }
+        self.results["purge"] = figures
+        tag = label(self.size)
+        on_sqlite = not on_postgres()  # the issue's budget is SQLite's
+        self.report.add(
+            f"purge of one memory with 50 audit rows, verified @ {tag}: p50",
+            f"{figures['p50_ms']:.1f} ms",
+            f"<= {BUDGETS['purge']:g} ms" if on_sqlite else "",
+            figures["p50_ms"] <= BUDGETS["purge"] if on_sqlite else None,
+        )
+        self.report.add(f"  purge: slowest of {PURGE_SAMPLES}", f"{figures['max_ms']:.1f} ms")
+        if not verified:
+            self.report.notes.append("purge: a receipt was not verified (see the tombstones)")
+        self.log(f"purge @ {tag}: p50 {figures['p50_ms']:.1f} ms, verified {verified}")
+
     # -- remember -------------------------------------------------------------------------------------
     def _remember_client(self):
         from django.test import Client
@@ -1484,6 +1541,7 @@ class Bench:
             self.measure_search(size)
             self.measure_queue(size)
             self.measure_export(size)
+        self.measure_purge()
         self.measure_remember()
         self.measure_jobs()
         self.measure_eval()
@@ -1520,6 +1578,7 @@ class Bench:
             "eval": self.results["eval"],
             "export": self.results["export"],
             "import": self.results["import"],
+            "purge": self.results["purge"],
         }
 
 

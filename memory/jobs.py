@@ -25,6 +25,7 @@ from memory.models import ExtractionStatus, Job, JobStatus, Memory, RowRead
 # A job in one of these holds its memory's extraction: no second job is queued beside it.
 LIVE_OR_DONE = (JobStatus.PENDING, JobStatus.LEASED, JobStatus.COMPLETED)
 RETRYABLE = (JobStatus.DEAD, JobStatus.CANCELLED)
+RUNNING = (JobStatus.PENDING, JobStatus.LEASED)  # a purge cancels these
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,14 @@ def cancel_pending_in_transaction(memory: Memory, *, at) -> int:
     """The forgotten memory's pending jobs are cancelled; returns how many."""
     return Job.objects.filter(memory=memory, status=JobStatus.PENDING).update(
         status=JobStatus.CANCELLED, error="source memory was forgotten", updated_at=at
+    )
+
+
+def cancel_purged_in_transaction(memory_ids: list[str], *, at) -> int:
+    """The purged memories' pending and running jobs are cancelled: a worker that still holds
+    one finds its lease gone and records nothing (no copy of the text is written afterwards)."""
+    return Job.objects.filter(memory_id__in=memory_ids, status__in=RUNNING).update(
+        status=JobStatus.CANCELLED, error="source memory was purged", updated_at=at
     )
 
 

@@ -222,6 +222,26 @@ class _Mapping:
         self.bits[:, rows] = bits.T
         self.alive[rows] = 1
 
+    def clear(self, rows: list[int]) -> None:
+        """Zero these rows: no id, no bits, no codes, not alive."""
+        if not rows:
+            return
+        at = np.asarray(rows)
+        self.alive[at] = 0
+        self.ids[at] = 0
+        self.scale[at] = 0
+        self.codes[at] = 0
+        self.bits[:, at] = 0
+
+    def nonzero(self, rows: list[int]) -> int:
+        """How many of these rows hold anything but zeros."""
+        if not rows:
+            return 0
+        at = np.asarray(rows)
+        held = (self.ids[at] != 0) | (self.scale[at] != 0) | (self.alive[at] != 0)
+        held |= self.codes[at].any(axis=1) | self.bits[:, at].any(axis=0)
+        return int(held.sum())
+
 
 _ALLOCATED: set[int] = set()  # inodes whose blocks this process has reserved
 

@@ -168,6 +168,8 @@ class Memory(models.Model):
     asserted_by = models.CharField(
         max_length=10, choices=Authority.choices, default=Authority.AGENT
     )
+    # Set by a purge: the row is a tombstone ([purged]), never recovered (pipeline.purge).
+    purged_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "memories"
@@ -193,6 +195,10 @@ class Memory(models.Model):
     @property
     def is_derived(self) -> bool:
         return self.source_type == DERIVED_SOURCE_TYPE
+
+    @property
+    def is_purged(self) -> bool:
+        return self.purged_at is not None
 
 
 class MemoryHistory(models.Model):

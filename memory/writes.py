@@ -1,10 +1,8 @@
 """Every write to the store. Each public function is one short transaction; none does network I/O.
 
-Callers compute vectors (model calls) before calling; functions here only take finished data.
-Refusals raise `Refused` with a stable code that the API maps to an HTTP status. How each row is
-built and written (alone or batched) lives in memory.batch, the Job's status in memory.jobs; the
-names they export that callers use are re-exported here.
-"""
+Callers compute vectors (model calls) first; refusals raise `Refused` with a stable code the API
+maps to an HTTP status. Rows are built and written in memory.batch (re-exported here), the Job's
+status in memory.jobs."""
 
 from __future__ import annotations
 
@@ -501,6 +499,8 @@ def recover_in_transaction(
         raise Refused("reason_required", "reason is required")
     if not memory.is_deleted:
         raise Refused("not_deleted", "memory is not deleted", currentVersion=memory.version)
+    if memory.is_purged:
+        raise Refused("purged", "memory was purged: its text is gone for good")
     _check_version(memory, if_version)
     now = at or timezone.now()
     window = timedelta(days=settings.MEMORY_RECOVER_DAYS)

@@ -12,9 +12,10 @@ from typing import Any
 
 from django.db.models import Count, QuerySet, TextChoices
 
-from memory.models import Job
+from memory.models import Job, Memory
 from memory.writes import CHANGE_EVENTS, Actor, Refused
 from pipeline import claims, memory_ops, safety
+from pipeline import purge as purging
 from pipeline.approvals import needs_two_q, open_approvals
 from pipeline.config import get_config
 from pipeline.models import Action, Proposal, ProposalStatus, TripleReview
@@ -389,3 +390,24 @@ def update_config(changes: dict[str, Any], *, changed_by: str, reason: str) -> d
     """Save a config change (validated first, logged with who, when, why, before and after) and
     return the whole config JSON; a ConfigError names the first problem."""
     return config_writes.update_config(changes, changed_by=changed_by, reason=reason)
+
+
+# --- purge: an admin's erasure (pipeline.purge), through the same door -----------------------------
+
+
+def purge(
+    request: purging.Request, *, reason, actor: Actor, dry_run: bool = False
+) -> purging.Receipt:
+    """Purge what the request names and answer with the erasure receipt (a dry run writes
+    nothing); Refused, with nothing written, for a bad request."""
+    return purging.purge(request, reason=reason, actor=actor, dry_run=dry_run)
+
+
+def purge_agents(request: purging.Request) -> set[str]:
+    """The agents whose memories the request names (an interface checks who may purge them)."""
+    ids = purging.memory_ids_for(request)
+    agents: set[str] = set()
+    for start in range(0, len(ids), 500):
+        part = Memory.objects.filter(id__in=ids[start : start + 500])
+        agents.update(part.values_list("agent_id", flat=True).distinct())
+    return agents

@@ -68,7 +68,13 @@ def test_bench_writes_every_figure_and_leaves_no_database_behind(tmp_path):
         "eval",
         "export",
         "import",
+        "purge",
     }
+    purge = figures["purge"]
+    assert set(purge) == {"p50_ms", "max_ms", "audit_rows", "verified"}
+    assert purge["audit_rows"] == 50 and purge["verified"] is True
+    assert is_number(purge["p50_ms"]) and purge["p50_ms"] <= purge["max_ms"]
+    assert re.search(r"purge of one memory with 50 audit rows, verified @ \S+: p50", output)
     assert figures["eval"]["cases"] >= 300 and is_number(figures["eval"]["per_case_ms"])
     assert set(figures["remember"]) == {"p50_ms", "p99_ms", "per_s"}
     assert set(figures["export"]) == set(SIZES)

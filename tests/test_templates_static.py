@@ -173,6 +173,7 @@ def test_the_main_pages_render_without_inline_css_or_javascript(
         reverse("dashboard:replay") + f"?proposal={proposal.id}",
         reverse("dashboard:transfer"),
         reverse("dashboard:import-run", args=[run.id]),
+        reverse("dashboard:purge") + f"?memory={memory.id}",
     ]
     for url in urls:
         response = admin_client_role.get(url)

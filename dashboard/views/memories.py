@@ -35,6 +35,7 @@ from dashboard.memory_forms import (
     RecoverForm,
 )
 from memory import keyword, writes
+from memory.erasure import PURGED_EVENT
 from memory.models import DERIVED_SOURCE_TYPE, Authority, Memory, MemoryEntityMention
 from memory.search import Hit
 from pipeline import memory_ops
@@ -169,8 +170,9 @@ def _meta_items(metadata) -> list[dict]:
         return [{"key": "metadata", "value": str(metadata), "href": None}]
     items = []
     for key, value in metadata.items():
-        # Unset values and false flags are noise in a timeline; what happened stays visible.
-        if value is None or value is False or value in ("", [], {}):
+        # Unset values and false flags are noise in a timeline; what happened stays visible. A
+        # purge's receipt has a page of its own (linked from the memory's purge notice).
+        if value is None or value is False or value in ("", [], {}) or key == "receipt":
             continue
         if isinstance(value, dict) and "content" in value:
             extra = ", ".join(f"{k} {v}" for k, v in value.items() if k != "content")
@@ -199,6 +201,7 @@ EVENT_CSS = {
     "recovered": "badge-add",
     "reviewed": "badge-status",
     "feedback": "badge-warn",
+    PURGED_EVENT: "badge-delete",
 }
 
 PROPOSAL_ROLES = (
@@ -299,6 +302,7 @@ def _detail_context(
         "orphan_errors": _orphan_errors(memory, bound),
         "notice": notice,
         "recover_days": settings.MEMORY_RECOVER_DAYS,
+        "tombstone": next((e for e in timeline if e.event == PURGED_EVENT), None),
     }
 
 

@@ -23,7 +23,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db.backends.sqlite3 import base as sqlite_base
 from django.utils.dateparse import parse_date, parse_datetime, parse_time
 
-from memory.backend import checkpoint
+from memory.backend import checkpoint, erasure
 from memory.backend.collector import COLLECTOR_PAUSE
 
 FORMAT_QMARK_REGEX = re.compile(r"(?<!%)%s")
@@ -113,8 +113,12 @@ class WriterTurn:
         self.pid = os.getpid()
         self.fd: int | None = None
         self.held = False
+        # Kept past the commits of the transactions inside (memory.backend.erasure.writer_held).
+        self.pins = 0
 
     def acquire(self, timeout: float) -> None:
+        if self.held:
+            return
         if self.fd is None:
             self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         deadline = time.monotonic() + timeout
@@ -130,7 +134,7 @@ class WriterTurn:
                 time.sleep(self.POLL_SECONDS)
 
     def release(self) -> None:
-        if not self.held:
+        if not self.held or self.pins:
             return
         self.held = False
         if self.pid != os.getpid():
@@ -212,6 +216,7 @@ class DatabaseWrapper(sqlite_base.DatabaseWrapper):
         sqlite_base.register_functions(conn)
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA legacy_alter_table = OFF")
+        erasure.secure(conn)  # freed bytes are zeroed: a purged text leaves no copy behind
         if not self.is_in_memory_db():
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")

@@ -20,6 +20,7 @@ drop SQLite's own locks on it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -89,9 +90,18 @@ def checkpoint_if_due(path: str, connection=None) -> bool:
     return True
 
 
+@contextlib.contextmanager
+def quiet():
+    """This process's checkpoint thread stays out of SQLite for the block (a purge's own
+    checkpoint runs meanwhile: two checkpoints of one file never run at once)."""
+    with _in_sqlite:
+        yield
+
+
 def _connect(path: str):
     conn = sqlean.connect(path, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA busy_timeout = 1000")
+    conn.execute("PRAGMA secure_delete = ON")  # as every connection (memory.backend.erasure)
     return conn
 
 

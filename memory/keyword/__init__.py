@@ -65,3 +65,27 @@ def scores_for(text: str, memory_ids: list[str]) -> dict[str, float]:
 def scores_for_many(texts: list[str], memory_ids: list[list[str]]) -> list[dict[str, float]]:
     """`scores_for` of several texts, each with its own memories."""
     return _engine().scores_for_many(texts, memory_ids)
+
+
+def merge_index() -> None:
+    """Rewrite the full-text index without any entry a delete left behind (SQLite's FTS5)."""
+    _engine().merge_index()
+
+
+def still_indexed(memory_ids: list[str], texts: list[str], *, but: str = "") -> int:
+    """How many of these memories the full-text index still finds by a word of the texts (other
+    than the words of `but`, what they hold now: a purge's marker)."""
+    ignored = {stem(term) for term in query_terms(but)}
+    terms = sorted(
+        {term for text in texts for term in query_terms(text) if stem(term) not in ignored}
+    )
+    return _engine().still_indexed(memory_ids, terms) if memory_ids and terms else 0
+
+
+def memories_holding_words(texts: list[str]) -> list[tuple[str, str, str]] | None:
+    """(id, content, normalized content) of the memories whose text holds the words of one of
+    the texts in a row, found through the full-text index; None when a text has no word to look
+    for (the caller reads the table instead)."""
+    if not texts or any(not query_terms(text) for text in texts):
+        return None
+    return _engine().memories_holding_words(texts)

@@ -53,6 +53,33 @@ _TOKENS = (
 )
 
 
+def memories_holding_words(texts: list[str]) -> list[tuple[str, str, str]]:
+    """(id, content, normalized content) of every memory whose tsvector holds the words of one
+    of the texts in a row (a phrase): the candidates a copy of a text can only be among."""
+    query = " || ".join([f"phraseto_tsquery('{TEXT_CONFIG}', %s)"] * len(texts))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id, content, normalized_content FROM memories WHERE search_vector @@ ({query})",
+            texts,
+        )
+        return cursor.fetchall()
+
+
+def merge_index() -> None:
+    """Nothing: the GIN index drops a purged row's entries when the table is vacuumed."""
+
+
+def still_indexed(memory_ids: list[str], terms: list[str]) -> int:
+    """How many of these memories the tsvector still finds by one of these words."""
+    query = " || ".join([_TERM] * len(terms))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT COUNT(*) FROM memories WHERE id = ANY(%s) AND search_vector @@ ({query})",
+            [memory_ids, *terms],
+        )
+        return cursor.fetchone()[0]
+
+
 class _StatsCache:
     """N and the average length, kept for a while on big stores (counting them scans the table).
 

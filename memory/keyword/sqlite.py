@@ -45,6 +45,44 @@ FTS_DROP_SQL = [
 ]
 
 
+# Deleting a row removes its entries from the index's pages at once (FTS5's secure-delete, kept in
+# the index's config) instead of leaving them behind a delete marker until a merge: a purged
+# text's words leave the file with the row (memory migration 0011).
+FTS_SECURE_DELETE_SQL = "INSERT INTO memories_fts(memories_fts, rank) VALUES ('secure-delete', 1)"
+
+
+def merge_index() -> None:
+    """Merge every segment of the index into one: entries deleted before secure-delete was on
+    (a store older than it) are rewritten away. A purge runs it once, before its one VACUUM."""
+    with connection.cursor() as cursor:
+        cursor.execute("INSERT INTO memories_fts(memories_fts) VALUES ('optimize')")
+
+
+def still_indexed(memory_ids: list[str], terms: list[str]) -> int:
+    """How many of these memories the index still finds by one of these words."""
+    marks = ",".join(["%s"] * len(memory_ids))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT COUNT(*) FROM memories_fts WHERE memories_fts MATCH %s AND rowid IN "
+            f"(SELECT rowid FROM memories WHERE id IN ({marks}))",
+            [_quoted(terms), *memory_ids],
+        )
+        return cursor.fetchone()[0]
+
+
+def memories_holding_words(texts: list[str]) -> list[tuple[str, str, str]]:
+    """(id, content, normalized content) of every memory whose indexed text holds the words of
+    one of the texts in a row (a phrase): the candidates a copy of a text can only be among."""
+    phrases = " OR ".join('"' + text.replace('"', '""') + '"' for text in texts)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id, content, normalized_content FROM memories WHERE rowid IN "
+            "(SELECT rowid FROM memories_fts WHERE memories_fts MATCH %s)",
+            [phrases],
+        )
+        return cursor.fetchall()
+
+
 def _quoted(terms: list[str]) -> str:
     return " OR ".join(f'"{term}"' for term in terms)
 

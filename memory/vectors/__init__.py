@@ -66,6 +66,24 @@ def index_vectors(
     return _engine().index_vectors(items, replacing=replacing)
 
 
+def remove(embedding_ids: list[int]) -> None:
+    """Take these vectors out of the KNN index, inside the caller's transaction and before their
+    `embeddings` rows are deleted (a purge): sqlite-vec's rows go, their bytes zeroed; pgvector's
+    go with the rows and leave the HNSW index when the table is vacuumed."""
+    _engine().remove(embedding_ids)
+
+
+def erase_copies(vectors: list[tuple[int, str, int]]) -> dict:
+    """After the commit that deleted these (id, model, dimensions) vectors: the rows of the shared
+    matrix files that held them are zeroed (SQLite). Returns what the check needs (`erased`)."""
+    return _engine().erase_copies(vectors)
+
+
+def erased(vectors: list[tuple[int, str, int]], written: dict) -> list[tuple[str, int]]:
+    """Where any of these deleted vectors is still indexed: (place, count), empty when none is."""
+    return _engine().erased(vectors, written)
+
+
 def repair_index(*, older_than: float = 60.0, limit: int = 500) -> int:
     """Index the stored vectors that have no KNN index row (a commit whose post-commit insert
     never ran), written more than `older_than` seconds ago (younger ones are their own write's

@@ -135,6 +135,28 @@ def _set_vectors(rows: list[tuple[int, np.ndarray]]) -> int:
         return cursor.rowcount
 
 
+def remove(embedding_ids: list[int]) -> None:
+    """Nothing before the delete: the vector is a column of the `embeddings` row and leaves the
+    HNSW index when the table is vacuumed after the commit."""
+
+
+def erase_copies(vectors: list[tuple[int, str, int]]) -> dict:
+    """No copy outside the table on PostgreSQL."""
+    return {}
+
+
+def erased(vectors: list[tuple[int, str, int]], written: dict) -> list[tuple[str, int]]:
+    """Rows of these vectors still in `embeddings` (the HNSW index holds only what the table
+    holds once it is vacuumed)."""
+    ids = sorted({eid for eid, _, _ in vectors})
+    if not ids:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT COUNT(*) FROM embeddings WHERE id = ANY(%s)", [ids])
+        n = cursor.fetchone()[0]
+    return [("embeddings", n)] if n else []
+
+
 def extension_loaded() -> bool:
     """Always: the PostgreSQL backend refuses to start without pgvector."""
     return True

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
-from memory import matrix
+from memory import matrix, matrix_erase
 from memory.guard import open_write_transaction, runs_after_commit
 
 log = logging.getLogger(__name__)
@@ -142,6 +142,50 @@ def repair_index(*, older_than: float = 60.0, limit: int = 500) -> int:
     if usable:
         _insert(usable)
     return len(usable)
+
+
+def remove(embedding_ids: list[int]) -> None:
+    """Delete these vectors' vec0 rows (sqlite-vec zeroes a deleted vector's bytes in its chunk)."""
+    if extension_loaded() and embedding_ids:
+        with connection.cursor() as cursor:
+            cursor.executemany(
+                "DELETE FROM vec_embeddings WHERE rowid = %s", [(eid,) for eid in embedding_ids]
+            )
+
+
+def erase_copies(vectors: list[tuple[int, str, int]]) -> dict:
+    """Zero the shared matrix rows of these deleted vectors: {(model, dims): rows zeroed}."""
+    by_matrix: dict[tuple[str, int], list[int]] = {}
+    for eid, model, dims in vectors:
+        by_matrix.setdefault((model, dims), []).append(eid)
+    return {
+        key: matrix_erase.erase(matrix.INDEX, key[0], key[1], ids)
+        for key, ids in sorted(by_matrix.items())
+    }
+
+
+def erased(vectors: list[tuple[int, str, int]], written: dict) -> list[tuple[str, int]]:
+    """Where these deleted vectors are still found: vec0 rows, and matrix rows that carry their
+    ids or were not zeroed."""
+    ids = sorted({eid for eid, _, _ in vectors})
+    found: list[tuple[str, int]] = []
+    if ids and extension_loaded():
+        marks = ",".join(["%s"] * len(ids))
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT COUNT(*) FROM vec_embeddings_rowids WHERE rowid IN ({marks})", ids
+            )
+            if n := cursor.fetchone()[0]:
+                found.append(("vec_embeddings", n))
+    left = sum(
+        matrix_erase.still_held(
+            matrix.INDEX, model, dims, [e for e, m, d in vectors if (m, d) == (model, dims)], rows
+        )
+        for (model, dims), rows in written.items()
+    )
+    if left:
+        found.append(("vector matrix file", left))
+    return found
 
 
 def search_engine() -> str:

@@ -52,7 +52,16 @@ class LiveCalls(list):
 
     def append(self, call) -> None:
         super().append(call)
-        log_calls(self.job_id, [call], timezone.now())
+        with transaction.atomic():
+            # A job cancelled meanwhile (its memory purged) logs nothing more: the prompt holds
+            # the text the purge erased. Locked: a purge cancelling the job waits, or is waited for.
+            if (
+                Job.objects.select_for_update()
+                .filter(id=self.job_id)
+                .exclude(status=JobStatus.CANCELLED)
+                .exists()
+            ):
+                log_calls(self.job_id, [call], timezone.now())
         call.logged = True
 
 

@@ -1,0 +1,294 @@
+"""The store's rows of purged memories, found (`plan_store`, reads only) and erased
+(`erase_store_in_transaction`, inside the caller's transaction), and copies of purged texts
+scrubbed in place in any row (`scrub_copies_in_transaction`). How each field is cleared is the
+PLACES table of memory.erasure; nothing here opens a transaction or calls a model."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from django.apps import apps
+from django.db import connection
+from django.db.models import F, Q
+from django.db.models.functions import Coalesce
+
+from memory import jobs, keyword, vectors
+from memory.content import normalize
+from memory.erasure import HASHERS, PURGED, Copies, How, Place, Texts, scrub, text_values_purged
+from memory.models import (
+    Embedding,
+    Entity,
+    Job,
+    Memory,
+    MemoryCold,
+    MemoryEntityMention,
+    MemoryHistory,
+    Relation,
+    lock_rows,
+)
+
+# The change events whose old and new content are versions of the memory's text.
+TEXT_EVENTS = ("created", "updated", "deleted", "recovered")
+
+
+@dataclass
+class StorePlan:
+    """What a purge of these memories erases in the store, as row ids per table."""
+
+    memory_ids: list[str]
+    history_ids: list[str] = field(default_factory=list)
+    cold_ids: list[str] = field(default_factory=list)
+    embeddings: list[tuple[int, str, int]] = field(default_factory=list)  # id, model, dimensions
+    mention_ids: list[int] = field(default_factory=list)
+    entity_ids: list[int] = field(default_factory=list)  # left without a mention: deleted
+    relations: int = 0  # deleted with those entities
+    job_ids: list[str] = field(default_factory=list)
+
+    def rows(self) -> dict[str, int]:
+        counts = {
+            Memory._meta.db_table: len(self.memory_ids),
+            MemoryHistory._meta.db_table: len(self.history_ids),
+            MemoryCold._meta.db_table: len(self.cold_ids),
+            Embedding._meta.db_table: len(self.embeddings),
+            MemoryEntityMention._meta.db_table: len(self.mention_ids),
+            Entity._meta.db_table: len(self.entity_ids),
+            Relation._meta.db_table: self.relations,
+            Job._meta.db_table: len(self.job_ids),
+        }
+        return {table: n for table, n in counts.items() if n}
+
+
+STORE_LISTS = ("history_ids", "cold_ids", "embeddings", "mention_ids", "entity_ids", "job_ids")
+
+
+def texts_of(memory_ids: list[str]) -> list[str]:
+    """Every text these memories ever held: their content, the cold copies of earlier versions
+    and the old and new content of their change events (read 500 memories at a time)."""
+    texts: list[str | None] = []
+    for start in range(0, len(memory_ids), 500):
+        ids = memory_ids[start : start + 500]
+        texts += Memory.objects.filter(id__in=ids).values_list("content", flat=True)
+        texts += MemoryCold.objects.filter(memory_id__in=ids).values_list("content", flat=True)
+        for old, new in MemoryHistory.objects.filter(
+            memory_id__in=ids, event__in=TEXT_EVENTS
+        ).values_list("old_content", "new_content"):
+            texts += [old, new]
+    return [text for text in dict.fromkeys(texts) if text and text != PURGED]
+
+
+def plan_store(memory_ids: list[str], texts: list[str]) -> StorePlan:
+    """The store's rows a purge of these memories erases (reads only)."""
+    ids = sorted(set(memory_ids))
+    plan = StorePlan(ids)
+    plan.history_ids = list(
+        MemoryHistory.objects.filter(memory_id__in=ids).order_by("id").values_list("id", flat=True)
+    )
+    plan.cold_ids = list(MemoryCold.objects.filter(memory_id__in=ids).values_list("pk", flat=True))
+    hashes = {normalize(text).hash for text in texts}
+    hashes |= set(Memory.objects.filter(id__in=ids).values_list("content_hash", flat=True))
+    # A memory that stays and holds the same text keeps its vector (it is that memory's too).
+    shared = set(
+        Memory.objects.filter(content_hash__in=hashes)
+        .exclude(id__in=ids)
+        .values_list("content_hash", flat=True)
+    )
+    plan.embeddings = list(
+        Embedding.objects.filter(content_hash__in=hashes - shared)
+        .order_by("id")
+        .values_list("id", "model", "dimensions")
+    )
+    mentions = list(
+        MemoryEntityMention.objects.filter(memory_id__in=ids).values_list("pk", "entity_id")
+    )
+    plan.mention_ids = [pk for pk, _ in mentions]
+    mentioned = {entity_id for _, entity_id in mentions}
+    still = set(
+        MemoryEntityMention.objects.filter(entity_id__in=mentioned)
+        .exclude(memory_id__in=ids)
+        .values_list("entity_id", flat=True)
+    )
+    plan.entity_ids = sorted(mentioned - still)
+    plan.relations = (
+        Relation.objects.filter(source_id__in=plan.entity_ids).count()
+        + Relation.objects.filter(target_id__in=plan.entity_ids)
+        .exclude(source_id__in=plan.entity_ids)
+        .count()
+    )
+    plan.job_ids = list(Job.objects.filter(memory_id__in=ids).values_list("id", flat=True))
+    return plan
+
+
+def stop_jobs_in_transaction(memory_ids: list[str], *, at) -> None:
+    """First in a purge: the memories' running jobs are cancelled (and their rows locked on
+    PostgreSQL), so none logs or records a copy of the text after the purge has planned."""
+    jobs.cancel_purged_in_transaction(memory_ids, at=at)
+
+
+def erase_store_in_transaction(plan: StorePlan, texts: Texts, *, by: str, at) -> None:
+    """Erase the planned rows: each memory row stays as a tombstone ([purged], deleted, purged
+    at `at`), its audits keep who, when, event and reason, every other row goes or is wiped."""
+    ids = plan.memory_ids
+    if (locking := lock_rows(Memory, ids)) is not None:
+        locking.all()
+    Memory.objects.filter(id__in=ids).update(
+        content=PURGED,
+        normalized_content=PURGED,
+        content_hash="",
+        why="",
+        tags=[],
+        pinned=False,
+        is_deleted=True,
+        deleted_at=Coalesce("deleted_at", at),
+        purged_at=at,
+        version=F("version") + 1,
+        updated_at=at,
+        updated_by=by,
+        embedding_model=None,
+    )
+    _wipe_audits(plan.history_ids, texts)
+    MemoryCold.objects.filter(pk__in=plan.cold_ids).delete()
+    _drop_mentions(plan)
+    _drop_vectors([eid for eid, _, _ in plan.embeddings])
+    _wipe_jobs(plan.job_ids, texts)
+
+
+def _wipe_audits(history_ids: list[str], texts: Texts) -> None:
+    rows = MemoryHistory.objects.filter(id__in=history_ids).values_list(
+        "id", "old_content", "new_content", "reason", "metadata"
+    )
+    prepare = MemoryHistory._meta.get_field("metadata").get_db_prep_save
+    changed = [
+        (
+            None if old is None else PURGED,
+            None if new is None else PURGED,
+            scrub(reason, texts),
+            prepare(text_values_purged(metadata), connection),
+            pk,
+        )
+        for pk, old, new, reason, metadata in rows
+    ]
+    if changed:
+        with connection.cursor() as cursor:
+            cursor.executemany(
+                "UPDATE memory_history SET old_content = %s, new_content = %s, reason = %s, "
+                "metadata = %s WHERE id = %s",
+                changed,
+            )
+
+
+def _drop_mentions(plan: StorePlan) -> None:
+    counts = Counter(
+        MemoryEntityMention.objects.filter(pk__in=plan.mention_ids).values_list(
+            "entity_id", flat=True
+        )
+    )
+    MemoryEntityMention.objects.filter(pk__in=plan.mention_ids).delete()
+    kept = sorted(set(counts) - set(plan.entity_ids))
+    if kept:
+        with connection.cursor() as cursor:  # in id order, as every writer of entities
+            cursor.executemany(
+                "UPDATE entities SET mentions = CASE WHEN mentions > %s THEN mentions - %s "
+                "ELSE 0 END WHERE id = %s",
+                [(counts[pk], counts[pk], pk) for pk in kept],
+            )
+    if plan.entity_ids:
+        Entity.objects.filter(pk__in=plan.entity_ids).delete()  # relations and mentions cascade
+
+
+def _drop_vectors(embedding_ids: list[int]) -> None:
+    if embedding_ids:
+        vectors.remove(embedding_ids)
+        Embedding.objects.filter(id__in=embedding_ids).delete()
+
+
+def _wipe_jobs(job_ids: list[str], texts: Texts) -> None:
+    prepare = Job._meta.get_field("result").get_db_prep_save
+    rows = Job.objects.filter(id__in=job_ids).values_list("id", "result", "error")
+    changed = [
+        (
+            prepare(text_values_purged(result), connection) if result is not None else None,
+            scrub(error, texts) if error else error,
+            pk,
+        )
+        for pk, result, error in rows
+    ]
+    if changed:
+        with connection.cursor() as cursor:
+            cursor.executemany(
+                "UPDATE memory_jobs SET result = %s, error = %s WHERE id = %s", changed
+            )
+
+
+# --- copies anywhere ---------------------------------------------------------------------------------
+
+
+def scrub_copies_in_transaction(
+    places: list[Place], copies: dict[str, Copies], texts: Texts, replacement: str = PURGED
+) -> dict[str, int]:
+    """Replace the copies `find_copies` found, in place: each field that holds one is scrubbed
+    and the hashes of its row (REHASHED places) recomputed. Places that keep their text when
+    found elsewhere (a kept memory's own text) are left: a receipt names them. Rows per table."""
+    by_model: dict[str, dict[str, Place]] = {}
+    for place in places:
+        by_model.setdefault(place.model, {})[place.field] = place
+    counts: dict[str, int] = {}
+    for label, found in copies.items():
+        fields = by_model[label]
+        model = apps.get_model(label)
+        rehash = [p for p in fields.values() if p.how == How.REHASHED]
+        done = 0
+        for pk, holding in found.rows.items():
+            names = [name for name in holding if fields[name].elsewhere]
+            if not names:
+                continue
+            row = model._default_manager.filter(pk=pk).values(*names, *[p.of for p in rehash])
+            values = row.first()
+            if values is None:
+                continue
+            changes = {name: scrub(values[name], texts, replacement) for name in names}
+            for place in rehash:
+                if place.of in changes:
+                    changes[place.field] = HASHERS[place.hasher](changes[place.of])
+            model._default_manager.filter(pk=pk).update(**changes)
+            done += 1
+        if done:
+            counts[model._meta.db_table] = done
+    return counts
+
+
+_HOLDS_CONTENT = (Q(old_content__isnull=False) & ~Q(old_content=PURGED)) | (
+    Q(new_content__isnull=False) & ~Q(new_content=PURGED)
+)
+
+
+def store_leftovers(plan: StorePlan, texts: Texts) -> list[tuple[str, int]]:
+    """The purged memories' own rows still holding anything, by id: (where, count) of memories
+    that are not tombstones, audits with content, cold copies, mentions, running jobs, vectors
+    (rows and index), and full-text index entries that still find a memory by a purged word."""
+    counts: Counter[str] = Counter()
+    vectors_left = [e for e, _, _ in plan.embeddings]
+    for start in range(0, max(len(plan.memory_ids), len(vectors_left)), 500):
+        ids = plan.memory_ids[start : start + 500]
+        counts["memories"] += (
+            Memory.objects.filter(id__in=ids)
+            .exclude(
+                content=PURGED, normalized_content=PURGED, content_hash="", purged_at__isnull=False
+            )
+            .count()
+        )
+        counts["memory_history.old_content/new_content"] += (
+            MemoryHistory.objects.filter(memory_id__in=ids).filter(_HOLDS_CONTENT).count()
+        )
+        counts["memories_cold"] += MemoryCold.objects.filter(memory_id__in=ids).count()
+        counts["memory_entity_mentions"] += MemoryEntityMention.objects.filter(
+            memory_id__in=ids
+        ).count()
+        counts["memory_jobs"] += Job.objects.filter(
+            memory_id__in=ids, status__in=jobs.RUNNING
+        ).count()
+        counts["embeddings"] += Embedding.objects.filter(
+            id__in=vectors_left[start : start + 500]
+        ).count()
+        counts["memories_fts"] += keyword.still_indexed(ids, list(texts.needles), but=PURGED)
+    return [(where, n) for where, n in counts.items() if n]

@@ -1,0 +1,226 @@
+"""pipeline.purge: what each scope names, the dry run against the purge itself, copies found in
+places no link leads to (scrubbed, then verified), a purge that cannot verify (failed, never
+done), the vectors' copies (the shared matrix's rows zeroed) and a job running meanwhile."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from memory import matrix, vectors, writes
+from memory.erasure import PURGED, Texts
+from memory.models import Embedding, Job, JobStatus, Memory
+from memory.vectors import Vector
+from memory.writes import Actor, Refused
+from pipeline import purge, review
+from pipeline.llm.clients import CallRecord
+from pipeline.models import Approval, EvalRun, LlmCall, Proposal, ProposalStatus
+from pipeline.purge import Request, Scope
+from pipeline.tasks import compute, process_pending
+from pipeline.writes import purge as purge_writes
+from pipeline.writes.jobs import LiveCalls, claim_job
+from pipeline.writes.record import record_job
+from tests.pipeline_support import (
+    RAW_TEXT,
+    ScriptedModel,
+    configure,
+    decision,
+    fact,
+    four_decisions,
+    raw,
+    seed_store,
+    set_mode,
+)
+
+ADMIN = Actor("ada", "operator")
+WRITER = Actor("agent-one", "agent")
+SECRET = "the staging DB password is hunter2-prod"
+
+pytestmark = pytest.mark.django_db(transaction=True)  # PostgreSQL vacuums after the commit
+
+
+def remember(text: str, **kwargs) -> Memory:
+    return writes.remember(text, actor=WRITER, create_job=False, **kwargs).memory
+
+
+def test_lineage_names_the_derived_memories_and_those_its_updates_wrote(fake_ollama):
+    set_mode("controlled-write")
+    target = remember("The vault sits in the Hamburg office")
+    update = "The vault sits in the Munich office"
+    ScriptedModel(
+        fake_ollama,
+        facts=[fact("Priya owns the vault key ring"), fact(update)],
+        decisions={update: decision("update", target)},
+    )
+    source = raw("Priya owns the vault key ring; the vault moved to Munich.").memory
+    process_pending()
+    pending = Proposal.objects.get(target_memory=target, status=ProposalStatus.PENDING)
+    review.approve(pending.id, ADMIN)
+    derived = Memory.objects.get(source_id=source.id)
+    named = purge.memory_ids_for(Request(Scope.LINEAGE, memory_id=source.id))
+    assert sorted(named) == sorted([source.id, derived.id, target.id])
+    assert purge.memory_ids_for(Request(Scope.MEMORY, memory_id=source.id)) == [source.id]
+
+
+def test_the_dry_run_names_the_rows_the_purge_then_erases():
+    memory = remember(SECRET)
+    writes.modify(memory.id, {"content": SECRET + " (rotated monthly)"}, actor=ADMIN, reason="r")
+    request = Request(Scope.MEMORY, memory_id=memory.id)
+    preview = purge.purge(request, reason="leaked", actor=ADMIN, dry_run=True)
+    done = purge.purge(request, reason="leaked", actor=ADMIN)
+    assert preview.rows == done.rows == {"memories": 1, "memories_cold": 1, "memory_history": 2}
+    assert done.verified and done.status == "done" and preview.status == "dry run"
+
+
+def test_copies_no_link_leads_to_are_found_scrubbed_and_then_verified():
+    """An evaluation set built from the store and another job's model call quote the memory:
+    the verification finds them, they are scrubbed, the store is checked again."""
+    memory = remember(SECRET)
+    other = remember("Kenji rotates the staging credentials on Fridays.")
+    job = Job.objects.create(memory=other, created_at=timezone.now(), updated_at=timezone.now())
+    LlmCall.objects.create(
+        job=job,
+        kind="decide",
+        provider="offline",
+        model="m",
+        prompt=f'Candidates:\n[1] "{SECRET}"\nNew fact: rotation',
+        created_at=timezone.now(),
+    )
+    set_text = f'{{"fact": "{SECRET}"}}\n'
+    run = EvalRun.objects.create(
+        requested_by="rita",
+        set_kind="reviewed",
+        set_name="team",
+        set_text=set_text,
+        set_sha256=hashlib.sha256(set_text.encode()).hexdigest(),
+        provider="offline",
+        model="m",
+        prompt_version="v1",
+        created_at=timezone.now(),
+    )
+    receipt = purge.purge(Request(Scope.MEMORY, memory_id=memory.id), reason="leak", actor=ADMIN)
+    assert receipt.verified and receipt.found == []
+    assert receipt.rows["pipeline_llm_calls"] == 1 and receipt.rows["pipeline_eval_runs"] == 1
+    call = LlmCall.objects.get(job=job)
+    assert SECRET not in call.prompt and PURGED in call.prompt and "rotation" in call.prompt
+    run.refresh_from_db()
+    assert SECRET not in run.set_text
+    assert run.set_sha256 == hashlib.sha256(run.set_text.encode()).hexdigest()
+
+
+def test_a_kept_memory_holding_the_same_text_makes_the_purge_fail_and_says_where():
+    memory = remember(SECRET)
+    remember(SECRET, agent_id="another-agent")  # the same words, kept by a memory not purged
+    receipt = purge.purge(Request(Scope.MEMORY, memory_id=memory.id), reason="leak", actor=ADMIN)
+    assert not receipt.verified and receipt.status == "failed"
+    assert {"where": "memories.content", "count": 1} in receipt.found
+    tombstone = Memory.objects.get(id=memory.id).history.get(event="purged")
+    assert tombstone.metadata["receipt"]["verified"] is False
+
+
+def test_purge_by_text_widens_to_every_memory_holding_it():
+    holders = [remember(f"Ticket {n}: {SECRET}.") for n in range(2)]
+    receipt = purge.purge(Request(Scope.TEXT, text="hunter2-prod"), reason="leak", actor=ADMIN)
+    assert sorted(receipt.memories) == sorted(m.id for m in holders) and receipt.verified
+
+
+def test_the_purged_memory_is_a_tombstone_with_who_and_when():
+    memory = remember(SECRET, why="ops channel", tags=["creds"])
+    receipt = purge.purge(Request(Scope.MEMORY, memory_id=memory.id), reason="leak", actor=ADMIN)
+    memory.refresh_from_db()
+    assert (memory.content, memory.normalized_content, memory.content_hash) == (PURGED, PURGED, "")
+    assert (memory.why, memory.tags, memory.who, memory.is_deleted) == ("", [], "agent-one", True)
+    created = memory.history.get(event="created")
+    assert (created.new_content, created.changed_by, created.reason) == (
+        PURGED,
+        "agent-one",
+        "ops channel",
+    )
+    tombstone = memory.history.get(event="purged")
+    assert tombstone.id == receipt.tombstone and tombstone.changed_by == "ada"
+    assert tombstone.metadata["counts"]["memories"] == 1
+    with pytest.raises(Refused) as refused:
+        writes.recover(memory.id, actor=ADMIN, reason="undo")
+    assert refused.value.code == "purged"
+
+
+def test_a_running_job_of_a_purged_memory_is_cancelled_and_records_nothing(fake_ollama):
+    set_mode("controlled-write")
+    ScriptedModel(fake_ollama, facts=[fact("Priya keeps the staging password in a vault")])
+    source = raw(SECRET).memory
+    job = Job.objects.get(memory=source)
+    outcome = compute(claim_job(job.id), [])  # a worker holds it and has the model's answer
+    purge.purge(Request(Scope.MEMORY, memory_id=source.id), reason="leak", actor=ADMIN)
+    assert record_job(outcome) is None  # the lease is gone: nothing recorded
+    late = LiveCalls(job.id)  # a model call that returns after the purge is not logged
+    late.append(CallRecord("decide", "ollama", "qwen3:4b", prompt=f"Fact: {SECRET}"))
+    assert not LlmCall.objects.filter(prompt__contains="hunter2").exists()
+    assert Job.objects.get(id=job.id).status == JobStatus.CANCELLED
+    assert not Proposal.objects.filter(source_memory=source).exists()
+    assert not Memory.objects.filter(source_id=source.id).exists()
+
+
+@pytest.mark.sqlite_only(reason="the shared matrix exists on SQLite only")
+def test_the_purged_vectors_rows_are_zeroed_in_the_matrix():
+    memory = remember(SECRET)
+    vector = np.random.default_rng(7).standard_normal(768).astype(np.float32)
+    writes.store_vector(memory.id, memory.content_hash, Vector(vector, "m1"))
+    eid = Embedding.objects.get(content_hash=memory.content_hash).id
+    assert matrix.INDEX.nearest(vector, model="m1", k=1)[0][0] == eid
+    mapping = matrix.INDEX.mapping
+    row = mapping.rows_of(np.asarray([eid]))[eid]
+    receipt = purge.purge(Request(Scope.MEMORY, memory_id=memory.id), reason="leak", actor=ADMIN)
+    assert receipt.verified and receipt.rows["embeddings"] == 1
+    assert mapping.rows_of(np.asarray([eid])) == {}
+    assert not mapping.codes[row].any() and not mapping.bits[:, row].any()
+    assert mapping.scale[row] == 0 and mapping.alive[row] == 0
+    assert vectors.nearest(vector, model="m1", k=1) == []
+
+
+@pytest.mark.sqlite_only(reason="SQLite's secure_delete and write-ahead log")
+def test_every_connection_zeroes_what_it_frees():
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA secure_delete")
+        assert cursor.fetchone()[0] == 1
+
+
+def test_a_big_purge_is_written_in_parts_and_checked_once_word_by_word(monkeypatch):
+    """An agent's 40 memories: more texts than are looked for one by one (rows are matched by
+    word first) and more memories than one write takes (three transactions); one receipt."""
+    monkeypatch.setattr(purge_writes, "WRITE_CHUNK", 15)
+    texts = [f"Retired agent note {n}: the runbook step {n} uses lever {n * 7}." for n in range(40)]
+    mine = [remember(text, agent_id="retired") for text in texts]
+    remember(texts[3], agent_id="keeper")  # one of them, kept by another agent
+    receipt = purge.purge(Request(Scope.AGENT, agent="retired"), reason="retired", actor=ADMIN)
+    assert sorted(receipt.memories) == sorted(m.id for m in mine)
+    assert {item["where"] for item in receipt.found} == {
+        "memories.content",
+        "memories.normalized_content",
+    }
+    receipts = {
+        m.history.get(event="purged").metadata["receiptId"]
+        for m in Memory.objects.filter(agent_id="retired")
+    }
+    assert receipts == {receipt.tombstone}
+    assert Texts.of(texts).many and not Texts.of(texts[:5]).many
+
+
+def test_a_purged_proposals_first_approval_loses_its_text(fake_ollama):
+    """The two-person rule keeps the text a first approval approved: a purge of the raw memory
+    wipes it there too, and the receipt still verifies."""
+    store = seed_store()
+    configure(review__destructiveApprovals=2)
+    four_decisions(fake_ollama, store)
+    source = raw(RAW_TEXT).memory
+    process_pending()
+    pending = Proposal.objects.get(source_memory=source, action="delete")
+    review.approve(pending.id, ADMIN)  # the first of two: recorded, nothing applied
+    approval = Approval.objects.get(proposal=pending)
+    assert approval.content and approval.content != PURGED
+    receipt = purge.purge(Request(Scope.MEMORY, memory_id=source.id), reason="leak", actor=ADMIN)
+    approval.refresh_from_db()
+    assert approval.content == PURGED and receipt.verified
