@@ -32,6 +32,8 @@ class PipelineConfig(models.Model):
     # A proposal pending longer than this is in the daily staleness digest (pipeline.digest).
     stale_hours = models.PositiveIntegerField(default=24)
     last_digest_at = models.DateTimeField(null=True, blank=True)
+    # Days an expired memory is kept (out of recall) before maintenance purges it; 0: never.
+    expired_purge_days = models.PositiveIntegerField(default=30)
     last_maintenance_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
