@@ -296,6 +296,17 @@ def _set_content_at_version(memory: Memory, *, actor: Actor, at, **columns):
 MODIFIABLE_FIELDS = ("content", "type", "tags", "importance", "pinned", "expires_at")
 
 
+def _field_updates(memory: Memory, changes: dict[str, Any]) -> dict[str, Any]:
+    """The fields but content that `changes` does change: None leaves a field as it is, except
+    expires_at, where None lifts the expiry."""
+    updates = {}
+    for name in MODIFIABLE_FIELDS[1:]:
+        value = changes.get(name, getattr(memory, name))
+        if value != getattr(memory, name) and (value is not None or name == "expires_at"):
+            updates[name] = value
+    return updates
+
+
 def modify_in_transaction(
     memory: Memory,
     changes: dict[str, Any],
@@ -336,10 +347,7 @@ def modify_in_transaction(
             # Who asserted the memory follows its text: given with a new text, it is the new one's.
             if changes.get("asserted_by") and changes["asserted_by"] != memory.asserted_by:
                 updates["asserted_by"] = changes["asserted_by"]
-    for name in MODIFIABLE_FIELDS[1:]:  # None leaves a field as it is, but clears expires_at
-        value = changes.get(name, getattr(memory, name))
-        if value != getattr(memory, name) and (value is not None or name == "expires_at"):
-            updates[name] = value
+    updates.update(_field_updates(memory, changes))
     if not updates:
         raise Refused("no_changes", "nothing to change", currentVersion=memory.version)
     if content_changed:

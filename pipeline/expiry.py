@@ -10,6 +10,8 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.utils import timezone
+
 from memory import expiry
 from memory.models import ActorType, Memory
 from memory.writes import Actor, Refused
@@ -31,6 +33,7 @@ class Outlook:
     expires_at: datetime
     expired: bool
     purge_at: datetime | None  # when maintenance purges it; None: never (retention 0)
+    purge_due: bool  # purge_at has come: the next maintenance run purges it
     days: int  # retention.expiredPurgeDays
     paused: bool  # the maintenance schedule does not run now (autonomous.*)
 
@@ -42,10 +45,12 @@ def outlook(memory: Memory) -> Outlook | None:
         return None
     config = get_config()
     days = config.expired_purge_days
+    purge_at = memory.expires_at + timedelta(days=days) if days > 0 else None
     return Outlook(
         expires_at=memory.expires_at,
         expired=memory.is_expired,
-        purge_at=memory.expires_at + timedelta(days=days) if days > 0 else None,
+        purge_at=purge_at,
+        purge_due=purge_at is not None and purge_at <= timezone.now(),
         days=days,
         paused=not maintenance_allowed(config),
     )
