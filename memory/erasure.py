@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -247,6 +248,9 @@ STORE_PLACES: list[Place] = [
 # --- the purged texts ---------------------------------------------------------------------------
 
 PROBE_CHARS = 32  # a probe: a window of a text this long (the whole text when shorter)
+MANY_NEEDLES = 64  # more needles than this: matched by word first, tables read through
+_WORD = re.compile(r"[a-z0-9_]{4,}")
+_BYTE_WORD = re.compile(rb"[a-z0-9_]{4,}")
 MIN_NEEDLE = 4  # shorter strings are not searched for or scrubbed: they are in every text
 
 
@@ -262,7 +266,6 @@ class Texts:
     a scan asks the database for before checking the rows it gets against the needles."""
 
     needles: tuple[str, ...]
-    probes: tuple[str, ...] = field(default=())
 
     @classmethod
     def of(cls, texts: Iterable[str | None]) -> Texts:
@@ -273,16 +276,57 @@ class Texts:
             for form in (text.strip(), normalize(text).storage, normalize(text).normalized):
                 if len(form) >= MIN_NEEDLE and form != PURGED:
                     found.add(form)
-        needles = tuple(sorted(found, key=lambda n: (-len(n), n)))
-        return cls(needles, _probes(needles))
+        return cls(tuple(sorted(found, key=lambda n: (-len(n), n))))
+
+    @cached_property
+    def probes(self) -> tuple[str, ...]:
+        """The windows a scan asks the database for (not made when there are `many` needles:
+        then rows are matched by word)."""
+        return () if self.many else _probes(self.needles)
 
     def __bool__(self) -> bool:
         return bool(self.needles)
 
+    @property
+    def many(self) -> bool:
+        """Too many needles to look for one by one: rows and pages are matched by word first."""
+        return len(self.needles) > MANY_NEEDLES
+
+    @cached_property
+    def _by_word(self) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]]:
+        """Each needle under its longest inner word (an ASCII run of 4+ letters or digits with an
+        ASCII separator on both sides inside the needle: any text holding the needle, as written
+        or as JSON, holds that word whole), and the needles without one (always checked)."""
+        keyed: dict[str, list[str]] = {}
+        loose = []
+        for needle in self.needles:
+            lower = needle.lower()
+            inner = [
+                m.group()
+                for m in _WORD.finditer(lower)
+                if m.start() > 0
+                and m.end() < len(lower)
+                and _plain(lower[m.start() - 1])
+                and _plain(lower[m.end()])
+            ]
+            if inner:
+                keyed.setdefault(max(inner, key=len), []).append(needle)
+            else:
+                loose.append(needle)
+        return {word: tuple(found) for word, found in keyed.items()}, tuple(loose)
+
+    def candidates(self, text: str) -> tuple[str, ...] | list[str]:
+        """The needles `text` may hold: all of them, or with many, those whose word it has."""
+        if not self.many:
+            return self.needles
+        keyed, loose = self._by_word
+        words = set(_WORD.findall(text.lower())) & keyed.keys()
+        return [n for word in words for n in keyed[word]] + list(loose)
+
     def held_in(self, value) -> bool:
         """True when a string (or any string inside a JSON value) holds one of the needles."""
         if isinstance(value, str):
-            return any(needle in value for needle in self.needles)
+            return any(needle in value for needle in self.candidates(value))
         if isinstance(value, dict):
             return any(self.held_in(k) or self.held_in(v) for k, v in value.items())
         if isinstance(value, list | tuple):
@@ -304,13 +348,19 @@ class Texts:
         """The needles as bytes: UTF-8, and as JSON writes them."""
         return tuple({f.encode("utf-8") for n in self.needles for f in (n, *json_forms(n))})
 
-    @property
-    def longest(self) -> int:
-        return max((len(form) for form in self.byte_forms), default=0)
-
     def count_in_bytes(self, data: bytes) -> int:
         """Occurrences of any needle (UTF-8, and as JSON writes it) in raw bytes."""
-        return sum(data.count(form) for form in self.byte_forms)
+        if not self.many:
+            return sum(data.count(form) for form in self.byte_forms)
+        words = {w.decode() for w in _BYTE_WORD.findall(data.lower())}
+        needles = set(self.candidates(" ".join(words)))
+        forms = {f.encode("utf-8") for n in needles for f in (n, *json_forms(n))}
+        return sum(data.count(form) for form in forms)
+
+
+def _plain(char: str) -> bool:
+    """A separator JSON writes as itself (a control character becomes an escape like \\n)."""
+    return char.isascii() and char.isprintable()
 
 
 def _probes(needles: tuple[str, ...]) -> tuple[str, ...]:
@@ -341,7 +391,7 @@ def scrub(value, texts: Texts, replacement: str = PURGED):
     """`value` with every copy of the texts replaced: a string, or any string inside a JSON value
     (a JSON object holding `content` and its `content_hash` gets the hash of its new content)."""
     if isinstance(value, str):
-        for needle in texts.needles:
+        for needle in sorted(texts.candidates(value), key=len, reverse=True):
             if needle in value:
                 value = value.replace(needle, replacement)
         return value
@@ -467,7 +517,8 @@ def find_copies(places: Iterable[Place], texts: Texts) -> dict[str, Copies]:
     groups = []
     for label, group in scanned_places(places).items():
         indexed = [p for p in group if p.indexed]
-        rows = keyword.memories_holding_words(texts.shortest()) if indexed else None
+        # Many texts: the table is read through like the others (phrases would be too many).
+        rows = _indexed_rows(texts) if indexed and not texts.many else None
         if rows is not None:
             _confirm(found, label, indexed, [(pk, *values) for pk, *values in rows], texts)
             group = [p for p in group if not p.indexed]
@@ -478,13 +529,25 @@ def find_copies(places: Iterable[Place], texts: Texts) -> dict[str, Copies]:
             (model := apps.get_model(label))._meta.db_table,
             model._meta.pk.column,
             [(model._meta.get_field(p.field).column, p.is_json()) for p in group],
-            texts.probes,
+            () if texts.many else texts.probes,  # many texts: every row, matched by word
         )
         for label, group in groups
     ]
     for (label, group), rows in zip(groups, files.read_all(queries), strict=True):
         _confirm(found, label, group, rows, texts)
     return found
+
+
+def _indexed_rows(texts: Texts) -> list | None:
+    """Memories' (id, content, normalized content) the full-text index finds by the phrases of
+    the shortest needles, a hundred phrases a query; None when it cannot (read the table)."""
+    phrases, rows = texts.shortest(), []
+    for start in range(0, len(phrases), 100):
+        found = keyword.memories_holding_words(phrases[start : start + 100])
+        if found is None:
+            return None
+        rows += found
+    return rows
 
 
 def _confirm(found: dict[str, Copies], label: str, group: list[Place], rows, texts) -> None:

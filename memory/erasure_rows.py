@@ -59,15 +59,21 @@ class StorePlan:
         return {table: n for table, n in counts.items() if n}
 
 
+STORE_LISTS = ("history_ids", "cold_ids", "embeddings", "mention_ids", "entity_ids", "job_ids")
+
+
 def texts_of(memory_ids: list[str]) -> list[str]:
     """Every text these memories ever held: their content, the cold copies of earlier versions
-    and the old and new content of their change events."""
-    texts = list(Memory.objects.filter(id__in=memory_ids).values_list("content", flat=True))
-    texts += MemoryCold.objects.filter(memory_id__in=memory_ids).values_list("content", flat=True)
-    for old, new in MemoryHistory.objects.filter(
-        memory_id__in=memory_ids, event__in=TEXT_EVENTS
-    ).values_list("old_content", "new_content"):
-        texts += [old, new]
+    and the old and new content of their change events (read 500 memories at a time)."""
+    texts: list[str | None] = []
+    for start in range(0, len(memory_ids), 500):
+        ids = memory_ids[start : start + 500]
+        texts += Memory.objects.filter(id__in=ids).values_list("content", flat=True)
+        texts += MemoryCold.objects.filter(memory_id__in=ids).values_list("content", flat=True)
+        for old, new in MemoryHistory.objects.filter(
+            memory_id__in=ids, event__in=TEXT_EVENTS
+        ).values_list("old_content", "new_content"):
+            texts += [old, new]
     return [text for text in dict.fromkeys(texts) if text and text != PURGED]
 
 
@@ -260,24 +266,29 @@ def store_leftovers(plan: StorePlan, texts: Texts) -> list[tuple[str, int]]:
     """The purged memories' own rows still holding anything, by id: (where, count) of memories
     that are not tombstones, audits with content, cold copies, mentions, running jobs, vectors
     (rows and index), and full-text index entries that still find a memory by a purged word."""
-    ids = plan.memory_ids
-    found = [
-        (
-            "memories",
+    counts: Counter[str] = Counter()
+    vectors_left = [e for e, _, _ in plan.embeddings]
+    for start in range(0, max(len(plan.memory_ids), len(vectors_left)), 500):
+        ids = plan.memory_ids[start : start + 500]
+        counts["memories"] += (
             Memory.objects.filter(id__in=ids)
             .exclude(
                 content=PURGED, normalized_content=PURGED, content_hash="", purged_at__isnull=False
             )
-            .count(),
-        ),
-        (
-            "memory_history.old_content/new_content",
-            MemoryHistory.objects.filter(memory_id__in=ids).filter(_HOLDS_CONTENT).count(),
-        ),
-        ("memories_cold", MemoryCold.objects.filter(memory_id__in=ids).count()),
-        ("memory_entity_mentions", MemoryEntityMention.objects.filter(memory_id__in=ids).count()),
-        ("memory_jobs", Job.objects.filter(memory_id__in=ids, status__in=jobs.RUNNING).count()),
-        ("embeddings", Embedding.objects.filter(id__in=[e for e, _, _ in plan.embeddings]).count()),
-        ("memories_fts", keyword.still_indexed(ids, list(texts.needles), but=PURGED)),
-    ]
-    return [(where, n) for where, n in found if n]
+            .count()
+        )
+        counts["memory_history.old_content/new_content"] += (
+            MemoryHistory.objects.filter(memory_id__in=ids).filter(_HOLDS_CONTENT).count()
+        )
+        counts["memories_cold"] += MemoryCold.objects.filter(memory_id__in=ids).count()
+        counts["memory_entity_mentions"] += MemoryEntityMention.objects.filter(
+            memory_id__in=ids
+        ).count()
+        counts["memory_jobs"] += Job.objects.filter(
+            memory_id__in=ids, status__in=jobs.RUNNING
+        ).count()
+        counts["embeddings"] += Embedding.objects.filter(
+            id__in=vectors_left[start : start + 500]
+        ).count()
+        counts["memories_fts"] += keyword.still_indexed(ids, list(texts.needles), but=PURGED)
+    return [(where, n) for where, n in counts.items() if n]

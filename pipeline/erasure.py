@@ -132,6 +132,20 @@ _REPLACED = ("fact_content", "target_content", "reason", "review_note", "applied
 _TEXT_VALUES = ("candidates", "safety", "contradiction")
 
 
+PIPELINE_LISTS = (
+    "proposals",
+    "targeting",
+    "calls",
+    "other_calls",
+    "other_jobs",
+    "other_audits",
+    "fingerprints",
+    "triples",
+    "replays",
+    "log_entries",
+)
+
+
 @dataclass
 class PipelinePlan:
     """The domain's rows a purge of these memories touches, as ids per table."""

@@ -213,8 +213,21 @@ def purge_memories(
     first memory's tombstone and return it. The domain's one entry for a purge."""
     reason = required_reason(reason)
     texts = texts if texts is not None else Texts.of(texts_of(memory_ids))
+    ids = sorted(set(memory_ids))
     with files.writer_held():
-        written = purge_writes.purge(memory_ids, texts, reason=reason, actor=actor, scope=scope)
+        # A bounded transaction per WRITE_CHUNK memories (an agent may have thousands), every
+        # tombstone pointing at the first one, which keeps the receipt; one check of them all.
+        written = None
+        for start in range(0, len(ids), purge_writes.WRITE_CHUNK):
+            part = purge_writes.purge(
+                ids[start : start + purge_writes.WRITE_CHUNK],
+                texts,
+                reason=reason,
+                actor=actor,
+                scope=scope,
+                receipt_id=written.tombstone if written else None,
+            )
+            written = part if written is None else written.merged(part)
         settled = files.settle(list(written.rows))
     if not written.memory_ids:
         raise Refused("nothing_to_purge", "no memory that is not purged already matches")
@@ -256,7 +269,7 @@ def verify(written: Written, texts: Texts, settled, matrix_rows, receipt: Receip
             if place.model == label and (n := found_copies.count(place.field)):
                 found.append((place.where, n))
     found += vectors.erased(written.store.embeddings, matrix_rows)
-    scan = files.scan_files(settled, texts.count_in_bytes, texts.longest)
+    scan = files.scan_files(settled, texts.count_in_bytes)
     found += scan.found
     receipt.checks = _checks(written, texts, settled, scan)
     return found, copies

@@ -359,4 +359,8 @@ def purge(
 def purge_agents(request: purging.Request) -> set[str]:
     """The agents whose memories the request names (an interface checks who may purge them)."""
     ids = purging.memory_ids_for(request)
-    return set(Memory.objects.filter(id__in=ids).values_list("agent_id", flat=True).distinct())
+    agents: set[str] = set()
+    for start in range(0, len(ids), 500):
+        part = Memory.objects.filter(id__in=ids[start : start + 500])
+        agents.update(part.values_list("agent_id", flat=True).distinct())
+    return agents

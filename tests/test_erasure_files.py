@@ -4,7 +4,8 @@ says so (failed, never done)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import subprocess
+import sys
 
 import pytest
 import sqlean
@@ -33,12 +34,13 @@ def test_free_pages_are_read_from_the_freelist_and_hold_zeros(file_db):
         cursor.executemany("INSERT INTO scratch VALUES (%s)", [("canary " * 500,)] * 40)
         cursor.execute("DROP TABLE scratch")
     files.checkpoint(files.Settled("sqlite", str(file_db)))
-    data = Path(file_db).read_bytes()
-    free = files.free_pages(data)
+    free = files.free_pages()
     with connection.cursor() as cursor:
         cursor.execute("PRAGMA freelist_count")
         assert len(free) == cursor.fetchone()[0] > 0
-    assert b"canary" not in data  # secure_delete zeroed them when they were freed
+    # secure_delete zeroed them when they were freed (the first is the trunk listing the rest)
+    assert not any(b"canary" in files.read_page(page) for page in free)
+    assert all(set(files.read_page(page)) == {0} for page in free[1:])
 
 
 def test_a_purge_whose_log_a_reader_holds_is_reported_failed(file_db, client, admin_client_role):
@@ -56,3 +58,22 @@ def test_a_purge_whose_log_a_reader_holds_is_reported_failed(file_db, client, ad
     assert any(item["where"].startswith("write-ahead log") for item in receipt.found)
     page = admin_client_role.get(f"/purge/receipts/{receipt.tombstone}/")
     assert "Failed." in page.content.decode()
+
+
+def test_a_purge_keeps_sqlites_locks_so_other_processes_and_later_writes_stay_safe(file_db):
+    """The byte scan reads the database through SQLite: a file this process opened and closed
+    itself would drop SQLite's locks on it, and another process closing its last connection
+    would then reset the log under this one (writes lost, 'disk I/O error')."""
+    memory = writes.remember("The staging DB password is hunter2-prod.", actor=WRITER).memory
+    purge.purge(purge.Request(purge.Scope.MEMORY, memory_id=memory.id), reason="leak", actor=WRITER)
+    script = (
+        "import sqlean, sys; c = sqlean.connect(sys.argv[1]); "
+        "c.execute('SELECT COUNT(*) FROM memories').fetchone(); c.close()"
+    )
+    subprocess.run([sys.executable, "-c", script, str(file_db)], check=True, timeout=60)
+    later = writes.remember("A note written after the purge.", actor=WRITER).memory
+    fresh = sqlean.connect(str(file_db))
+    try:
+        assert fresh.execute("SELECT content FROM memories WHERE id = ?", [later.id]).fetchone()
+    finally:
+        fresh.close()

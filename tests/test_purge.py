@@ -12,7 +12,7 @@ from django.db import connection
 from django.utils import timezone
 
 from memory import matrix, vectors, writes
-from memory.erasure import PURGED
+from memory.erasure import PURGED, Texts
 from memory.models import Embedding, Job, JobStatus, Memory
 from memory.vectors import Vector
 from memory.writes import Actor, Refused
@@ -21,6 +21,7 @@ from pipeline.llm.clients import CallRecord
 from pipeline.models import EvalRun, LlmCall, Proposal, ProposalStatus
 from pipeline.purge import Request, Scope
 from pipeline.tasks import compute, process_pending
+from pipeline.writes import purge as purge_writes
 from pipeline.writes.jobs import LiveCalls, claim_job
 from pipeline.writes.record import record_job
 from tests.pipeline_support import ScriptedModel, decision, fact, raw, set_mode
@@ -175,3 +176,24 @@ def test_every_connection_zeroes_what_it_frees():
     with connection.cursor() as cursor:
         cursor.execute("PRAGMA secure_delete")
         assert cursor.fetchone()[0] == 1
+
+
+def test_a_big_purge_is_written_in_parts_and_checked_once_word_by_word(monkeypatch):
+    """An agent's 40 memories: more texts than are looked for one by one (rows are matched by
+    word first) and more memories than one write takes (three transactions); one receipt."""
+    monkeypatch.setattr(purge_writes, "WRITE_CHUNK", 15)
+    texts = [f"Retired agent note {n}: the runbook step {n} uses lever {n * 7}." for n in range(40)]
+    mine = [remember(text, agent_id="retired") for text in texts]
+    remember(texts[3], agent_id="keeper")  # one of them, kept by another agent
+    receipt = purge.purge(Request(Scope.AGENT, agent="retired"), reason="retired", actor=ADMIN)
+    assert sorted(receipt.memories) == sorted(m.id for m in mine)
+    assert {item["where"] for item in receipt.found} == {
+        "memories.content",
+        "memories.normalized_content",
+    }
+    receipts = {
+        m.history.get(event="purged").metadata["receiptId"]
+        for m in Memory.objects.filter(agent_id="retired")
+    }
+    assert receipts == {receipt.tombstone}
+    assert Texts.of(texts).many and not Texts.of(texts[:5]).many

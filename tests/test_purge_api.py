@@ -8,6 +8,7 @@ import pytest
 from django.db import connection
 
 from api.auth import create_token
+from api.mcp_server import TOOLS
 from memory import writes
 from memory.erasure import PURGED
 from memory.models import Memory
@@ -192,3 +193,8 @@ def test_a_purged_memory_cannot_be_purged_again_or_recovered(client, admin_auth)
     assert (again.status_code, again.json()["error"]) == (409, "already_purged")
     recover = post(client, admin_auth, f"/api/memory/{memory.id}/recover", {"reason": "oops"})
     assert (recover.status_code, recover.json()["error"]) == (409, "purged")
+
+
+def test_purge_is_not_an_mcp_tool():
+    """Agents connect over MCP too; none of them may erase: only an admin's token or session."""
+    assert not [name for name in TOOLS if "purge" in name or "erase" in name]

@@ -13,7 +13,6 @@ row versions (and their index entries, HNSW included) go; its files are out of r
 from __future__ import annotations
 
 import contextlib
-import mmap
 import os
 import struct
 import time
@@ -191,7 +190,7 @@ def holding_query(
     table: str, pk: str, columns: list[tuple[str, bool]], probes: tuple[str, ...]
 ) -> tuple[str, list]:
     """SELECT of the primary key and these columns (JSON ones as text) of every row where one of
-    them holds one of the probes, exactly (case and all)."""
+    them holds one of the probes, exactly (case and all); every row when no probe is given."""
     quote = connection.ops.quote_name
     postgres = is_postgres()
     shown, tests, params = [], [], []
@@ -202,8 +201,8 @@ def holding_query(
         for probe in probes:
             tests.append(find.format(value))
             params.append(probe)
-    sql = f"SELECT {quote(pk)}, {', '.join(shown)} FROM {quote(table)} WHERE {' OR '.join(tests)}"
-    return sql, params
+    where = " OR ".join(tests) if tests else "1 = 1"
+    return f"SELECT {quote(pk)}, {', '.join(shown)} FROM {quote(table)} WHERE {where}", params
 
 
 SPLIT_ROWS = 20_000  # a table with more rows than this is read in SCAN_THREADS parts
@@ -278,17 +277,30 @@ def wal_pages(path: str) -> set[int]:
     return pages
 
 
-def free_pages(data) -> list[int]:
-    """The file's free pages, from its freelist (trunk pages and the leaves they list); `data`
-    is the file as bytes or mapped."""
-    page_size = struct.unpack_from(">H", data, 16)[0] or 65536
-    trunk, pages, seen = struct.unpack_from(">I", data, 32)[0], [], set()
-    while trunk and trunk not in seen and trunk * page_size <= len(data):
+def read_page(number: int) -> bytes:
+    """One page of the database file as it is now, read through SQLite (`sqlite_dbpage`): a
+    file this process opens and closes itself would drop the locks SQLite holds on it (POSIX
+    locks belong to the process and the file, not to a descriptor), and another process could
+    then take the database for closed and reset its log."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT data FROM sqlite_dbpage WHERE pgno = %s", [number])
+        row = cursor.fetchone()
+    return bytes(row[0]) if row else b""
+
+
+def free_pages(read=read_page) -> list[int]:
+    """The file's free pages, from its freelist (trunk pages and the leaves they list)."""
+    header = read(1)
+    page_size = struct.unpack_from(">H", header, 16)[0] or 65536
+    trunk, pages, seen = struct.unpack_from(">I", header, 32)[0], [], set()
+    while trunk and trunk not in seen:
         seen.add(trunk)
-        base = (trunk - 1) * page_size
-        following, count = struct.unpack_from(">II", data, base)
+        data = read(trunk)
+        if len(data) < 8:
+            break
+        following, count = struct.unpack_from(">II", data, 0)
         count = min(count, (page_size - 8) // 4)
-        pages += [trunk, *struct.unpack_from(f">{count}I", data, base + 8)]
+        pages += [trunk, *struct.unpack_from(f">{count}I", data, 8)]
         trunk = following
     return pages
 
@@ -317,13 +329,10 @@ def checked(settled: Settled, scan: FileScan) -> list[str]:
     ]
 
 
-CHUNK_BYTES = 64 * 1024 * 1024  # a whole-file scan reads this much at a time
-
-
-def scan_files(settled: Settled, count_in, longest: int) -> FileScan:
-    """SQLite: count copies (`count_in(bytes) -> int`, of needles at most `longest` bytes long)
-    in the whole log, in the pages the log named and in the free pages of the database file (the
-    whole file when those are most of it). Elsewhere nothing is read."""
+def scan_files(settled: Settled, count_in) -> FileScan:
+    """SQLite: count copies (`count_in(bytes) -> int`) in the whole log (the `-wal` file, which
+    SQLite keeps no lock on), in the pages the log named and in the free pages of the database
+    file (every page when those are most of it), read through SQLite. Elsewhere nothing is read."""
     scan = FileScan()
     if settled.path is None:
         scan.skipped = (
@@ -340,32 +349,17 @@ def scan_files(settled: Settled, count_in, longest: int) -> FileScan:
     scan.log_bytes = len(data)
     if data and (n := count_in(data)):
         scan.found.append((f"{os.path.basename(settled.path)}-wal", n))
-    with (
-        open(settled.path, "rb") as handle,
-        mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data,
-    ):
-        page_size = struct.unpack_from(">H", data, 16)[0] or 65536
-        total = len(data) // page_size
-        numbers = {n for n in settled.pages | set(free_pages(data)) if 1 <= n <= total}
-        if len(numbers) * 2 > total:  # most of the file: read it through, in big chunks
-            found = _count_chunks(data, count_in, longest)
-            scan.pages = total
-        else:
-            found = sum(count_in(data[(n - 1) * page_size : n * page_size]) for n in numbers)
-            scan.pages = len(numbers)
+    total = page_count()
+    numbers = {n for n in settled.pages | set(free_pages()) if 1 <= n <= total}
+    if len(numbers) * 2 > total:  # most of the file: read it through
+        found, scan.pages = 0, total
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT data FROM sqlite_dbpage")
+            while rows := cursor.fetchmany(1000):
+                found += sum(count_in(bytes(data)) for (data,) in rows)
+    else:
+        found = sum(count_in(read_page(number)) for number in sorted(numbers))
+        scan.pages = len(numbers)
     if found:
         scan.found.append((os.path.basename(settled.path), found))
     return scan
-
-
-def _count_chunks(data, count_in, longest: int) -> int:
-    """Copies in the whole of `data`, read CHUNK_BYTES at a time; chunks overlap by one needle
-    less a byte, and a copy is counted in the chunk where it starts."""
-    found, start, overlap = 0, 0, max(0, longest - 1)
-    while start < len(data):
-        end = min(len(data), start + CHUNK_BYTES)
-        found += count_in(data[start : min(len(data), end + overlap)]) - (
-            count_in(data[end : min(len(data), end + overlap)]) if end < len(data) else 0
-        )
-        start = end
-    return found

@@ -13,6 +13,7 @@ from django.utils import timezone
 from memory.batch import history_row, insert_rows
 from memory.erasure import PURGED_EVENT, Copies, Texts
 from memory.erasure_rows import (
+    STORE_LISTS,
     StorePlan,
     erase_store_in_transaction,
     plan_store,
@@ -22,11 +23,14 @@ from memory.erasure_rows import (
 from memory.models import Memory, MemoryHistory
 from memory.writes import Actor
 from pipeline.erasure import (
+    PIPELINE_LISTS,
     PLACES,
     PipelinePlan,
     erase_pipeline_in_transaction,
     plan_pipeline,
 )
+
+WRITE_CHUNK = 500  # memories a purge erases in one transaction
 
 
 @dataclass
@@ -50,14 +54,45 @@ class Written:
         """The tombstone that keeps the receipt: the first memory's."""
         return self.tombstones[self.memory_ids[0]] if self.memory_ids else None
 
+    def merged(self, other: Written) -> Written:
+        """This purge and a later part of it (the next WRITE_CHUNK memories) as one."""
+        store, more = self.store, other.store
+        pipeline, extra = self.pipeline, other.pipeline
+        return Written(
+            [*self.memory_ids, *other.memory_ids],
+            StorePlan(
+                [*store.memory_ids, *more.memory_ids],
+                relations=store.relations + more.relations,
+                **{name: getattr(store, name) + getattr(more, name) for name in STORE_LISTS},
+            ),
+            PipelinePlan(
+                **{name: getattr(pipeline, name) + getattr(extra, name) for name in PIPELINE_LISTS}
+            ),
+            {**self.tombstones, **other.tombstones},
+        )
+
 
 def plan(memory_ids: list[str], texts: Texts) -> Written:
-    """What purging these memories would write (reads only): the dry run's answer."""
-    store = plan_store(memory_ids, list(texts.needles))
-    return Written(store.memory_ids, store, plan_pipeline(store.memory_ids, store.job_ids))
+    """What purging these memories would write (reads only, WRITE_CHUNK memories at a time):
+    the dry run's answer, and each part of a purge's."""
+    written = None
+    for start in range(0, len(memory_ids), WRITE_CHUNK):
+        ids = memory_ids[start : start + WRITE_CHUNK]
+        store = plan_store(ids, list(texts.needles))
+        part = Written(store.memory_ids, store, plan_pipeline(store.memory_ids, store.job_ids))
+        written = part if written is None else written.merged(part)
+    return written or Written([], StorePlan([]), PipelinePlan())
 
 
-def purge(memory_ids: list[str], texts: Texts, *, reason: str, actor: Actor, scope: str) -> Written:
+def purge(
+    memory_ids: list[str],
+    texts: Texts,
+    *,
+    reason: str,
+    actor: Actor,
+    scope: str,
+    receipt_id: str | None = None,
+) -> Written:
     """One transaction: the planned rows erased (planned again under the lock, so the plan is the
     store as it is), then a tombstone for each memory with the purger, the reason and the counts."""
     with transaction.atomic():
@@ -84,7 +119,7 @@ def purge(memory_ids: list[str], texts: Texts, *, reason: str, actor: Actor, sco
             for memory_id in live
         ]
         for row in rows:  # every tombstone names the one that keeps the receipt
-            row.metadata["receiptId"] = rows[0].id
+            row.metadata["receiptId"] = receipt_id or rows[0].id
         insert_rows(MemoryHistory, rows)
         written.tombstones = {row.memory_id: row.id for row in rows}
     return written
