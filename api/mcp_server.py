@@ -112,6 +112,11 @@ IF_VERSION = {
     "otherwise the call fails with version_conflict and nothing changes.",
 }
 REASON = {"type": "string", "description": "Why, in a sentence; kept in the audit trail."}
+EXPIRES_AT = {
+    "type": "string",
+    "description": "When the memory stops being true, as ISO 8601 with a time zone, e.g. "
+    "2027-01-31T00:00:00Z. From then on recall no longer finds it; it is purged later.",
+}
 FILTERS = {
     "type": {"type": "string", "description": "Only memories of this type."},
     "tags": {**TAGS, "description": "Only memories carrying all of these tags."},
@@ -223,6 +228,11 @@ TOOLS = {
                         "said so; needs the 'assert' scope."
                     ),
                 },
+                "expiresAt": {
+                    **EXPIRES_AT,
+                    "description": EXPIRES_AT["description"]
+                    + " Omit it if the memory does not expire; a moment already past is refused.",
+                },
                 "project": PROJECT,
             },
             required=("content",),
@@ -297,6 +307,10 @@ TOOLS = {
                     "type": "boolean",
                     "description": "Include forgotten memories (default false).",
                 },
+                "includeExpired": {
+                    "type": "boolean",
+                    "description": "Include memories past their expiresAt (default false).",
+                },
                 "limit": {
                     "type": "integer",
                     "minimum": 1,
@@ -317,9 +331,10 @@ TOOLS = {
             name="modify",
             title="Modify a memory",
             description=(
-                "Correct a memory: new content and/or type, tags, importance, pinned. A reason is "
-                "required and kept in the audit trail; the old text is archived and the version "
-                "goes up by one. Pass ifVersion to fail instead of overwriting a newer change. "
+                "Correct a memory: new content and/or type, tags, importance, pinned, expiresAt. "
+                "A reason is required and kept in the audit trail; the old text is archived and "
+                "the version goes up by one. Pass ifVersion to fail instead of overwriting a "
+                "newer change. "
                 "Needs the 'review' scope; to report a wrong memory without that scope, use "
                 "feedback with verdict 'contradicted'."
             ),
@@ -331,6 +346,12 @@ TOOLS = {
                 "tags": {**TAGS, "description": "Replaces the memory's tags."},
                 "importance": {"type": "number", "minimum": 0, "maximum": 1},
                 "pinned": {"type": "boolean"},
+                "expiresAt": {
+                    **EXPIRES_AT,
+                    "type": ["string", "null"],
+                    "description": EXPIRES_AT["description"]
+                    + " null lifts the expiry; a moment already past expires the memory now.",
+                },
                 "ifVersion": IF_VERSION,
             },
             required=("id", "reason"),

@@ -7,13 +7,16 @@ shape of DESIGN §7. Refusals of the store (`Refused`) pass through for the call
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.conf import settings
 from django.db.models import Q
+from django.utils import timezone
 
 from api.auth import has_scope, may_act_for
 from api.http import MAX_INT, BadRequest, optional
 from api.serializers import history_json, memory_json, proposal_json
-from memory import backend, writes
+from memory import backend, expiry, writes
 from memory.content import is_effectively_empty
 from memory.models import ActorType, ApiToken, Authority, Job, JobStatus, Memory
 from memory.writes import Actor, Refused, Triple
@@ -160,6 +163,26 @@ def asserted_by_field(token: ApiToken, body: dict) -> str:
     return value
 
 
+def expires_at_field(body: dict, *, past: bool) -> datetime | None:
+    """expiresAt as a moment in UTC (None when absent or null). ISO 8601 with a time zone; a
+    moment already gone is taken only with `past` (an edit that expires a memory now): remember
+    refuses it, as a memory that expired before it was stored could never be recalled."""
+    value = body.get("expiresAt")
+    if value is None:
+        return None
+    try:
+        moment = expiry.parse(value)
+    except expiry.BadExpiry as exc:
+        raise BadRequest(str(exc)) from None
+    if not past and moment <= timezone.now():
+        raise BadRequest(
+            f"expiresAt {expiry.iso(moment)} is in the past: the memory would never be "
+            "recalled (give a moment to come, or leave expiresAt out for no expiry)",
+            code="expiry_in_past",
+        )
+    return moment
+
+
 def if_version_field(body: dict) -> int | None:
     value = optional(body, "ifVersion", int, "a positive integer")
     if value is not None and not 1 <= value <= MAX_INT:
@@ -218,13 +241,15 @@ def memory_or_404(token: ApiToken, memory_id: str) -> Memory:
 
 
 def filters_field(body: dict) -> dict:
-    """Optional filters: type, who (substring), tags (all of them), pinned, includeDeleted."""
+    """Optional filters: type, who (substring), tags (all of them), pinned, includeDeleted,
+    includeExpired (the last two for lists: recall never finds either)."""
     return {
         "type": short_string(body, "type", 40),
         "who": short_string(body, "who"),
         "tags": tags_field(body) or [],
         "pinned": optional(body, "pinned", bool, "a boolean"),
         "include_deleted": bool(optional(body, "includeDeleted", bool, "a boolean")),
+        "include_expired": bool(optional(body, "includeExpired", bool, "a boolean")),
     }
 
 
@@ -246,6 +271,8 @@ def filtered(agent_id: str, filters: dict):
     query = Memory.objects.filter(agent_id=agent_id)
     if not filters["include_deleted"]:
         query = query.filter(is_deleted=False)
+    if not filters["include_expired"]:
+        query = query.filter(expiry.unexpired())
     return query.filter(filter_q(filters))
 
 
@@ -273,6 +300,7 @@ def remember(token: ApiToken, body: dict) -> tuple[dict, bool]:
         source_id=short_string(body, "sourceId"),
         triples=triples_field(body),
         asserted_by=asserted_by,
+        expires_at=expires_at_field(body, past=False),
     )
     memory = result.memory
     payload = {
@@ -296,7 +324,8 @@ def history(token: ApiToken, memory_id: str) -> dict:
 
 
 def modify(token: ApiToken, memory_id: str, body: dict) -> dict:
-    """Edit a memory ({reason, content?, type?, tags?, importance?, pinned?, ifVersion?})."""
+    """Edit a memory ({reason, content?, type?, tags?, importance?, pinned?, expiresAt?,
+    ifVersion?}); expiresAt null lifts the expiry, a past moment expires the memory now."""
     require_scope(token, "review")
     reason = reason_field(body)
     content = content_field(body, required=False)
@@ -307,8 +336,12 @@ def modify(token: ApiToken, memory_id: str, body: dict) -> dict:
         "importance": importance_field(body),
         "pinned": optional(body, "pinned", bool, "a boolean"),
     }
-    if all(value is None for value in changes.values()):
-        raise BadRequest("nothing to change: give content, type, tags, importance or pinned")
+    if "expiresAt" not in body and all(value is None for value in changes.values()):
+        raise BadRequest(
+            "nothing to change: give content, type, tags, importance, pinned or expiresAt"
+        )
+    if "expiresAt" in body:
+        changes["expires_at"] = expires_at_field(body, past=True)
     changes["asserted_by"] = Authority.AGENT  # a new text through the API is the caller's
     if_version = if_version_field(body)
     memory = memory_or_404(token, memory_id)

@@ -36,6 +36,8 @@ def memory_json(memory: Memory) -> dict:
         "updatedAt": iso(memory.updated_at),
         "updatedBy": memory.updated_by,
         "assertedBy": memory.asserted_by,
+        "expiresAt": iso(memory.expires_at),
+        "expired": memory.is_expired,
     }
 
 

@@ -6,9 +6,11 @@ from django import forms
 from django.conf import settings
 
 from dashboard.feedback import FEEDBACK_CHOICES
+from memory import expiry
 
 PINNED_CHOICES = [("", "any"), ("yes", "pinned"), ("no", "not pinned")]
-DELETED_CHOICES = [("live", "live"), ("deleted", "deleted"), ("all", "all")]
+# live: neither deleted nor expired (what recall finds); expired: not deleted, past its expiry.
+DELETED_CHOICES = [("live", "live"), ("expired", "expired"), ("deleted", "deleted"), ("all", "all")]
 ORIGIN_CHOICES = [("", "any"), ("raw", "raw"), ("derived", "derived")]
 
 
@@ -59,6 +61,33 @@ class EditForm(ActionForm):
     reason = forms.CharField(max_length=500, error_messages={"required": REASON_REQUIRED})
 
 
+class ExpiryForm(ActionForm):
+    """When the memory expires, in UTC (a browser's datetime-local value, or ISO 8601 with a
+    zone); empty lifts the expiry. A moment already past expires it now."""
+
+    expires_at = forms.CharField(required=False, max_length=40)
+    reason = forms.CharField(required=False, max_length=500)
+
+    def clean_expires_at(self):
+        text = self.cleaned_data.get("expires_at") or ""
+        if not text.strip():
+            return None
+        try:
+            return expiry.parse(text, name="The expiry", default_utc=True)
+        except expiry.BadExpiry as exc:
+            raise forms.ValidationError(
+                f"{exc}. Pick a date and time (UTC), or empty the field for no expiry."
+            ) from None
+
+    def reason_or_default(self) -> str:
+        if reason := self.cleaned_data.get("reason"):
+            return reason
+        moment = self.cleaned_data.get("expires_at")
+        if moment is None:
+            return "expiry lifted from the memory browser"
+        return f"expiry set to {moment:%Y-%m-%d %H:%M:%S} UTC from the memory browser"
+
+
 class ForgetForm(ActionForm):
     reason = forms.CharField(max_length=500, error_messages={"required": REASON_REQUIRED})
     force = forms.BooleanField(required=False)
@@ -72,6 +101,7 @@ ACTION_FORMS: dict[str, type[ActionForm]] = {
     "pin": PinForm,
     "unpin": PinForm,
     "edit": EditForm,
+    "expiry": ExpiryForm,
     "forget": ForgetForm,
     "recover": RecoverForm,
 }

@@ -207,3 +207,16 @@ def outcome(proposal: Proposal, reviewer: str) -> str:
             "(the two-person rule)."
         )
     return sentence(f"This proposal is {proposal.status}")
+
+
+def expiry_saved(memory) -> str:
+    """What saving a memory's expiry did, for the reviewer."""
+    if memory.expires_at is None:
+        return f"Expiry lifted (now version {memory.version}): the memory does not expire."
+    when = f"{memory.expires_at:%Y-%m-%d %H:%M} UTC"
+    if memory.is_expired:
+        return (
+            f"Expired now (version {memory.version}, expiry {when}): recall and the pipeline no "
+            "longer find it. Lift the expiry to bring it back."
+        )
+    return f"Expires {when} (now version {memory.version}); until then it is found as before."

@@ -170,6 +170,9 @@ class Memory(models.Model):
     )
     # Set by a purge: the row is a tombstone ([purged]), never recovered (pipeline.purge).
     purged_at = models.DateTimeField(null=True, blank=True)
+    # From this moment the memory is no longer found (memory.expiry): recall and candidate
+    # search leave it out at query time; maintenance purges it some days later.
+    expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "memories"
@@ -187,6 +190,13 @@ class Memory(models.Model):
             models.Index(fields=["content_hash"], name="memories_content_hash"),
             models.Index(fields=["source_id"], name="memories_source_id"),
             models.Index(fields=["extraction_status"], name="memories_extraction_status"),
+            # Only the few memories that expire: the maintenance purge and the list's "expired"
+            # filter find them through it.
+            models.Index(
+                fields=["expires_at"],
+                name="memories_expiry",
+                condition=Q(expires_at__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -199,6 +209,10 @@ class Memory(models.Model):
     @property
     def is_purged(self) -> bool:
         return self.purged_at is not None
+
+    @property
+    def is_expired(self) -> bool:
+        return self.expires_at is not None and self.expires_at <= timezone.now()
 
 
 class MemoryHistory(models.Model):

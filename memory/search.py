@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from django.db.models import Q
 
-from memory import keyword, vectors
+from memory import expiry, keyword, vectors
 from memory.models import Memory
 
 LEG_LIMIT = 10
@@ -67,6 +67,7 @@ def hybrid_search(
     where: Q | None = None,
 ) -> list[Hit]:
     """Top-k live memories of one agent for `text`; pass the query's vector to use the vector leg.
+    Live: not deleted and not expired (memory.expiry), both checked inside each leg's SQL.
     `where` (a filter on Memory) narrows the search inside both legs, never after them.
 
     The caller embeds the query (a model call) before calling, so this function never waits on
@@ -146,7 +147,8 @@ def _filtered(texts, query_vectors, with_vector, agent_id, exclude_id, where, mo
     """(keyword hits, vector hits or None, the vector leg's filter) of a filtered search: both
     legs exactly over the admitted memories when they are few; else the keyword leg with the
     filter in its SQL, and the filter for the vector leg's widening scan."""
-    admitted = Memory.objects.filter(agent_id=agent_id, is_deleted=False).filter(where)
+    admitted = Memory.objects.filter(expiry.unexpired(), agent_id=agent_id, is_deleted=False)
+    admitted = admitted.filter(where)
     if exclude_id:
         admitted = admitted.exclude(id=exclude_id)
     few = list(admitted.values_list("id", flat=True)[: EXACT_FILTERED + 1])

@@ -31,11 +31,11 @@ from memory.batch import (  # noqa: F401
     linked_mentions,
     memory_row,
     require_visible_text,
-    update_rows,
     upsert_embedding,
     upsert_embeddings,
 )
 from memory.content import NormalizedContent, normalize
+from memory.expiry import iso
 from memory.graph import Triple, persist_triples  # noqa: F401
 from memory.jobs import set_extraction_status  # noqa: F401
 from memory.models import (
@@ -71,28 +71,10 @@ class RememberResult:
     linked_entity_ids: list[int] = field(default_factory=list)
 
 
-def audit(
-    memory_id: str,
-    event: str,
-    *,
-    actor: Actor,
-    reason: str | None,
-    old_content: str | None = None,
-    new_content: str | None = None,
-    metadata: dict | None = None,
-    at=None,
-) -> MemoryHistory:
-    """Append one row to memory_history (`history_row`). Call only inside a write transaction."""
-    row = history_row(
-        memory_id,
-        event,
-        actor=actor,
-        reason=reason,
-        old_content=old_content,
-        new_content=new_content,
-        metadata=metadata,
-        at=at or timezone.now(),
-    )
+def audit(memory_id: str, event: str, *, actor: Actor, at=None, **fields: Any) -> MemoryHistory:
+    """Append one row to memory_history: `history_row`'s (reason, old and new content, metadata),
+    made now unless `at` says when. Call only inside a write transaction."""
+    row = history_row(memory_id, event, actor=actor, at=at or timezone.now(), **fields)
     row.save(force_insert=True)
     return row
 
@@ -123,6 +105,7 @@ def remember(
     triples: list[Triple] | None = None,
     create_job: bool = True,
     asserted_by: str = Authority.AGENT,
+    expires_at=None,
 ) -> RememberResult:
     """Raw-first: memory row, FTS (trigger), inline links, pending job, in one transaction.
 
@@ -155,6 +138,7 @@ def remember(
                 source_id=source_id,
                 extraction_status=ExtractionStatus.PENDING if create_job else ExtractionStatus.NONE,
                 asserted_by=asserted_by,
+                expires_at=expires_at,
             )
             if triples:
                 # Inline links and the triples' entities are counted in one pass, in id order.
@@ -309,7 +293,18 @@ def _set_content_at_version(memory: Memory, *, actor: Actor, at, **columns):
         ) from None
 
 
-MODIFIABLE_FIELDS = ("content", "type", "tags", "importance", "pinned")
+MODIFIABLE_FIELDS = ("content", "type", "tags", "importance", "pinned", "expires_at")
+
+
+def _field_updates(memory: Memory, changes: dict[str, Any]) -> dict[str, Any]:
+    """The fields but content that `changes` does change: None leaves a field as it is, except
+    expires_at, where None lifts the expiry."""
+    updates = {}
+    for name in MODIFIABLE_FIELDS[1:]:
+        value = changes.get(name, getattr(memory, name))
+        if value != getattr(memory, name) and (value is not None or name == "expires_at"):
+            updates[name] = value
+    return updates
 
 
 def modify_in_transaction(
@@ -352,9 +347,7 @@ def modify_in_transaction(
             # Who asserted the memory follows its text: given with a new text, it is the new one's.
             if changes.get("asserted_by") and changes["asserted_by"] != memory.asserted_by:
                 updates["asserted_by"] = changes["asserted_by"]
-    for name in ("type", "tags", "importance", "pinned"):
-        if name in changes and changes[name] is not None and changes[name] != getattr(memory, name):
-            updates[name] = changes[name]
+    updates.update(_field_updates(memory, changes))
     if not updates:
         raise Refused("no_changes", "nothing to change", currentVersion=memory.version)
     if content_changed:
@@ -386,6 +379,7 @@ def modify_in_transaction(
             "ifVersion": if_version,
             "contentChanged": content_changed,
             "version": memory.version,
+            **({"expiresAt": iso(updates["expires_at"])} if "expires_at" in updates else {}),
             **(metadata or {}),
         },
         at=now,
@@ -402,7 +396,7 @@ def modify(
     if_version: int | None = None,
     vector: Vector | None = None,
 ) -> Memory:
-    """Edit content/type/tags/importance/pinned; version +1; old row archived when content changes."""
+    """Edit MODIFIABLE_FIELDS (expires_at None: no expiry); version +1; content changes archived."""
     with transaction.atomic():
         return modify_in_transaction(
             _locked_memory(memory_id),

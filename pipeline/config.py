@@ -131,6 +131,11 @@ def config_read() -> RowRead:
     return RowRead(PipelineConfig, "id = 1")
 
 
+def maintenance_allowed(config: PipelineConfig) -> bool:
+    """Whether the maintenance schedule runs: autonomous.enabled and not autonomous.frozen."""
+    return config.autonomous_enabled and not config.autonomous_frozen
+
+
 def search_settings() -> tuple[float, float]:
     config = get_config()
     return config.search_alpha, config.search_min_score
@@ -171,7 +176,8 @@ FIELDS: dict[str, Field] = {
     "autonomous.enabled": Field(
         "autonomous_enabled",
         bool,
-        help="Run the maintenance schedule (embed missing vectors, purge old jobs).",
+        help="Run the maintenance schedule (embed missing vectors, purge old jobs and expired "
+        "memories).",
     ),
     "autonomous.frozen": Field(
         "autonomous_frozen", bool, help="Pause the maintenance schedule only."
@@ -223,6 +229,13 @@ FIELDS: dict[str, Field] = {
         "2: every DELETE, and an UPDATE of a pinned or person-asserted memory, needs two "
         "different reviewers' approvals, and full mode never applies one by itself.",
     ),
+    "retention.expiredPurgeDays": Field(
+        "expired_purge_days",
+        int,
+        0,
+        3650,
+        "Days an expired memory is kept (out of recall) before maintenance purges it; 0: never.",
+    ),
 }
 
 
@@ -250,6 +263,7 @@ def config_json(config: PipelineConfig) -> dict[str, Any]:
             "claimMinutes": config.claim_minutes,
             "destructiveApprovals": config.destructive_approvals,
         },
+        "retention": {"expiredPurgeDays": config.expired_purge_days},
         "mode": mode_of(config),
         "updatedAt": config.updated_at.isoformat() if config.updated_at else None,
     }

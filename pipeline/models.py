@@ -36,6 +36,8 @@ class PipelineConfig(models.Model):
     claim_minutes = models.PositiveIntegerField(default=5)
     destructive_approvals = models.PositiveSmallIntegerField(default=1)
     last_digest_at = models.DateTimeField(null=True, blank=True)
+    # Days an expired memory is kept (out of recall) before maintenance purges it; 0: never.
+    expired_purge_days = models.PositiveIntegerField(default=30)
     last_maintenance_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 

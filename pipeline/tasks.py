@@ -10,6 +10,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from memory import expiry as memory_expiry
 from memory import queue, vectors, writes
 from memory.content import normalize
 from memory.guard import ensure_outside_transaction
@@ -17,8 +18,8 @@ from memory.jobs import Claim
 from memory.models import Job, JobStatus, Memory
 from memory.threads import process_pool
 from memory.writes import Vector
-from pipeline import decision, digest, extraction, replay
-from pipeline.config import get_config, mode_of
+from pipeline import decision, digest, expiry, extraction, replay
+from pipeline.config import get_config, maintenance_allowed, mode_of
 from pipeline.eval import runs as eval_runs
 from pipeline.imports import runs as import_runs
 from pipeline.llm import CallRecord, ProviderError, get_chat_client, get_embedder
@@ -254,7 +255,7 @@ def tick() -> dict:
     if (sent := digest.run()) is not None:
         report["digest"] = {"stale": sent.stale, "failed": sent.failed}
     config = get_config()
-    if config.autonomous_enabled and not config.autonomous_frozen:
+    if maintenance_allowed(config):
         now = timezone.now()
         due = config.last_maintenance_at is None or now - config.last_maintenance_at >= timedelta(
             minutes=config.autonomous_interval_minutes
@@ -265,18 +266,24 @@ def tick() -> dict:
 
 
 def maintenance(batch: int = 200) -> dict:
-    """Embed live memories missing a vector (model call outside any transaction), purge old logs."""
+    """Embed live memories missing a vector (model call outside any transaction), purge old logs
+    and the expired memories past retention.expiredPurgeDays (pipeline.expiry)."""
     now = timezone.now()
     jobs.mark_maintenance_run(now)
     embedded = embed_missing(batch)
     purged = jobs.purge_old(now - timedelta(days=get_config().retention_days))
-    return {"embedded": embedded, "purged": purged}
+    report = {"embedded": embedded, "purged": purged}
+    if (expired := expiry.purge_expired(now=now)) is not None:
+        report["expired"] = expired
+    return report
 
 
 def embed_missing(batch: int = 200) -> int:
+    """Embed up to `batch` live memories without a vector of the current model (an expired one
+    is never searched: it waits, and is embedded if its expiry is lifted)."""
     embedder = get_embedder()
     missing = list(
-        Memory.objects.filter(is_deleted=False)
+        Memory.objects.filter(memory_expiry.unexpired(), is_deleted=False)
         .exclude(embedding_model=embedder.model)
         .values_list("id", "content", "content_hash")[:batch]
     )

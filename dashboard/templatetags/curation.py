@@ -117,6 +117,21 @@ def age(value):
     return duration(int(max(0.0, (timezone.now() - value).total_seconds())))
 
 
+NEAR_DAYS = 14  # within this of now a moment reads as a duration, further as its date
+
+
+@register.filter
+def relative(value):
+    """A moment to come or gone, for people: "in 5.0 h", "3.0 d ago" near now, else "on
+    2099-01-31" (a count of thousands of days says less than the date)."""
+    if not value:
+        return NO_VALUE
+    seconds = (value - timezone.now()).total_seconds()
+    if abs(seconds) > NEAR_DAYS * 86400:
+        return f"on {value:%Y-%m-%d}"
+    return f"in {duration(int(seconds))}" if seconds > 0 else f"{duration(int(-seconds))} ago"
+
+
 # --- words: the glossary, and the memories a reason cites ---------------------------------------
 
 CITATION = re.compile(r"\[(\d{1,3})\]")

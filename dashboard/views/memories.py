@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC
 
 from django.conf import settings
 from django.contrib import messages
@@ -29,16 +30,18 @@ from dashboard.memory_forms import (
     PINNED_CHOICES,
     ActionForm,
     EditForm,
+    ExpiryForm,
     ForgetForm,
     MemoryFilterForm,
     PinForm,
     RecoverForm,
 )
-from memory import keyword, writes
+from memory import expiry, keyword, writes
 from memory.erasure import PURGED_EVENT
 from memory.models import DERIVED_SOURCE_TYPE, Authority, Memory, MemoryEntityMention
 from memory.search import Hit
 from pipeline import memory_ops
+from pipeline.expiry import outlook as expiry_outlook
 from pipeline.models import Proposal
 
 PAGE_SIZE = 50
@@ -56,7 +59,9 @@ def _filtered(filters: dict[str, str]):
         snippet=Substr("content", 1, SNIPPET_CHARS + 1), content_length=Length("content")
     ).defer("content", "normalized_content")
     if filters["deleted"] == "live":
-        memories = memories.filter(is_deleted=False)
+        memories = memories.filter(expiry.unexpired(), is_deleted=False)
+    elif filters["deleted"] == "expired":
+        memories = memories.filter(expiry.expired(), is_deleted=False)
     elif filters["deleted"] == "deleted":
         memories = memories.filter(is_deleted=True)
     if filters["type"]:
@@ -108,7 +113,7 @@ def memory_list(request: HtmxHttpRequest):
             row.hit = hits[row.id]
         rows.sort(key=lambda row: (-row.hit.score, row.id))
         if filters["deleted"] != "live":
-            warnings.append("Search looks at live memories only.")
+            warnings.append("Search looks at live memories only (not deleted, not expired).")
         page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
     else:
         ordered = memories if filters["feedback"] else memories.order_by("-created_at", "-id")
@@ -238,6 +243,13 @@ def _forms(memory: Memory, bound: ActionForm | None = None) -> dict[str, ActionF
         "edit": EditForm(
             initial={"action": "edit", "content": memory.content, "if_version": memory.version}
         ),
+        "expiry": ExpiryForm(
+            initial={
+                "action": "expiry",
+                "expires_at": _local(memory.expires_at),
+                "if_version": memory.version,
+            }
+        ),
         "forget": ForgetForm(initial={"action": "forget", "if_version": memory.version}),
         "recover": RecoverForm(initial={"action": "recover", "if_version": memory.version}),
     }
@@ -247,11 +259,16 @@ def _forms(memory: Memory, bound: ActionForm | None = None) -> dict[str, ActionF
     return forms
 
 
+def _local(moment) -> str:
+    """A moment as a datetime-local field shows it: in UTC, as the field's label says."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S") if moment else ""
+
+
 def _orphan_errors(memory: Memory, bound: ActionForm | None) -> list[str]:
     """Errors of an action whose form the page does not show (recover on a live memory...)."""
     if bound is None:
         return []
-    shown = {"recover"} if memory.is_deleted else {"pin", "unpin", "edit", "forget"}
+    shown = {"recover"} if memory.is_deleted else {"pin", "unpin", "edit", "expiry", "forget"}
     if bound.data.get("action") in shown:
         return []
     return [str(error) for errors in bound.errors.values() for error in errors]
@@ -303,6 +320,7 @@ def _detail_context(
         "notice": notice,
         "recover_days": settings.MEMORY_RECOVER_DAYS,
         "tombstone": next((e for e in timeline if e.event == PURGED_EVENT), None),
+        "expiry": expiry_outlook(memory),
     }
 
 
@@ -339,6 +357,15 @@ def _apply(action: str, form: ActionForm, memory: Memory, actor: writes.Actor) -
             if_version=data["if_version"],
         )
         return f"Saved as version {done.version}; the previous text is in the cold tier."
+    if action == "expiry":
+        done = writes.modify(
+            memory.id,
+            {"expires_at": data["expires_at"]},
+            actor=actor,
+            reason=form.reason_or_default(),
+            if_version=data["if_version"],
+        )
+        return wording.expiry_saved(done)
     if action == "forget":
         done = writes.forget(
             memory.id,
@@ -387,12 +414,11 @@ def _refusal_form(request, form: ActionForm, refused: writes.Refused, memory_id:
         )
         return form
     if refused.code == "no_changes":
-        field = "content" if "content" in form.fields else None
-        message = (
-            "Nothing changed: the text is the same as the current version."
-            if field
-            else "Nothing to change: the memory is already in that state."
-        )
+        field = next((f for f in ("content", "expires_at") if f in form.fields), None)
+        message = {
+            "content": "Nothing changed: the text is the same as the current version.",
+            "expires_at": "Nothing changed: this is already the memory's expiry.",
+        }.get(field, "Nothing to change: the memory is already in that state.")
         form.add_error(field, message)
         return form
     message = REFUSAL_MESSAGES.get(refused.code, refused.message)

@@ -13,6 +13,7 @@ import time
 
 from django.db import connection
 
+from memory import expiry
 from memory.keyword.bm25 import (
     CACHE_DRIFT,
     CACHE_MIN_ROWS,
@@ -234,14 +235,17 @@ def _weighed(cursor, terms, weights, count, *, agent_id, exclude_id, where, wind
         f"CASE WHEN m.search_vector @@ t.q{i} THEN {float(w)!r}::float8 ELSE 0::float8 END"
         for i, w in enumerate(weights)
     )
+    unexpired, now = expiry.unexpired_sql("m.expires_at")
     sql = (
         f"SELECT m.id, m.content, {weight} AS weight FROM memories m, (SELECT {queries}) t "
-        f"WHERE m.search_vector @@ ({matching}) AND m.agent_id = %s AND NOT m.is_deleted"
+        f"WHERE m.search_vector @@ ({matching}) AND m.agent_id = %s AND NOT m.is_deleted "
+        f"AND {unexpired}"
         + (" AND m.id <> %s" if exclude_id else "")
         + (f" AND ({where[0]})" if where else "")
         + " ORDER BY weight DESC, m.id LIMIT %s"
     )
-    params = [*terms, agent_id, *([exclude_id] if exclude_id else []), *(where[1] if where else [])]
+    params = [*terms, agent_id, *now, *([exclude_id] if exclude_id else [])]
+    params += where[1] if where else []
     cursor.execute(sql, [*params, window])
     return cursor.fetchall()
 

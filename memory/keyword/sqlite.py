@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 from django.db import connection
 
+from memory import expiry
 from memory.keyword.bm25 import (
     CACHE_MIN_ROWS,
     _FrequencyCache,
@@ -163,10 +164,11 @@ def _window() -> int:
 _POSTINGS_SQL = (
     "SELECT %s, (SELECT group_concat(rowid) FROM memories_fts WHERE memories_fts MATCH %s)"
 )
-# The unary + keeps SQLite on the rowids: with the (agent, ...) index it scanned the agent's rows.
+# The unary + keeps SQLite on the rowids: with the (agent, ...) index it scanned the agent's rows
+# (and with the expiry index, the memories that expire).
 _ROWS_SQL = (
     "SELECT m.rowid, m.id, m.content FROM memories m WHERE m.rowid IN ({marks}) "
-    "AND +m.is_deleted = 0 AND +m.agent_id = %s{exclude}{where}"
+    "AND +m.is_deleted = 0 AND +m.agent_id = %s AND {unexpired}{exclude}{where}"
 )
 
 
@@ -265,6 +267,7 @@ def _visible(cursor, order, window, agent_id, exclude_id, where) -> list[tuple[s
     `where` admits, reading `order` in growing slices."""
     exclude = " AND m.id != %s" if exclude_id else ""
     condition = f" AND ({where[0]})" if where else ""
+    unexpired, now = expiry.unexpired_sql("+m.expires_at")
     found: list[tuple[str, str]] = []
     start, size = 0, window
     while start < len(order) and len(found) < window:
@@ -273,9 +276,12 @@ def _visible(cursor, order, window, agent_id, exclude_id, where) -> list[tuple[s
         for chunk in range(0, len(part), 900):  # under SQLite's bound on parameters
             piece = part[chunk : chunk + 900]
             sql = _ROWS_SQL.format(
-                marks=",".join(["%s"] * len(piece)), exclude=exclude, where=condition
+                marks=",".join(["%s"] * len(piece)),
+                unexpired=unexpired,
+                exclude=exclude,
+                where=condition,
             )
-            params = [*piece, agent_id, *([exclude_id] if exclude_id else [])]
+            params = [*piece, agent_id, *now, *([exclude_id] if exclude_id else [])]
             cursor.execute(sql, params + (list(where[1]) if where else []))
             position = {rowid: i for i, rowid in enumerate(piece)}
             rows = sorted(cursor.fetchall(), key=lambda row: position[row[0]])

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import connection
 from pgvector import Vector as PgVector
 
+from memory import expiry
 from memory.guard import runs_after_commit
 
 log = logging.getLogger(__name__)
@@ -344,18 +345,19 @@ def nearest_exact(query: np.ndarray, *, model: str, k: int) -> list[tuple[int, f
 def live_memories_for(
     embedding_ids: list[int], *, agent_id: str, exclude_id: str | None
 ) -> dict[int, list[str]]:
-    """Map embedding ids (at least one) to the live memory ids of one agent that carry that
-    content."""
+    """Map embedding ids (at least one) to the live (not deleted, not expired) memory ids of one
+    agent that carry that content."""
     marks = ",".join(["%s"] * len(embedding_ids))
+    unexpired, now = expiry.unexpired_sql("expires_at")
     # LATERAL keeps the plan driven by the few embedding ids (one index probe each), whatever the
     # planner's statistics say about the agent's live memories.
     sql = (
         "SELECT e.id, m.id FROM embeddings e CROSS JOIN LATERAL (SELECT id FROM memories "
-        "WHERE content_hash = e.content_hash AND NOT is_deleted AND agent_id = %s"
+        f"WHERE content_hash = e.content_hash AND NOT is_deleted AND agent_id = %s AND {unexpired}"
         + (" AND id <> %s" if exclude_id else "")
         + f") m WHERE e.id IN ({marks})"
     )
-    params: list = [agent_id, *([exclude_id] if exclude_id else []), *embedding_ids]
+    params: list = [agent_id, *now, *([exclude_id] if exclude_id else []), *embedding_ids]
     found: dict[int, list[str]] = {}
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

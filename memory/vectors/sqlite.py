@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
-from memory import matrix, matrix_erase
+from memory import expiry, matrix, matrix_erase
 from memory.guard import open_write_transaction, runs_after_commit
 
 log = logging.getLogger(__name__)
@@ -288,16 +288,17 @@ def nearest_vec0(query: np.ndarray, *, model: str, k: int) -> list[tuple[int, fl
 def live_memories_for(
     embedding_ids: list[int], *, agent_id: str, exclude_id: str | None
 ) -> dict[int, list[str]]:
-    """Map embedding ids (at least one) to the live memory ids of one agent that carry that
-    content."""
+    """Map embedding ids (at least one) to the live (not deleted, not expired) memory ids of one
+    agent that carry that content."""
     marks = ",".join(["%s"] * len(embedding_ids))
+    unexpired, now = expiry.unexpired_sql("+m.expires_at")
     sql = (
         # CROSS JOIN keeps SQLite on this order (ids first, then the content_hash index): without
         # statistics it otherwise scans every live memory of the agent.
         "SELECT e.id, m.id FROM embeddings e CROSS JOIN memories m ON m.content_hash = e.content_hash "
-        f"WHERE e.id IN ({marks}) AND m.is_deleted = 0 AND m.agent_id = %s"
+        f"WHERE e.id IN ({marks}) AND m.is_deleted = 0 AND m.agent_id = %s AND {unexpired}"
     )
-    params: list = [*embedding_ids, agent_id]
+    params: list = [*embedding_ids, agent_id, *now]
     if exclude_id:
         sql += " AND m.id != %s"
         params.append(exclude_id)
