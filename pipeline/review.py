@@ -1,7 +1,7 @@
 """The one door from the interfaces (api/, dashboard/) to the pipeline's writes: reviewer
 decisions (embed edited text before the write, the decisions in the reviewer's words, the bulk
 rules of pipeline.safety.KINDS), undo and revert exactly as asked, suppressions, entity triples, a
-job's retry and a config change. Neither interface imports pipeline.writes."""
+job's retry, a config change, a purge and a redaction. Neither interface imports pipeline.writes."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from django.db.models import Count, QuerySet, TextChoices
 
 from memory.models import Job, Memory
 from memory.writes import CHANGE_EVENTS, Actor, Refused
-from pipeline import memory_ops, safety
+from pipeline import memory_ops, redaction, safety
 from pipeline import purge as purging
 from pipeline.models import Action, Proposal, ProposalStatus, TripleReview
 from pipeline.writes import config as config_writes
@@ -360,3 +360,17 @@ def purge_agents(request: purging.Request) -> set[str]:
     """The agents whose memories the request names (an interface checks who may purge them)."""
     ids = purging.memory_ids_for(request)
     return set(Memory.objects.filter(id__in=ids).values_list("agent_id", flat=True).distinct())
+
+
+# --- redaction: a reviewer's erasure of a span (pipeline.redaction), through the same door ---------
+
+
+def redaction_plan(request: redaction.Request) -> redaction.Plan:
+    """What redacting the span would rewrite (the confirmation); Refused for a bad request."""
+    return redaction.plan(request)
+
+
+def redact(request: redaction.Request, *, reason, actor: Actor) -> redaction.Receipt:
+    """Replace the span by `[redacted:<kind>]` in every copy, verify, answer with the receipt;
+    Refused, with nothing written, for a bad request."""
+    return redaction.redact(request, reason=reason, actor=actor)
