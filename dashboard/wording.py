@@ -183,3 +183,17 @@ def outcome(proposal: Proposal, reviewer: str) -> str:
     if proposal.status == ProposalStatus.REJECTED:
         return f"Rejected by {reviewer}: {proposal.review_note}"
     return sentence(f"This proposal is {proposal.status}")
+
+
+def redacted(receipt, noun: str) -> str:
+    """What a redaction did, and whether its check found a copy left (a pipeline.redaction
+    Receipt; `noun` is its kind's, "a password")."""
+    marker = f"[redacted:{receipt.kind}]"
+    count = len(receipt.memories)
+    where = f"{count} memor{'y' if count == 1 else 'ies'}" if count else "its proposal"
+    copies = sum(n for table, n in receipt.rows.items() if table != "memories")
+    done = f"Redacted {noun}: it reads {marker} in {where} and {copies} other rows."
+    if receipt.verified:
+        return f"{done} Checked: no copy is left."
+    places = ", ".join(f"{item['where']} ({item['count']})" for item in receipt.found)
+    return f"{done} The check still found copies: {places}. Open the receipt to see where."

@@ -248,7 +248,7 @@ def redact(request: Request, *, reason, actor: Actor) -> Receipt:
         [c.memory_id for c in written.changed],
         dict(written.rows),
         written.event,
-        out_of_reach=out_of_reach(),
+        out_of_reach=[place.replace("the purge", "the redaction") for place in out_of_reach()],
         duplicates={c.memory_id: c.duplicate_of for c in written.changed if c.duplicate_of},
     )
     rounds = 0
@@ -288,10 +288,10 @@ def verify(written: Written, texts: Texts, settled, matrix_rows, receipt: Receip
     found += scan.found
     places = sum(1 for place in PLACES if place.scanned)
     receipt.checks = [
-        f"{len(written.changed)} memories rewritten; their full-text entries and "
-        f"{len(written.vectors)} dropped vectors checked",
+        f"memories rewritten: {len(written.changed)}; their full-text entries checked, and "
+        f"the vectors of their old texts dropped: {len(written.vectors)}",
         f"{places} fields of {len({p.model for p in PLACES if p.scanned})} tables searched for "
-        f"{len(texts.needles)} forms of the span",
+        f"{len(texts.needles)} form{'s' if len(texts.needles) != 1 else ''} of the span",
         *files.checked(settled, scan),
     ]
     return found, copies

@@ -138,7 +138,7 @@ def test_the_redacted_event_names_who_why_and_the_kind_never_the_span_or_its_has
     derived_event = MemoryHistory.objects.get(
         event=REDACTED_EVENT, memory__content__startswith="Use "
     )
-    assert derived_event.metadata["redactedOn"] == memory.id
+    assert derived_event.metadata["redactedFromMemoryId"] == memory.id
 
 
 def test_a_proposal_held_for_its_password_is_approvable_once_redacted(fake_ollama):
@@ -187,7 +187,7 @@ def test_a_memory_redacted_into_another_ones_text_is_deleted_as_its_duplicate():
     assert not first.is_deleted and second.is_deleted
     assert receipt.duplicates == {second.id: first.id} and receipt.verified
     event = MemoryHistory.objects.get(id=receipt.event)
-    assert event.metadata["duplicateOf"] == first.id and event.metadata["deleted"] is True
+    assert event.metadata["duplicateOfMemoryId"] == first.id and event.metadata["deleted"] is True
     live = Memory.objects.filter(content_hash=first.content_hash, is_deleted=False)
     assert list(live.values_list("id", flat=True)) == [first.id]
     # Another agent's memory with the same redacted text is no duplicate of it.

@@ -59,7 +59,7 @@ def redact(
     restarted, the copies `copies` found scrubbed, and the vectors of the old texts dropped."""
     with transaction.atomic():
         now = timezone.now()
-        metadata = {"kind": kind, "redactedOn": memory_id}
+        metadata = {"kind": kind, "redactedFromMemoryId": memory_id}
         held = holding(family, texts)
         changed = redact_memories_in_transaction(
             sorted(held, key=lambda pk: (pk != memory_id, pk)),
