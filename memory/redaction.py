@@ -76,7 +76,7 @@ def redact_memories_in_transaction(
     at,
 ) -> list[Changed]:
     """Rewrite these memories (locked in id order, rewritten in the order given) with every copy of the texts replaced; each
-    gets version + 1 and a `redacted` audit (`metadata` plus its version, and `duplicateOf` when
+    gets version + 1 and a `redacted` audit (`metadata` plus its version, and `duplicateOfMemoryId` when
     it became another active memory's exact text: the partial UNIQUE (agent, hash) then keeps
     the memory that had the text, and this one is soft-deleted beside it)."""
     if (locking := lock_rows(Memory, memory_ids)) is not None:
@@ -92,7 +92,7 @@ def redact_memories_in_transaction(
         duplicate = _rewrite(memory, texts, replacement, actor=actor, at=at)
         details = {**metadata, "version": memory.version}
         if duplicate:
-            details.update(duplicateOf=duplicate, deleted=True)
+            details.update(duplicateOfMemoryId=duplicate, deleted=True)
         audit = history_row(
             memory.id, REDACTED_EVENT, actor=actor, reason=reason, metadata=details, at=at
         )

@@ -185,17 +185,20 @@ def _span(span) -> str:
 
 
 def _held(memory: Memory, span: str, proposal_id: str | None) -> bool:
-    """The span is in the memory's text, or in the fact of its proposal the request came from."""
+    """The span is in the memory's text, or in the fact of its proposal the request came from
+    (a proposal named must exist and be about this memory: else not_found)."""
+    proposal = None
+    if proposal_id:
+        proposal = Proposal.objects.filter(id=proposal_id).first()
+        if proposal is None or memory.id not in {
+            proposal.source_memory_id,
+            proposal.target_memory_id,
+        }:
+            raise Refused("not_found", f"proposal {proposal_id} of memory {memory.id} not found")
     if span in memory.content:
         return True
-    if not proposal_id:
-        return False
-    proposal = Proposal.objects.filter(id=proposal_id).first()
-    if proposal is None:
-        raise Refused("not_found", f"proposal {proposal_id} not found")
-    if memory.id not in {proposal.source_memory_id, proposal.target_memory_id}:
-        raise Refused("not_found", f"proposal {proposal_id} is not about memory {memory.id}")
-    return any(span in (text or "") for text in (proposal.fact_content, proposal.applied_content))
+    texts = (proposal.fact_content, proposal.applied_content) if proposal else ()
+    return any(span in (text or "") for text in texts)
 
 
 def family_of(memory: Memory) -> list[str]:
