@@ -75,10 +75,11 @@ def redact_memories_in_transaction(
     metadata: dict,
     at,
 ) -> list[Changed]:
-    """Rewrite these memories (locked in id order, rewritten in the order given) with every copy of the texts replaced; each
-    gets version + 1 and a `redacted` audit (`metadata` plus its version, and `duplicateOfMemoryId` when
-    it became another active memory's exact text: the partial UNIQUE (agent, hash) then keeps
-    the memory that had the text, and this one is soft-deleted beside it)."""
+    """Rewrite these memories (locked in id order, rewritten in the order given) with every copy
+    of the texts replaced; each gets version + 1 and a `redacted` audit (`metadata` plus its
+    version, and `duplicateOfMemoryId` when it became another active memory's exact text: the
+    partial UNIQUE (agent, hash) then keeps the memory that had the text, and this one is
+    soft-deleted beside it)."""
     if (locking := lock_rows(Memory, memory_ids)) is not None:
         locking.all()
     changed, audits = [], []
