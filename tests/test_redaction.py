@@ -23,7 +23,7 @@ from pipeline.models import LlmCall, Proposal, ProposalStatus
 from pipeline.redaction import Request
 from pipeline.tasks import process_pending
 from pipeline.writes.jobs import claim_job
-from tests.pipeline_support import ScriptedModel, raw, seed, set_mode
+from tests.pipeline_support import ScriptedModel, decision, raw, seed, set_mode
 from tests.test_purge_canary import every_value_holding
 
 pytestmark = pytest.mark.django_db(transaction=True)  # PostgreSQL vacuums after the commit
@@ -39,6 +39,7 @@ FACT = "The staging DB password is hunter2-prod"  # held for review: a password
 DERIVED = (
     "Use hunter2-prod for the staging DB user app_rw"  # no finding: applied in controlled-write
 )
+UPDATE = "Use hunter2-prod for the staging DB user app_ro"  # an UPDATE of the derived memory
 BACKUP = "The nightly backup of the ledger runs at 02:00 on the replica"
 REVIEWER = Actor("rita")
 
@@ -54,7 +55,13 @@ def story(fake, *, edit: bool = True) -> Memory:
     process_pending()
     held = Proposal.objects.get(source_memory=memory, fact_content=FACT)
     assert (held.status, held.safety_kinds) == (ProposalStatus.PENDING, "password")
-    assert Memory.objects.filter(source_id=memory.id, content=DERIVED).exists()
+    derived = Memory.objects.get(source_id=memory.id, content=DERIVED)
+    # Another raw memory's fact proposes an UPDATE of the derived memory: its target text (and,
+    # as the model wrote it, its fact) hold the span; in controlled-write it waits for review.
+    ScriptedModel(fake, facts=[UPDATE], decisions={UPDATE: decision("update", derived)})
+    raw("Ops note two: the staging DB user is read-only from now on.")
+    process_pending()
+    assert Proposal.objects.get(target_memory=derived).target_content == DERIVED
     if edit:
         writes.modify(memory.id, {"content": EDITED}, actor=REVIEWER, reason="who to ask")
     assert len(every_value_holding(SECRET)) > 10, "the story spread the span around"
@@ -84,6 +91,10 @@ def test_every_copy_of_the_span_becomes_the_marker_and_nothing_else_changes(fake
     assert Memory.objects.get(source_id=memory.id, content=BACKUP).version == 1  # untouched
     # The proposal's fact and the candidates its decision saw; the audits' old and new text;
     # what the model saw and said; the cold copy of the version before the edit.
+    update = Proposal.objects.get(target_memory=derived)
+    assert update.target_content == derived.content and update.fact_content == UPDATE.replace(
+        SECRET, MARKER
+    )
     held = Proposal.objects.get(source_memory=memory, fact_content=FACT.replace(SECRET, MARKER))
     assert held.fingerprint and held.safety == [] and held.safety_kinds == ""
     edit = MemoryHistory.objects.get(memory=memory, event="updated")
@@ -103,9 +114,10 @@ def test_every_copy_of_the_span_becomes_the_marker_and_nothing_else_changes(fake
 
 def test_the_rest_of_the_memory_stays_findable_by_keyword_and_vector(fake_ollama, drain_queue):
     memory = story(fake_ollama)
-    old_hash = memory.content_hash
+    old_hashes = [memory.content_hash, normalize(RAW).hash]  # the text now and before the edit
+    assert Embedding.objects.filter(content_hash=normalize(RAW).hash).exists()  # the job's
     redact(memory.id)
-    assert not Embedding.objects.filter(content_hash=old_hash).exists()  # the old text's vector
+    assert not Embedding.objects.filter(content_hash__in=old_hashes).exists()  # both vectors
     drain_queue()  # the queued embedding of the new text, as a worker runs it
     memory.refresh_from_db()
     assert memory.embedding_model and Embedding.objects.filter(content_hash=memory.content_hash)
