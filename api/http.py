@@ -29,6 +29,12 @@ REFUSAL_STATUS = {
     "text_too_short": 400,
     "invalid_scope": 400,
     "reason_holds_text": 400,
+    "empty_span": 400,
+    "span_too_short": 400,
+    "span_too_long": 400,
+    "span_not_found": 400,
+    "invalid_span": 400,
+    "invalid_kind": 400,
 }
 
 

@@ -2,7 +2,7 @@
 
 from django.urls import path, re_path
 
-from api import export, health, http, memories, pipeline, purge
+from api import export, health, http, memories, pipeline, purge, redact
 
 urlpatterns = [
     path("memory/remember", memories.remember, name="api-remember"),
@@ -12,6 +12,7 @@ urlpatterns = [
     path("memory/<str:memory_id>/recover", memories.recover, name="api-memory-recover"),
     path("memory/<str:memory_id>/purge", purge.purge_memory, name="api-memory-purge"),
     path("purge", purge.purge_store, name="api-purge"),
+    path("memory/<str:memory_id>/redact", redact.redact_memory, name="api-memory-redact"),
     path("health", health.health, name="api-health"),
     path("export", export.export, name="api-export"),
     path("jobs/<str:job_id>", pipeline.job_detail, name="api-job"),

@@ -16,6 +16,7 @@ from dashboard.views import (
     proposal,
     proposal_actions,
     purge,
+    redact,
     replay,
     review,
     settings,
@@ -80,4 +81,6 @@ urlpatterns = [
     path("memories/<str:memory_id>/action/", memories.memory_action, name="memory-action"),
     path("purge/", purge.purge_page, name="purge"),
     path("purge/receipts/<str:tombstone_id>/", purge.purge_receipt, name="purge-receipt"),
+    path("redact/", redact.redact, name="redact"),
+    path("redact/receipts/<str:event_id>/", redact.redaction_receipt, name="redaction-receipt"),
 ]

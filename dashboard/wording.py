@@ -220,3 +220,17 @@ def expiry_saved(memory) -> str:
             "longer find it. Lift the expiry to bring it back."
         )
     return f"Expires {when} (now version {memory.version}); until then it is found as before."
+
+
+def redacted(receipt, noun: str) -> str:
+    """What a redaction did, and whether its check found a copy left (a pipeline.redaction
+    Receipt; `noun` is its kind's, "a password")."""
+    marker = f"[redacted:{receipt.kind}]"
+    count = len(receipt.memories)
+    where = f"{count} memor{'y' if count == 1 else 'ies'}" if count else "its proposal"
+    copies = sum(n for table, n in receipt.rows.items() if table != "memories")
+    done = f"Redacted {noun}: it reads {marker} in {where} and {copies} other rows."
+    if receipt.verified:
+        return f"{done} Checked: no copy is left."
+    places = ", ".join(f"{item['where']} ({item['count']})" for item in receipt.found)
+    return f"{done} The check still found copies: {places}. Open the receipt to see where."

@@ -94,6 +94,27 @@ def cancel_purged_in_transaction(memory_ids: list[str], *, at) -> int:
     )
 
 
+def restart_redacted_in_transaction(memory_ids: list[str], *, at) -> int:
+    """The redacted memories' leased jobs are cancelled (a worker that read the old text logs
+    and records nothing more: LiveCalls and the job's write check the lease) and a fresh job is
+    queued for each memory, which reads the redacted text. Pending jobs read it anyway."""
+    leased = list(
+        Job.objects.filter(memory_id__in=memory_ids, status=JobStatus.LEASED).values_list(
+            "id", "memory_id"
+        )
+    )
+    if not leased:
+        return 0
+    Job.objects.filter(id__in=[pk for pk, _ in leased]).update(
+        status=JobStatus.CANCELLED,
+        error="source memory was redacted while this job ran: a new job reads the redacted text",
+        updated_at=at,
+    )
+    for memory in Memory.objects.filter(id__in={memory_id for _, memory_id in leased}):
+        create_in_transaction(memory, at=at)
+    return len(leased)
+
+
 def live_or_done(memory_id: str, *, other_than: str | None = None) -> Job | None:
     """A job of the memory that is queued, running or completed (other than `other_than`)."""
     jobs = Job.objects.filter(memory_id=memory_id, status__in=LIVE_OR_DONE)

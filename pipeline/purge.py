@@ -26,7 +26,7 @@ from pipeline.models import Proposal, ProposalStatus
 from pipeline.writes import purge as purge_writes
 from pipeline.writes.purge import Written
 
-SENSITIVE = {"secret", "pii"}  # findings a purge's reason may not hold (it is kept for good)
+SENSITIVE = safety.REDACTABLE_KINDS  # findings a purge's reason may not hold (kept for good)
 REPAIR_ROUNDS = 2  # copies a verification found are scrubbed and the store checked again
 
 

@@ -1,8 +1,8 @@
 """The one door from the interfaces (api/, dashboard/) to the pipeline's writes: reviewer
 decisions (embed edited text before the write, the decisions in the reviewer's words, the bulk
 rules of pipeline.safety.KINDS, claims and the two-person rule), undo and revert exactly as asked,
-claims, suppressions, entity triples, a job's retry and a config change. Neither interface
-imports pipeline.writes."""
+claims, suppressions, entity triples, a job's retry, a config change, a purge and a redaction.
+Neither interface imports pipeline.writes."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from django.db.models import Count, QuerySet, TextChoices
 
 from memory.models import Job, Memory
 from memory.writes import CHANGE_EVENTS, Actor, Refused
-from pipeline import claims, memory_ops, safety
+from pipeline import claims, memory_ops, redaction, safety
 from pipeline import purge as purging
 from pipeline.approvals import needs_two_q, open_approvals
 from pipeline.config import get_config
@@ -411,3 +411,17 @@ def purge_agents(request: purging.Request) -> set[str]:
         part = Memory.objects.filter(id__in=ids[start : start + 500])
         agents.update(part.values_list("agent_id", flat=True).distinct())
     return agents
+
+
+# --- redaction: a reviewer's erasure of a span (pipeline.redaction), through the same door ---------
+
+
+def redaction_plan(request: redaction.Request) -> redaction.Plan:
+    """What redacting the span would rewrite (the confirmation); Refused for a bad request."""
+    return redaction.plan(request)
+
+
+def redact(request: redaction.Request, *, reason, actor: Actor) -> redaction.Receipt:
+    """Replace the span by `[redacted:<kind>]` in every copy, verify, answer with the receipt;
+    Refused, with nothing written, for a bad request."""
+    return redaction.redact(request, reason=reason, actor=actor)

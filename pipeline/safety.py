@@ -139,6 +139,213 @@ def _personal_data(text: str, found: list[Finding]) -> list[Finding]:
     return findings
 
 
+# --- passwords stated in prose ----------------------------------------------------------------------
+
+# "the staging DB password is hunter2-prod", "pw: kT9#mm2x", "PIN 3390", "passphrase 'a b c'": the
+# key word, an optional "for the VPN" or ", by the way," between, a connector, then the value. The
+# finding's span is the value alone, so a redaction keeps "the staging DB password is".
+_PASSWORD_KEY = re.compile(
+    r"\b(?:pass(?:word|phrase|code)s?|passwd|pwd|pw|pin)(?:\s+(?:code|number))?\b", re.I
+)
+_QUALIFIER = re.compile(r"(?:'s)?\s+(?:for|of|on|at)\s+|\s*,(?=[^,.:;=\n]{1,30},)")
+_QUALIFIER_STOP = re.compile(r"[,:;=?!\n'\"]|\.(?!\S)")
+QUALIFIER_CHARS = 40
+# (connector, strength the value needs): "weak" takes a plain word ("is swordfish"), "strong"
+# wants a quoted value or one with a digit or a symbol ("password Winter2025", "to iron-bark").
+_CONNECTORS = [
+    (re.compile(r"\s*[:=]\s*"), "weak"),
+    (re.compile(r"'s\s+"), "weak"),
+    (
+        re.compile(
+            r"\s+(?:(?:is|was|are|were|has\s+been)\s+)?(?:now\s+)?(?:changed|set|reset|updated)\s+to\s+",
+            re.I,
+        ),
+        "strong",
+    ),
+    (re.compile(r"\s+(?:is|was|are|were)(?:\s+(?:now|still|just))?\s+", re.I), "weak"),
+    (re.compile(r"\s+to\s+", re.I), "strong"),
+    (re.compile(r"\s+"), "strong"),
+]
+_QUOTED = re.compile(r"'([^'\n]{3,64})'|\"([^\"\n]{3,64})\"|“([^”\n]{3,64})”|‘([^’\n]{3,64})’")
+_TOKEN = re.compile(r"[^\s'\"“”‘’\[\]()<>]{3,64}")
+_TOKEN_TAIL = ".,;:!?)"
+_SYMBOL = re.compile(r"[!@#$%^&*_+=~.\-/\\|]")
+# Words that follow "the password is" without being one: what a sentence about passwords says.
+_NOT_A_PASSWORD_WORDS = """a an the in on at to of for from by with and or but not no too very so this that these those
+    it its our your their my his her required optional needed mandatory stored saved hashed salted
+    encrypted rotated reset changed expired expires missing wrong incorrect correct invalid valid
+    empty blank weak strong short long same different unknown secret private hidden shown visible
+    case sensitive managed known there here below above attached included enabled disabled set
+    unset new old temporary default shared available unavailable usually always never still now
+    also just only must should will can could would may might being been be is are was were
+    policy manager field hash reset rules screen prompt entry pad reader verification length
+    limit change protected protection less free based public"""
+_NOT_A_PASSWORD = frozenset(_NOT_A_PASSWORD_WORDS.split())
+_PLAIN_WORD_SUFFIXES = ("ed", "ing", "ly", "able", "ible", "tion", "ment")
+_PIN_VALUE = re.compile(r"\d{4,8}")
+
+
+def _password_value(text: str, at: int, strength: str, key: str) -> tuple[int, int] | None:
+    """The span of a password's value starting at `at`, or None when what follows is no value."""
+    quoted = _QUOTED.match(text, at)
+    if quoted:
+        group = next(i for i in range(1, 5) if quoted.group(i) is not None)
+        start, end = quoted.span(group)
+        value = quoted.group(group)
+    else:
+        token = _TOKEN.match(text, at)
+        if not token:
+            return None
+        value = token.group().rstrip(_TOKEN_TAIL)
+        start, end = token.start(), token.start() + len(value)
+        if len(value) < 3:
+            return None
+    if key.lower() == "pin":
+        return (start, end) if _PIN_VALUE.fullmatch(value) else None
+    if len(value) < 4 or value.startswith("[redacted:"):
+        return None
+    if quoted or any(c.isdigit() for c in value) or _SYMBOL.search(value.strip(".")):
+        return start, end
+    if strength == "strong" or not value.isalpha():
+        return None
+    lower = value.lower()
+    if lower in _NOT_A_PASSWORD or lower.endswith(_PLAIN_WORD_SUFFIXES):
+        return None
+    return start, end
+
+
+_PASSWORD_LABELS = {"passphrase": "Passphrase", "passcode": "Passcode", "pin": "PIN"}
+
+
+def _passwords(text: str, found: list[Finding]) -> list[Finding]:
+    taken = [(f.start, f.end) for f in found if f.kind in {"secret", "password"}]
+    findings: list[Finding] = []
+    for key in _PASSWORD_KEY.finditer(text):
+        word = key.group().split()[0]
+        # "Pin the version": a lowercase or capitalised pin is only a PIN before a number.
+        if (
+            word.lower() == "pin"
+            and word != "PIN"
+            and not re.match(r"\s*(?::|is)\s*\d", text[key.end() :])
+        ):
+            continue
+        span = None
+        for after in (key.end(), *_qualified(text, key.end())):
+            span = _after_connector(text, after, word, qualified=after != key.end())
+            if span:
+                break
+        if span is None or any(s < span[1] and span[0] < e for s, e in taken):
+            continue
+        taken.append(span)
+        label = _PASSWORD_LABELS.get(word.lower().rstrip("s"), "Password")
+        findings.append(Finding("password", label, text[span[0] : span[1]], *span))
+    return findings
+
+
+def _qualified(text: str, at: int) -> list[int]:
+    """Where the value's connector may start after "for the VPN" or ", by the way,"."""
+    qualifier = _QUALIFIER.match(text, at)
+    if not qualifier:
+        return []
+    start = qualifier.end()
+    stop = _QUALIFIER_STOP.search(text, start)
+    end = min(stop.start() if stop else len(text), start + QUALIFIER_CHARS)
+    if text[qualifier.start() : start].strip() == ",":  # an aside: the connector follows its comma
+        return [end + 1] if stop and stop.group() == "," else []
+    return list(range(start + 1, end + 1))
+
+
+def _after_connector(
+    text: str, at: int, key: str, *, qualified: bool = False
+) -> tuple[int, int] | None:
+    """The value after a connector at `at`. After a qualifier ("password for user 42") only an
+    explicit one counts ("is", ":"): a bare space there is the qualifier's next word."""
+    for connector, strength in _CONNECTORS[:-2] if qualified else _CONNECTORS:
+        joined = connector.match(text, at)
+        if joined and (span := _password_value(text, joined.end(), strength, key)):
+            return span
+    return None
+
+
+# --- postal and home addresses ------------------------------------------------------------------
+
+_STREET_WORDS = (
+    "Street|St|Road|Rd|Avenue|Ave|Lane|Ln|Drive|Dr|Boulevard|Blvd|Way|Court|Ct|Close|Crescent|"
+    "Cres|Place|Pl|Terrace|Parkway|Pkwy|Square|Sq|Walk|Mews|Grove|Gardens|Highway|Hwy|Circle|"
+    "Trail|Quay|Alley"
+)
+_NAME = r"(?:[A-Z][\w'’-]*|\d+(?:st|nd|rd|th))"
+_HOUSE = r"\b\d{1,5}[A-Za-z]?(?:[-/]\d{1,4})?"
+_UNIT = r"(?:,?\s+(?:Apt\.?|Apartment|Suite|Unit|Flat|#)\s*\w+)?"
+# Town, region and postcode after a street: ", Mountain View, CA 94043", " London NW1 6XE".
+_POSTCODE = (
+    r"(?:[A-Z]{1,2}\d[A-Z\d]?\s\d[A-Z]{2}|[A-Z]\d[A-Z]\s?\d[A-Z]\d|\d{5}(?:-\d{4})?|\d{4}\s?[A-Z]{2}"
+    r"|\d{4})"
+)
+_TOWN = (
+    rf"(?:,\s*(?:\d{{4,5}}\s+)?[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*){{0,2}}(?:\s+{_POSTCODE}\b)?"
+    rf"|,?\s+{_POSTCODE}\b)"
+)
+_DIRECTION = r"(?:N|S|E|W|NE|NW|SE|SW)"
+_ADDRESSES = [
+    # "42 Wallaby Way", "1234 NW Glisan St", "88 Queen St W, Toronto, ON M5H 2N2"
+    (
+        "Street address",
+        re.compile(
+            rf"{_HOUSE},?\s+(?:{_DIRECTION}\s+)?(?:{_NAME}\s+){{1,3}}(?:{_STREET_WORDS})\b\.?"
+            rf"(?:\s+{_DIRECTION}\b)?{_UNIT}{_TOWN}{{0,3}}"
+        ),
+    ),
+    # "12 Rue de Rivoli", "9 Calle Mayor", "8 Avenue Foch"
+    (
+        "Street address",
+        re.compile(
+            rf"{_HOUSE},?\s+(?:Rue|Calle|Via|Viale|Avenida|Rua|Avenue|Boulevard|Piazza|Plaza|Carrer)"
+            rf"\s+(?:(?:de|del|de la|la|le|du|des|di|da|dos|das)\s+)*{_NAME}{_TOWN}{{0,2}}"
+        ),
+    ),
+    # "Hauptstraße 5, 10115 Berlin", "Kastanienallee 12"
+    (
+        "Street address",
+        re.compile(
+            r"\b[A-Z][a-zäöüß]+(?:straße|strasse|str\.|weg|allee|gasse|platz|ring|damm|laan|straat"
+            rf"|gracht|plein|gade|vej|gatan|vägen)\s+\d{{1,4}}[a-z]?\b{_TOWN}{{0,2}}"
+        ),
+    ),
+    ("PO box", re.compile(r"\bP\.?\s?O\.?\s+Box\s+\d{1,6}\b" + _TOWN + "{0,2}")),
+    # A postcode named as one: "postcode is EH1 2NG", "zip code 90210", "postal code: 3511 LX".
+    (
+        "Postcode",
+        re.compile(
+            r"\b(?:post\s?code|postal\s+code|zip(?:\s?code)?)\b[^.\n]{0,40}?(?:\bis\b|:)?\s*"
+            rf"(?P<code>{_POSTCODE}|\d{{4,6}})\b",
+            re.I,
+        ),
+    ),
+    # "lives at 5 Kettle Yard": someone's home named with a number and words, street word or not.
+    (
+        "Home address",
+        re.compile(
+            r"\b(?:lives|living|live|stays|staying|resides|moved)\s+(?:at|on|in|to)\s+"
+            rf"(?P<code>{_HOUSE},?\s+[A-Z][\w'’-]+(?:\s+[A-Z][\w'’-]+){{0,3}}{_TOWN}{{0,2}})"
+        ),
+    ),
+]
+
+
+def _addresses(text: str, found: list[Finding]) -> list[Finding]:
+    taken = [(f.start, f.end) for f in found if f.kind in {"secret", "password", "pii"}]
+    findings: list[Finding] = []
+    for label, pattern in _ADDRESSES:
+        for m in pattern.finditer(text):
+            start, end = m.span("code") if "code" in pattern.groupindex else m.span()
+            if any(s < end and start < e for s, e in taken):
+                continue
+            taken.append((start, end))
+            findings.append(Finding("address", label, text[start:end], start, end))
+    return findings
+
+
 def _hidden(text: str, found: list[Finding]) -> list[Finding]:
     findings = []
     for m in _HIDDEN.finditer(text):
@@ -189,6 +396,8 @@ class Kind:
     `confirm_secret` until it is confirmed). The JSON API's approve is not asked again: a token
     with the review scope naming one proposal is itself the explicit act, and that is the API's
     behaviour since it was built (tests/test_badges.py proves both). `bulk`: see Bulk.
+    `redact`: its match is the sensitive text itself, which a reviewer may redact (replace by
+    `[redacted:<name>]` in every copy: pipeline.redaction) and a purge's reason may not hold.
     """
 
     name: str
@@ -198,6 +407,7 @@ class Kind:
     confirm: bool
     bulk: Bulk
     find: Callable[[str, list[Finding]], list[Finding]]
+    redact: bool = False
 
 
 # Adding a kind is one row here (and its finder above): the review rules (pipeline/review.py),
@@ -214,6 +424,7 @@ KINDS: dict[str, Kind] = {
             confirm=True,
             bulk=Bulk.NEVER,
             find=_secrets,
+            redact=True,
         ),
         Kind(
             name="pii",
@@ -223,6 +434,27 @@ KINDS: dict[str, Kind] = {
             confirm=False,
             bulk=Bulk.OPT_IN,
             find=_personal_data,
+            redact=True,
+        ),
+        Kind(
+            name="password",
+            words="password",
+            noun="a password",
+            severity=Severity.HIGH,
+            confirm=True,
+            bulk=Bulk.NEVER,
+            find=_passwords,
+            redact=True,
+        ),
+        Kind(
+            name="address",
+            words="postal address",
+            noun="a postal address",
+            severity=Severity.MEDIUM,
+            confirm=False,
+            bulk=Bulk.OPT_IN,
+            find=_addresses,
+            redact=True,
         ),
         Kind(
             name="hidden",
@@ -247,6 +479,8 @@ KINDS: dict[str, Kind] = {
 # Secrets and injection phrasing are never written without a human look; personal data and hidden
 # characters are shown to the reviewer but do not hold a write back.
 HIGH_SEVERITY_KINDS = frozenset(name for name, k in KINDS.items() if k.severity == Severity.HIGH)
+# The kinds whose matched text a reviewer may redact (and a purge's reason may not hold).
+REDACTABLE_KINDS = frozenset(name for name, k in KINDS.items() if k.redact)
 
 
 def scan(text: str) -> list[Finding]:

@@ -109,6 +109,7 @@ def data_migration_rows(request):
 
     import_module("pipeline.migrations.0002_default_config").create_config(apps, None)
     import_module("pipeline.migrations.0016_saved_queues_and_digest").ship_queues(apps, None)
+    import_module("pipeline.migrations.0020_sensitive_queue_new_kinds").widen(apps, None)
 
 
 @pytest.fixture

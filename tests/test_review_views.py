@@ -458,7 +458,7 @@ def test_bulk_confirmation_lists_safety_findings_and_personal_data_needs_an_opt_
     body = reviewer_client.post("/review/bulk/", {**data, "step": "preview"}, **hx).content.decode()
     findings = re.search(r'data-testid="bulk-findings">(.*?)</div>', body, re.S).group(1)
     assert ">1 secret<" in findings and ">1 personal data<" in findings
-    assert "1 with a secret will be left for a one-by-one approval" in findings
+    assert "1 with a secret or a password will be left for a one-by-one approval" in findings
     assert 'name="include_personal_data"' in body
     total = pending.count()
     # Without the opt-in, neither the secret nor the personal data is approved.

@@ -54,6 +54,11 @@ def test_the_shipped_queues_select_what_their_names_say(proposals):
     Proposal.objects.filter(id=update.id).update(safety_kinds="pii")
     Proposal.objects.filter(id=delete.id).update(safety_kinds="secret")
     assert in_queue("personal-data-and-secrets") == {update, delete}
+    # The two kinds added since the queue shipped (pipeline migration 0023) are in it too.
+    Proposal.objects.filter(id=update.id).update(safety_kinds="address")
+    Proposal.objects.filter(id=delete.id).update(safety_kinds="password")
+    Proposal.objects.filter(id=add.id).update(safety_kinds="hidden")
+    assert in_queue("personal-data-and-secrets") == {update, delete}
 
 
 @pytest.mark.parametrize(

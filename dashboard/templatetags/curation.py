@@ -209,6 +209,45 @@ def needs_confirmation(finding) -> bool:
     return safety.to_confirm([_kind(finding)]) is not None
 
 
+@register.filter
+def can_redact(finding) -> bool:
+    """Whether a reviewer may redact this finding's match (its kind's `redact` in KINDS)."""
+    found = safety.KINDS.get(_kind(finding))
+    return bool(found and found.redact)
+
+
+@register.simple_tag
+def redactable(findings):
+    """The findings a reviewer may redact, one per kind and span: of a text (scanned here, no
+    model) or of stored findings (a proposal's `safety`)."""
+    if isinstance(findings, str):
+        findings = [finding.as_dict() for finding in safety.scan(findings)]
+    offers, seen = [], set()
+    for finding in findings or []:
+        key = (finding.get("kind"), finding.get("match"))
+        if key[1] and key not in seen and can_redact(finding):
+            seen.add(key)
+            offers.append(finding)
+    return offers
+
+
+@register.filter
+def marked(text, span):
+    """The text escaped (hidden characters shown) with every copy of `span`, in any case, in a
+    <mark>: what a redaction would replace."""
+    if not span:
+        return textdiff.reveal(text or "")
+    pieces = re.split(f"({re.escape(span)})", text or "", flags=re.IGNORECASE)
+    return mark_safe(
+        "".join(
+            format_html("<mark>{}</mark>", textdiff.reveal(piece))
+            if i % 2
+            else textdiff.reveal(piece)
+            for i, piece in enumerate(pieces)
+        )
+    )
+
+
 # --- decisions ------------------------------------------------------------------------------------
 
 

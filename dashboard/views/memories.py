@@ -39,6 +39,7 @@ from dashboard.memory_forms import (
 from memory import expiry, keyword, writes
 from memory.erasure import PURGED_EVENT
 from memory.models import DERIVED_SOURCE_TYPE, Authority, Memory, MemoryEntityMention
+from memory.redaction import REDACTED_EVENT
 from memory.search import Hit
 from pipeline import memory_ops
 from pipeline.expiry import outlook as expiry_outlook
@@ -207,6 +208,7 @@ EVENT_CSS = {
     "reviewed": "badge-status",
     "feedback": "badge-warn",
     PURGED_EVENT: "badge-delete",
+    REDACTED_EVENT: "badge-warn",
 }
 
 PROPOSAL_ROLES = (
@@ -286,6 +288,12 @@ def _detail_context(
             # A pipeline decision audit: it recorded a proposal, it did not "NONE" the memory.
             event.label, event.css = f"{proposed} proposed", "badge-status"
         event.meta_items = _meta_items(event.metadata)
+        if event.event == REDACTED_EVENT and (event.metadata or {}).get("receipt"):
+            verified = event.metadata["receipt"].get("verified")
+            href = reverse("dashboard:redaction-receipt", args=[event.id])
+            event.meta_items.append(
+                {"key": "receipt", "value": "verified" if verified else "failed", "href": href}
+            )
         event.relabel = (
             wording.approval_relabel(event.metadata) if event.event == "reviewed" else ""
         )

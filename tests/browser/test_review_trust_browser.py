@@ -71,7 +71,9 @@ def test_bulk_on_ticked_rows_previews_decides_and_reports_every_one(page, live_s
     page.click("text=Review bulk action…")
     panel = page.locator("#bulk-panel")
     expect(panel).to_contain_text("Approve 4 proposals?")
-    expect(panel).to_contain_text("1 with a secret will be left for a one-by-one approval")
+    expect(panel).to_contain_text(
+        "1 with a secret or a password will be left for a one-by-one approval"
+    )
     expect(page.locator("[data-testid=bulk-confirm]")).to_have_text("Confirm: approve 4")
     assert Proposal.objects.filter(status="pending").count() == len(ids)  # nothing yet
 

@@ -1,0 +1,39 @@
+"""JSON API of redaction (review scope; not an MCP tool): `POST /api/memory/{id}/redact` with
+{span, kind, reason, proposalId?} replaces the span by `[redacted:<kind>]` in the memory, its
+family and every copy, and answers 200 with the receipt (pipeline.redaction.Receipt.as_json).
+Validation of the JSON lives here; what may be redacted is pipeline.redaction's."""
+
+from __future__ import annotations
+
+from django.http import JsonResponse
+
+from api.http import BadRequest, api, json_body, optional
+from api.memory_service import memory_or_404
+from memory.models import ActorType
+from memory.writes import Actor
+from pipeline import review
+from pipeline.redaction import Request
+
+FIELDS = {"span", "kind", "reason", "proposalId"}
+
+
+@api(("POST",), "review")
+def redact_memory(request, memory_id: str):
+    body = json_body(request)
+    unknown = sorted(set(body) - FIELDS)
+    if unknown:
+        raise BadRequest(
+            f"unknown field(s): {', '.join(unknown)}; this endpoint takes {', '.join(sorted(FIELDS))}"
+        )
+    token = request.api_token
+    memory = memory_or_404(token, memory_id)
+    asked = Request(
+        memory.id,
+        optional(body, "span", str, "a string") or "",
+        optional(body, "kind", str, "a string") or "",
+        optional(body, "proposalId", str, "a string"),
+    )
+    receipt = review.redact(
+        asked, reason=body.get("reason"), actor=Actor(token.name, ActorType.OPERATOR)
+    )
+    return JsonResponse(receipt.as_json())

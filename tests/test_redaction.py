@@ -1,0 +1,264 @@
+"""Redaction (issue 22, item 5) in the domain, on both engines: a span of a safety finding becomes
+`[redacted:<kind>]` in the memory, its family and every copy (proposals, audits, model calls,
+cold copies, jobs' results), the rest stays findable by keyword and vector, the audit never holds
+the span, and a bad request writes nothing. The browser, the views and the files: their own
+test files (test_redaction_views.py, browser/test_redaction_browser.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from memory import writes
+from memory.content import normalize
+from memory.models import Embedding, Job, JobStatus, Memory, MemoryCold, MemoryHistory
+from memory.redaction import REDACTED_EVENT
+from memory.search import hybrid_search
+from memory.writes import Actor, Refused
+from pipeline import review
+from pipeline.llm import embed_or_none
+from pipeline.models import LlmCall, Proposal, ProposalStatus
+from pipeline.redaction import Request
+from pipeline.tasks import process_pending
+from pipeline.writes.jobs import claim_job
+from tests.pipeline_support import ScriptedModel, decision, raw, seed, set_mode
+from tests.test_purge_canary import every_value_holding
+
+pytestmark = pytest.mark.django_db(transaction=True)  # PostgreSQL vacuums after the commit
+
+SECRET = "hunter2-prod"
+MARKER = "[redacted:password]"
+RAW = (
+    "Ops note: the staging DB password is hunter2-prod, and the nightly backup of the "
+    "ledger runs at 02:00 on the replica."
+)
+EDITED = RAW + " Ask Dana before rotating it."
+FACT = "The staging DB password is hunter2-prod"  # held for review: a password
+DERIVED = (
+    "Use hunter2-prod for the staging DB user app_rw"  # no finding: applied in controlled-write
+)
+UPDATE = "Use hunter2-prod for the staging DB user app_ro"  # an UPDATE of the derived memory
+BACKUP = "The nightly backup of the ledger runs at 02:00 on the replica"
+REVIEWER = Actor("rita")
+
+
+def story(fake, *, edit: bool = True) -> Memory:
+    """A raw memory whose job spread the password around: extraction and decision prompts and
+    replies, a proposal held for review (pending, with a finding), a derived memory applied from
+    it, then an edit (a cold copy, an audit with old and new text). Returns the raw memory."""
+    set_mode("controlled-write")
+    seed("The replica lives in the Frankfurt rack next to the ledger database")
+    ScriptedModel(fake, facts=[FACT, DERIVED, BACKUP])
+    memory = raw(RAW).memory
+    process_pending()
+    held = Proposal.objects.get(source_memory=memory, fact_content=FACT)
+    assert (held.status, held.safety_kinds) == (ProposalStatus.PENDING, "password")
+    derived = Memory.objects.get(source_id=memory.id, content=DERIVED)
+    # Another raw memory's fact proposes an UPDATE of the derived memory: its target text (and,
+    # as the model wrote it, its fact) hold the span; in controlled-write it waits for review.
+    ScriptedModel(fake, facts=[UPDATE], decisions={UPDATE: decision("update", derived)})
+    raw("Ops note two: the staging DB user is read-only from now on.")
+    process_pending()
+    assert Proposal.objects.get(target_memory=derived).target_content == DERIVED
+    if edit:
+        writes.modify(memory.id, {"content": EDITED}, actor=REVIEWER, reason="who to ask")
+    assert len(every_value_holding(SECRET)) > 10, "the story spread the span around"
+    return Memory.objects.get(id=memory.id)
+
+
+def redact(memory_id: str, span: str = SECRET, kind: str = "password", **kwargs):
+    return review.redact(
+        Request(memory_id, span, kind, kwargs.pop("proposal_id", None)),
+        reason=kwargs.pop("reason", "a leaked password"),
+        actor=REVIEWER,
+    )
+
+
+def test_every_copy_of_the_span_becomes_the_marker_and_nothing_else_changes(fake_ollama):
+    memory = story(fake_ollama)
+    receipt = redact(memory.id)
+
+    assert receipt.verified and receipt.found == [] and receipt.kind == "password"
+    assert every_value_holding(SECRET) == []
+    memory.refresh_from_db()
+    assert memory.content == EDITED.replace(SECRET, MARKER)
+    assert memory.normalized_content == normalize(memory.content).normalized
+    assert memory.content_hash == normalize(memory.content).hash and memory.version == 3
+    derived = Memory.objects.get(source_id=memory.id, content__startswith="Use ")
+    assert derived.content == DERIVED.replace(SECRET, MARKER) and derived.id in receipt.memories
+    assert Memory.objects.get(source_id=memory.id, content=BACKUP).version == 1  # untouched
+    # The proposal's fact and the candidates its decision saw; the audits' old and new text;
+    # what the model saw and said; the cold copy of the version before the edit.
+    update = Proposal.objects.get(target_memory=derived)
+    assert update.target_content == derived.content and update.fact_content == UPDATE.replace(
+        SECRET, MARKER
+    )
+    held = Proposal.objects.get(source_memory=memory, fact_content=FACT.replace(SECRET, MARKER))
+    assert held.fingerprint and held.safety == [] and held.safety_kinds == ""
+    edit = MemoryHistory.objects.get(memory=memory, event="updated")
+    assert (edit.old_content, edit.new_content) == (
+        RAW.replace(SECRET, MARKER),
+        EDITED.replace(SECRET, MARKER),
+    )
+    calls = LlmCall.objects.filter(job__memory=memory)
+    assert {c.kind for c in calls if MARKER in c.prompt} >= {"extract"}
+    assert any(MARKER in c.raw_response for c in calls)
+    cold = MemoryCold.objects.get(memory=memory)
+    assert cold.content == RAW.replace(SECRET, MARKER)
+    assert cold.content_hash == normalize(cold.content).hash
+    job = Job.objects.get(memory=memory)
+    assert MARKER in json.dumps(job.result) and SECRET not in json.dumps(job.result)
+
+
+def test_the_rest_of_the_memory_stays_findable_by_keyword_and_vector(fake_ollama, drain_queue):
+    memory = story(fake_ollama)
+    old_hashes = [memory.content_hash, normalize(RAW).hash]  # the text now and before the edit
+    assert Embedding.objects.filter(content_hash=normalize(RAW).hash).exists()  # the job's
+    redact(memory.id)
+    assert not Embedding.objects.filter(content_hash__in=old_hashes).exists()  # both vectors
+    drain_queue()  # the queued embedding of the new text, as a worker runs it
+    memory.refresh_from_db()
+    assert memory.embedding_model and Embedding.objects.filter(content_hash=memory.content_hash)
+
+    by_words = hybrid_search("nightly backup ledger replica Dana", k=3)
+    assert by_words[0].memory_id == memory.id and by_words[0].keyword_score
+    assert [h for h in hybrid_search(SECRET, k=5) if h.memory_id == memory.id] == []
+    vector = embed_or_none(memory.content)
+    by_vector = hybrid_search("qqq", k=3, alpha=1.0, query_vector=vector.values, model=vector.model)
+    assert by_vector[0].memory_id == memory.id and by_vector[0].vector_score > 0.99
+
+
+def test_the_redacted_event_names_who_why_and_the_kind_never_the_span_or_its_hash(fake_ollama):
+    memory = story(fake_ollama)
+    receipt = redact(memory.id, reason="password pasted by an agent")
+    event = MemoryHistory.objects.get(id=receipt.event)
+    assert (event.memory_id, event.event, event.changed_by, event.reason) == (
+        memory.id,
+        REDACTED_EVENT,
+        "rita",
+        "password pasted by an agent",
+    )
+    assert event.metadata["kind"] == "password" and event.metadata["version"] == 3
+    assert event.metadata["receipt"]["verified"] is True
+    kept = json.dumps([event.old_content, event.new_content, event.metadata, event.reason])
+    hashes = {
+        hashlib.sha256(text.encode()).hexdigest() for text in (SECRET, RAW, EDITED, FACT, DERIVED)
+    } | {normalize(text).hash for text in (SECRET, RAW, EDITED, FACT, DERIVED)}
+    assert SECRET not in kept and not any(h in kept for h in hashes)
+    derived_event = MemoryHistory.objects.get(
+        event=REDACTED_EVENT, memory__content__startswith="Use "
+    )
+    assert derived_event.metadata["redactedFromMemoryId"] == memory.id
+
+
+def test_a_proposal_held_for_its_password_is_approvable_once_redacted(fake_ollama):
+    memory = story(fake_ollama, edit=False)  # an edit would make it stale on its own
+    held = Proposal.objects.get(source_memory=memory, fact_content=FACT)
+    redact(memory.id, proposal_id=held.id)
+    held.refresh_from_db()
+    assert not held.source_changed and not held.needs_confirmation  # not stale, no finding
+    review.decide(held.id, REVIEWER, "approve")  # no "approve it anyway?" any more
+    held.refresh_from_db()
+    assert held.status == ProposalStatus.APPLIED
+    assert held.created_memory.content == FACT.replace(SECRET, MARKER)
+
+
+def test_a_span_only_in_a_proposals_fact_is_redacted_from_the_proposal(fake_ollama):
+    set_mode("shadow")
+    ScriptedModel(fake_ollama, facts=["The staging DB password is sw0rdf1sh-9"])
+    memory = raw("Dana told me the staging password on the phone today.").memory
+    process_pending()
+    proposal = Proposal.objects.get(source_memory=memory)
+    with pytest.raises(Refused) as refused:
+        redact(memory.id, "sw0rdf1sh-9")  # not in the memory's text
+    assert refused.value.code == "span_not_found"
+    receipt = redact(memory.id, "sw0rdf1sh-9", proposal_id=proposal.id)
+    proposal.refresh_from_db()
+    assert receipt.verified and receipt.memories == []
+    assert proposal.fact_content == "The staging DB password is [redacted:password]"
+    assert MemoryHistory.objects.get(id=receipt.event).metadata["changed"] is False
+    assert every_value_holding("sw0rdf1sh-9") == []
+
+
+def test_a_memory_redacted_into_another_ones_text_is_deleted_as_its_duplicate():
+    first = seed("The wifi password is BlueFalcon77 for the guest network")
+    second = seed("The wifi password is RedFalcon88 for the guest network")
+    redact(first.id, "BlueFalcon77")
+    receipt = redact(second.id, "RedFalcon88")
+    first.refresh_from_db()
+    second.refresh_from_db()
+    # The partial UNIQUE (agent, content hash) holds: the memory that had the text keeps it.
+    assert (
+        first.content
+        == second.content
+        == "The wifi password is [redacted:password] for the guest network"
+    )
+    assert first.content_hash == second.content_hash
+    assert not first.is_deleted and second.is_deleted
+    assert receipt.duplicates == {second.id: first.id} and receipt.verified
+    event = MemoryHistory.objects.get(id=receipt.event)
+    assert event.metadata["duplicateOfMemoryId"] == first.id and event.metadata["deleted"] is True
+    live = Memory.objects.filter(content_hash=first.content_hash, is_deleted=False)
+    assert list(live.values_list("id", flat=True)) == [first.id]
+    # Another agent's memory with the same redacted text is no duplicate of it.
+    third = seed("The wifi password is GreenFalcon99 for the guest network", agent_id="ops-bot")
+    assert redact(third.id, "GreenFalcon99").duplicates == {}
+
+
+@pytest.mark.parametrize(
+    ("span", "kind", "reason", "code"),
+    [
+        ("not-in-the-text", "password", "leak", "span_not_found"),
+        ("", "password", "leak", "empty_span"),
+        ("   ", "password", "leak", "empty_span"),
+        ("BlF", "password", "leak", "span_too_short"),
+        ("BlueFalcon77", "hidden", "leak", "invalid_kind"),
+        ("BlueFalcon77", "nonsense", "leak", "invalid_kind"),
+        ("BlueFalcon77", "password", "", "reason_required"),
+        ("BlueFalcon77", "password", "it was BlueFalcon77", "reason_holds_text"),
+        ("redacted", "password", "leak", "invalid_span"),
+    ],
+)
+def test_a_bad_request_is_refused_and_writes_nothing(span, kind, reason, code):
+    memory = seed("The wifi password is BlueFalcon77, redacted nowhere yet")
+    before = (Memory.objects.get(id=memory.id).version, MemoryHistory.objects.count())
+    with pytest.raises(Refused) as refused:
+        redact(memory.id, span, kind, reason=reason)
+    assert refused.value.code == code
+    assert (Memory.objects.get(id=memory.id).version, MemoryHistory.objects.count()) == before
+    assert "BlueFalcon77" in Memory.objects.get(id=memory.id).content
+
+
+def test_an_unknown_or_purged_memory_is_refused():
+    with pytest.raises(Refused) as refused:
+        redact("no-such-memory")
+    assert refused.value.code == "not_found"
+    memory = seed("The wifi password is BlueFalcon77")
+    review.purge(review.purging.Request("memory", memory.id), reason="gone", actor=REVIEWER)
+    with pytest.raises(Refused) as refused:
+        redact(memory.id, "BlueFalcon77")
+    assert refused.value.code == "already_purged"
+
+
+def test_a_memory_outside_the_family_holding_the_span_is_named_and_the_receipt_fails():
+    memory = seed("The wifi password is BlueFalcon77 for the guest network")
+    other = seed("Reminder: BlueFalcon77 also opens the printer admin page")
+    receipt = redact(memory.id, "BlueFalcon77")
+    assert not receipt.verified and receipt.others == [other.id]
+    assert {"where": "memories.content", "count": 1} in receipt.found
+    assert Memory.objects.get(id=other.id).content.startswith("Reminder: BlueFalcon77")
+    # Redacted there too, nothing is left.
+    assert redact(other.id, "BlueFalcon77").verified
+
+
+def test_a_job_running_on_the_old_text_is_cancelled_and_queued_again(fake_ollama):
+    memory = raw("The wifi password is BlueFalcon77 for the guest network").memory
+    job = Job.objects.get(memory=memory)
+    assert claim_job(job.id) is not None  # a worker read the old text and is calling the model
+    redact(memory.id, "BlueFalcon77")
+    job.refresh_from_db()
+    assert job.status == JobStatus.CANCELLED and "BlueFalcon77" not in (job.error or "")
+    fresh = Job.objects.exclude(id=job.id).get(memory=memory)
+    assert fresh.status == JobStatus.PENDING

@@ -1,0 +1,125 @@
+"""The redaction API: `POST /api/memory/{id}/redact` with the review scope answers 200 with the
+receipt's exact keys; every bad request gets the API's JSON error with the right status and
+writes nothing (docs/api.md and docs/erasure.md list them)."""
+
+from __future__ import annotations
+
+import pytest
+
+from memory import writes
+from memory.models import Memory
+from memory.writes import Actor
+from tests.test_purge_api import snapshot
+
+RECEIPT_KEYS = {
+    "kind",
+    "memories",
+    "rows",
+    "verified",
+    "found",
+    "outOfReach",
+    "event",
+    "otherMemories",
+    "deletedAsDuplicates",
+}
+TEXT = "The wifi password is BlueFalcon77 for the guest network"
+
+
+def remember(text: str = TEXT, agent: str = "default") -> Memory:
+    return writes.remember(
+        text, actor=Actor("agent-one", "agent"), agent_id=agent, create_job=False
+    ).memory
+
+
+def post(client, auth, memory_id, body):
+    return client.post(
+        f"/api/memory/{memory_id}/redact", body, content_type="application/json", **auth
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_redacting_answers_the_receipt_with_its_exact_keys(client, review_auth):
+    memory = remember()
+    body = {"span": "BlueFalcon77", "kind": "password", "reason": "leaked wifi password"}
+    response = post(client, review_auth, memory.id, body)
+    assert response.status_code == 200, response.content
+    receipt = response.json()
+    assert set(receipt) == RECEIPT_KEYS
+    assert receipt["verified"] is True and receipt["found"] == [] and receipt["kind"] == "password"
+    assert receipt["memories"] == [memory.id] and receipt["rows"]["memories"] == 1
+    memory.refresh_from_db()
+    assert memory.content == "The wifi password is [redacted:password] for the guest network"
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ({"kind": "password", "reason": "r"}, 400, "empty_span"),
+        ({"span": "", "kind": "password", "reason": "r"}, 400, "empty_span"),
+        ({"span": "Blu", "kind": "password", "reason": "r"}, 400, "span_too_short"),
+        ({"span": "RedFalcon88", "kind": "password", "reason": "r"}, 400, "span_not_found"),
+        ({"span": "BlueFalcon77", "kind": "hidden", "reason": "r"}, 400, "invalid_kind"),
+        ({"span": "BlueFalcon77", "reason": "r"}, 400, "invalid_kind"),
+        ({"span": "BlueFalcon77", "kind": "password"}, 400, "reason_required"),
+        (
+            {"span": "BlueFalcon77", "kind": "password", "reason": "BlueFalcon77"},
+            400,
+            "reason_holds_text",
+        ),
+        ({"span": 7, "kind": "password", "reason": "r"}, 400, "invalid_request"),
+        (
+            {"span": "BlueFalcon77", "kind": "password", "reason": "r", "all": True},
+            400,
+            "invalid_request",
+        ),
+        (
+            {"span": "BlueFalcon77", "kind": "password", "reason": "r", "proposalId": "nope"},
+            404,
+            "not_found",
+        ),
+    ],
+)
+def test_a_bad_request_gets_a_json_error_and_writes_nothing(
+    client, review_auth, body, status, code
+):
+    memory = remember()
+    before = snapshot()
+    response = post(client, review_auth, memory.id, body)
+    assert (response.status_code, response.json()["error"]) == (status, code), response.json()
+    assert response.json()["message"]
+    assert snapshot() == before
+
+
+def test_tokens_scopes_agents_and_memories_are_checked(client, review_auth, ingest_auth):
+    memory = remember()
+    other = remember("Agent two's wifi password is GreenFalcon99", agent="agent-two")
+    body = {"span": "BlueFalcon77", "kind": "password", "reason": "leak"}
+    before = snapshot()
+    assert (
+        client.post(
+            f"/api/memory/{memory.id}/redact", body, content_type="application/json"
+        ).status_code
+        == 401
+    )
+    assert post(client, ingest_auth, memory.id, body).status_code == 403  # no review scope
+    forbidden = post(client, review_auth, other.id, {**body, "span": "GreenFalcon99"})
+    assert (forbidden.status_code, forbidden.json()["error"]) == (403, "forbidden")
+    missing = post(client, review_auth, "no-such-memory", body)
+    assert (missing.status_code, missing.json()["error"]) == (404, "not_found")
+    wrong = client.get(f"/api/memory/{memory.id}/redact", **review_auth)
+    assert (wrong.status_code, wrong.json()["error"]) == (405, "method_not_allowed")
+    assert snapshot() == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_purged_memory_is_a_conflict(client, review_auth, admin_auth):
+    memory = remember()
+    client.post(
+        f"/api/memory/{memory.id}/purge",
+        {"reason": "gone"},
+        content_type="application/json",
+        **admin_auth,
+    )
+    body = {"span": "BlueFalcon77", "kind": "password", "reason": "leak"}
+    response = post(client, review_auth, memory.id, body)
+    assert (response.status_code, response.json()["error"]) == (409, "already_purged")
