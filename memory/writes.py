@@ -199,6 +199,7 @@ def derive_in_transaction(
     vector: Vector | None = None,
     metadata: dict | None = None,
     asserted_by: str = Authority.MODEL,
+    expires_at=None,
 ) -> RememberResult:
     """A memory derived from the raw memory `source_id`, inside the caller's transaction.
 
@@ -231,6 +232,7 @@ def derive_in_transaction(
                 extraction_model=extraction_model,
                 embedding_model=vector.model if vector else None,
                 asserted_by=asserted_by,
+                expires_at=expires_at,
             )
     except IntegrityError:
         return RememberResult(active_duplicate(agent_id, text.hash), deduped=True, job=None)

@@ -130,6 +130,13 @@ def derived_fields(proposal: Proposal, agent_id: str) -> dict:
     }
 
 
+def inherited(derived: writes.Derived, source: Memory) -> writes.Derived:
+    """A derived memory as the job writes it: it expires when its raw memory does (as the raw
+    memory is when the job writes: the source it read under the write lock)."""
+    derived.memory.expires_at = source.expires_at
+    return derived
+
+
 def authority_of(proposal: Proposal, content: str, actor: Actor) -> str:
     """Who asserts the text a proposal writes: the model, unless a reviewer wrote their own."""
     edited = actor.type == ActorType.OPERATOR and content != proposal.fact_content
@@ -147,6 +154,7 @@ def derive_memory(
         reason=reason,
         vector=vector,
         asserted_by=authority_of(proposal, content, actor),
+        expires_at=proposal.source_memory.expires_at,  # it expires with its raw memory
     )
 
 

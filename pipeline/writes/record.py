@@ -56,7 +56,7 @@ from pipeline.models import (
     RejectionFingerprint,
     TripleReview,
 )
-from pipeline.writes.apply import apply_destructive, derived_fields, target_refusal
+from pipeline.writes.apply import apply_destructive, derived_fields, inherited, target_refusal
 from pipeline.writes.jobs import Claim, call_rows, held_read
 
 REQUEUED = "the source memory was edited while the job ran: it runs again on the current text"
@@ -511,7 +511,7 @@ def _gate_add(proposal: Proposal, write: JobWrite, ready: Ready) -> None:
     if existing is not None:
         _dedupe(proposal, write, existing)
         return
-    memory = write.batch.add(ready.derived)
+    memory = write.batch.add(inherited(ready.derived, write.source))
     write.active[text.hash] = memory.id
     proposal.status, proposal.created_memory_id = ProposalStatus.APPLIED, memory.id
     proposal.decided_by, proposal.decided_at = PIPELINE_NAME, proposal.created_at
