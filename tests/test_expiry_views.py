@@ -198,3 +198,12 @@ def test_the_list_query_count_does_not_grow_with_expired_rows(viewer_client, hx)
         expired(f"Another expired note {i}")
         remember(f"A note expiring later {i}", expires_at=timezone.now() + timedelta(days=9))
     assert count() == few
+
+
+def test_the_overview_counts_expired_memories_apart_from_the_live_ones(viewer_client):
+    remember("Kenji deploys billing-api on Fridays")
+    expired("The deploy freeze lasts all January")
+    page = viewer_client.get("/").content.decode()
+    assert "1 expired, out of recall" in page
+    live = page.split('<div class="label">live memories')[0].rsplit('<div class="value">', 1)[1]
+    assert live.startswith("1<")

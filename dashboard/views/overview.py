@@ -8,6 +8,7 @@ from django.views.decorators.http import require_GET
 
 from dashboard import charts, prefs
 from dashboard.access import role_required
+from memory import expiry
 from memory.models import DERIVED_SOURCE_TYPE, Job, JobStatus, Memory
 from pipeline import queues
 from pipeline.models import Proposal, ProposalStatus
@@ -27,9 +28,11 @@ def overview(request):
         skipped=Count("id", filter=Q(status=ProposalStatus.SKIPPED)),
         oldest=Min("created_at", filter=Q(status=ProposalStatus.PENDING)),
     )
+    live = Q(is_deleted=False) & expiry.unexpired()  # an expired memory is out of recall
     memories = Memory.objects.aggregate(
-        live=Count("id", filter=Q(is_deleted=False)),
-        derived=Count("id", filter=Q(is_deleted=False, source_type=DERIVED_SOURCE_TYPE)),
+        live=Count("id", filter=live),
+        derived=Count("id", filter=live & Q(source_type=DERIVED_SOURCE_TYPE)),
+        expired=Count("id", filter=Q(is_deleted=False) & expiry.expired()),
         deleted=Count("id", filter=Q(is_deleted=True)),
     )
     days, by_action, by_status = charts.per_day(30)
