@@ -7,6 +7,7 @@ import json
 import pytest
 
 from pipeline.llm import offline
+from pipeline.llm import offline_compare as compare
 from pipeline.parsing import (
     Candidate,
     Decision,
@@ -298,6 +299,28 @@ def test_same_text_after_normalisation_means_none():
     # NONE names the memory that already says it.
     assert (decision.action, decision.target_id, decision.confidence) == ("none", ID2, 1.0)
     assert decision.reason == "Identical to existing memory [2]"
+
+
+def test_a_memory_that_holds_the_fact_among_other_sentences_already_says_it():
+    """A raw memory of several facts is a candidate too: a fact it states word for word is NONE,
+    never an UPDATE that would rewrite the whole memory into this one sentence."""
+    raw = (
+        "Kenji deploys billing-api with Terraform every Friday. Priya prefers squash merges. "
+        "Mara rotates the on-call pager on Mondays."
+    )
+    decision = decide(
+        "Kenji deploys billing-api with Terraform every Friday.",
+        [Candidate(1, ID1, raw)],
+        {ID1: 0.8},
+    )
+    assert (decision.action, decision.target_id) == ("none", ID1)
+
+
+def test_a_sentence_that_only_contains_the_fact_under_a_negation_is_not_the_same():
+    negated = "It is not true that Kenji deploys billing-api with Terraform every Friday."
+    fact = "Kenji deploys billing-api with Terraform every Friday."
+    assert not compare.said_in(fact, negated)
+    assert compare.said_in(fact, f"Priya prefers squash merges. {fact.lower()} Mara rotates.")
 
 
 def test_contradicted_similar_candidate_is_updated_and_the_reason_says_why():

@@ -320,8 +320,23 @@ def _predicate_share(fact: Text, existing: Text) -> float:
     return len(words & fact.roots) / len(words) if words else 0.0
 
 
+def _plain(sentence: str) -> str:
+    return " ".join(sentence.lower().split()).rstrip(".,!?;: ")
+
+
+def said_in(fact_text: str, existing_text: str) -> bool:
+    """The memory already holds the fact as one of its sentences, word for word (a raw memory
+    of several facts is a candidate too: its other sentences change nothing of this one)."""
+    fact = _plain(fact_text)
+    return bool(fact) and any(
+        _plain(sentence) == fact for sentence in re.split(r"(?<=[.!?;])\s+", existing_text)
+    )
+
+
 def relate(fact_text: str, existing_text: str) -> Relation | None:
     """What the fact does to the memory, or None when they are about different things."""
+    if said_in(fact_text, existing_text):
+        return Relation("same", "The memory already says this")
     fact, existing = read(fact_text), read(existing_text)
     swapped = _agent_swap(fact, existing) or _agent_swap(existing, fact, reverse=True)
     if swapped:
