@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from django.db.models import Q, QuerySet
+
 from memory import vectors
 from memory.backend import erasure as files
 from memory.erasure import MIN_NEEDLE, PURGED, Copies, Texts, find_copies, json_forms
@@ -33,7 +35,7 @@ from memory.redaction import (
 from memory.writes import Actor, Refused
 from pipeline import memory_ops, safety
 from pipeline.erasure import PLACES
-from pipeline.models import Proposal
+from pipeline.models import OPEN, Proposal
 from pipeline.purge import REPAIR_ROUNDS, copies_table, lineage_of, out_of_reach, required_reason
 from pipeline.writes import redact as redact_writes
 from pipeline.writes.purge import keep_receipt
@@ -308,3 +310,12 @@ def _repairable(copies: dict[str, Copies]) -> dict[str, Copies]:
         for label, found in copies.items()
         if any((label, name) in elsewhere for names in found.rows.values() for name in names)
     }
+
+
+def open_proposals_rewritten(receipt: Receipt) -> QuerySet:
+    """The proposals a reviewer can still decide whose texts this redaction rewrote (made from
+    or aimed at a redacted memory, or holding the marker): their rows on a page are stale."""
+    marker = f"[redacted:{receipt.kind}]"
+    touched = Q(source_memory_id__in=receipt.memories) | Q(target_memory_id__in=receipt.memories)
+    touched |= Q(fact_content__contains=marker) | Q(target_content__contains=marker)
+    return Proposal.objects.filter(touched, status__in=OPEN)

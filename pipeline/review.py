@@ -421,6 +421,11 @@ def redaction_plan(request: redaction.Request) -> redaction.Plan:
     return redaction.plan(request)
 
 
+def proposals_rewritten_by(receipt: redaction.Receipt):
+    """The open proposals a redaction rewrote (a page showing them redraws their rows)."""
+    return redaction.open_proposals_rewritten(receipt)
+
+
 def redact(request: redaction.Request, *, reason, actor: Actor) -> redaction.Receipt:
     """Replace the span by `[redacted:<kind>]` in every copy, verify, answer with the receipt;
     Refused, with nothing written, for a bad request."""

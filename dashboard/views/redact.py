@@ -10,6 +10,7 @@ import json
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
@@ -86,6 +87,7 @@ def _done(request, form: RedactForm, receipt) -> HttpResponse:
         if not receipt.verified:
             context.update(note=message, note_css="bad")
         response = render(request, ROW, context)
+        response.write(_other_rows(request, receipt, proposal.id))
         return toast(review_changed(response), message)
     # The page the reviewer is on, fetched again by htmx into its main part: nothing reloads.
     if data["origin"] == "proposal" and data["proposal"]:
@@ -98,6 +100,22 @@ def _done(request, form: RedactForm, receipt) -> HttpResponse:
         {"path": path, "target": part, "select": part, "swap": "outerHTML", "push": "false"}
     )
     return toast(response, message)
+
+
+def _other_rows(request, receipt, shown_id: str) -> str:
+    """The other open proposals the redaction rewrote, swapped in place out of band where the
+    page shows them (<template>: a <tr> parses only inside a table or a template)."""
+    others = (
+        review.proposals_rewritten_by(receipt)
+        .exclude(id=shown_id)
+        .select_related("target_memory", "source_memory", "claim")
+        .prefetch_related("approvals")[:200]
+    )
+    context = {"can_review": True, "oob": True}
+    return "".join(
+        f"<template>{render_to_string(ROW, {**context, 'p': p}, request)}</template>"
+        for p in others
+    )
 
 
 @require_GET
