@@ -41,6 +41,16 @@ def pytest_configure(config):
         del connections["default"]
 
 
+@pytest.fixture(autouse=True, scope="session")
+def indexer_released():
+    """At the end, wait for PostgreSQL's HNSW indexer thread to give its connection back: the
+    test database cannot be dropped while a connection to it is open."""
+    yield
+    from memory.vectors import postgres
+
+    postgres.INDEXER.wait(timeout=10, disconnected=True)
+
+
 def pytest_unconfigure(config):
     if _embedded_postgres is not None:
         _embedded_postgres.stop()
