@@ -147,9 +147,14 @@ def find_candidates_many(
 def keyword_candidates(
     facts: list[Fact], *, agent_id: str, source_id: str
 ) -> list[list[tuple[str, float]]]:
-    """The keyword leg of `find_candidates_many` for these facts (it needs no vector)."""
+    """The keyword leg of `find_candidates_many` for these facts (it needs no vector), started
+    now: on PostgreSQL it goes on beside the vector search and is read when first used."""
     return keyword_leg(
-        [fact.content for fact in facts], agent_id=agent_id, k=CANDIDATE_LIMIT, exclude_id=source_id
+        [fact.content for fact in facts],
+        agent_id=agent_id,
+        k=CANDIDATE_LIMIT,
+        exclude_id=source_id,
+        soon=True,
     )
 
 

@@ -42,13 +42,14 @@ def pytest_configure(config):
 
 
 @pytest.fixture(autouse=True, scope="session")
-def indexer_released():
-    """At the end, wait for PostgreSQL's HNSW indexer thread to give its connection back: the
-    test database cannot be dropped while a connection to it is open."""
+def connections_released():
+    """At the end, wait for the threads with a connection of their own (PostgreSQL's HNSW
+    indexer, the keyword leg beside a job's vector search) to give it back: the test database
+    cannot be dropped while a connection to it is open."""
     yield
-    from memory.vectors import postgres
+    from memory.threads import release_connections
 
-    postgres.INDEXER.wait(timeout=10, disconnected=True)
+    release_connections(timeout=10)
 
 
 def pytest_unconfigure(config):

@@ -7,6 +7,7 @@ the exhaustive one. Each test sets a tiny window, so a store of a few dozen memo
 paths a store of 100k takes."""
 
 import pytest
+from django.db import connection, transaction
 
 from memory import keyword, writes
 from memory.writes import Actor
@@ -138,3 +139,28 @@ def test_a_batch_costs_the_same_statements_at_any_store_size(small_budget):
     else:
         # stats, frequencies, the posting lists, then one read of the window per text
         assert statements() == small == 3 + len(texts)
+
+
+@pytest.mark.skipif(TEST_ENGINE != "postgres", reason="a second connection: PostgreSQL only")
+@pytest.mark.django_db(transaction=True)
+def test_on_postgresql_a_jobs_keyword_leg_runs_on_a_connection_of_its_own_beside_the_callers():
+    from memory.search import keyword_leg
+
+    for n in range(6):
+        remember(f"The billing service note {n} mentions Postgres.")
+    texts = ["billing Postgres", "service note"]
+    seen = []
+
+    def watch(execute, sql, params, many, context):
+        seen.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(watch):
+        soon = keyword_leg(texts, k=5, soon=True)
+        hits = [list(found) for found in soon]
+    assert not any("search_vector" in sql for sql in seen)  # not on the caller's connection
+    assert hits == keyword_leg(texts, k=5) and all(hits)
+    with transaction.atomic(), connection.execute_wrapper(watch):
+        # inside a transaction another connection would not see its writes: run here
+        assert [list(found) for found in keyword_leg(texts, k=5, soon=True)] == hits
+    assert any("search_vector" in sql for sql in seen)

@@ -15,10 +15,11 @@ from collections.abc import Iterable
 
 import numpy as np
 from django.conf import settings
-from django.db import close_old_connections, connection
+from django.db import connection
 from pgvector import Vector as PgVector
 
 from memory.guard import runs_after_commit
+from memory.threads import ConnectedThread
 
 log = logging.getLogger(__name__)
 
@@ -183,68 +184,54 @@ def _index_after_commit(rows: list[tuple[int, np.ndarray]]) -> None:
 
 
 class _Indexer:
-    """This process's HNSW inserts, off the writers' path: a thread (with its own connection)
-    takes the rows of every write committed since its last batch and sets their indexed vectors
-    in one statement. Rows it has not indexed yet stay `embedding IS NULL`, which searches
-    compare exactly and the repair indexes if the process dies first, so a queued row is never
-    lost, only late. At most BACKLOG rows wait: past that a
+    """This process's HNSW inserts, off the writers' path: a thread with its own connection
+    (memory.threads.ConnectedThread) takes the rows of every write committed since its last
+    batch and sets their indexed vectors in one statement. Rows it has not indexed yet stay
+    `embedding IS NULL`, which searches compare exactly and the repair indexes if the process
+    dies first, so a queued row is never lost, only late. At most BACKLOG rows wait: past that a
     writer indexes its own (as it did before this thread), so a burst cannot pile up unindexed
     rows that every search would then compare."""
 
     BACKLOG = 256
     BATCH = 128  # rows per statement: one long UPDATE would hold its rows' locks for seconds
-    IDLE_SECONDS = 1.0  # an idle thread gives its connection back (a busy one keeps it)
 
     def __init__(self) -> None:
-        self.ready = threading.Condition()
+        self.lock = threading.Lock()
         self.rows: list[tuple[int, np.ndarray]] = []
-        self.busy = self.connected = False
+        self.flushing = False
         self.pid = 0
+        self.thread = ConnectedThread("hnsw-indexer")
 
     def add(self, rows: list[tuple[int, np.ndarray]]) -> bool:
         """Queue rows for the thread; False (nothing queued) when the backlog is full."""
-        with self.ready:
+        with self.lock:
+            if self.pid != os.getpid():  # a forked child starts with nothing queued
+                self.pid, self.rows, self.flushing = os.getpid(), [], False
             if len(self.rows) + len(rows) > self.BACKLOG:
                 return False
-            if self.pid != os.getpid():  # first use, or a forked child: its own thread
-                self.pid, self.rows, self.busy, self.connected = os.getpid(), [], False, False
-                threading.Thread(target=self._run, name="hnsw-indexer", daemon=True).start()
             self.rows.extend(rows)
-            self.ready.notify_all()
+            if not self.flushing:
+                self.flushing = True
+                self.thread.submit(self._flush)
         return True
 
-    def wait(self, timeout: float = 30.0, *, disconnected: bool = False) -> bool:
-        """Until every row queued so far is indexed (or failed, left to the repair), and with
-        `disconnected` until the idle thread closed its connection; False on `timeout`."""
-        with self.ready:
-            return self.ready.wait_for(
-                lambda: not self.rows and not self.busy and not (disconnected and self.connected),
-                timeout,
-            )
+    def wait(self, timeout: float = 30.0) -> bool:
+        """Until every row queued so far is indexed (or failed, left to the repair)."""
+        return self.thread.wait(timeout)
 
-    def _run(self) -> None:
+    def _flush(self) -> None:
         while True:
-            with self.ready:
-                idle = self.IDLE_SECONDS if self.connected else None
-                if not self.ready.wait_for(lambda: self.rows, idle):
-                    if self.connected:
-                        connection.close()
-                        self.connected = False
-                        self.ready.notify_all()
-                    continue
+            with self.lock:
                 batch, self.rows = self.rows[: self.BATCH], self.rows[self.BATCH :]
-                self.busy = self.connected = True
+                if not batch:
+                    self.flushing = False
+                    return
             try:
-                close_old_connections()  # a connection the server dropped is opened again
                 _set_vectors(batch)
                 REPAIR.run_if_due()
             except Exception:  # the rows stay unindexed: searched exactly, repaired later
                 log.exception("could not index %d vectors; the repair will", len(batch))
                 connection.close()
-            finally:
-                with self.ready:
-                    self.busy = False
-                    self.ready.notify_all()
 
 
 INDEXER = _Indexer()
