@@ -262,3 +262,45 @@ def test_reverting_a_lineage_while_a_job_updates_the_same_memories_does_not_dead
             assert memory.is_deleted
         else:
             assert not memory.is_deleted and memory.content in moved
+
+
+# --- a job's lock on its source against a writer that points at it under a content lock ------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_row_locked_for_a_write_still_takes_new_rows_that_point_at_it():
+    """A job's write locks its source memory, then waits for the content locks of its facts; a
+    second job holding one of those content locks (the same fact) writes a proposal or an audit
+    pointing at that source (its candidate). With FOR UPDATE the second job's foreign-key check
+    waited for the first job, and the first for the second: a deadlock, seen with three queue
+    workers on overlapping notes. Rows locked for an update that keeps their key (FOR NO KEY
+    UPDATE) let such references in, and the two writes simply take turns."""
+    from django.db import transaction
+
+    from memory.backend import lock_contents
+    from memory.models import MemoryHistory, RowRead
+    from memory.writes import history_row
+
+    source = seed("Ines maintains the Grafana setup. The Grafana dashboards are reviewed weekly.")
+    fact_hash = "hash-of-the-shared-fact"
+    content_locked, source_locked = threading.Event(), threading.Event()
+
+    def second_job():
+        with transaction.atomic():
+            lock_contents("default", [fact_hash])
+            content_locked.set()
+            assert source_locked.wait(10)
+            time.sleep(0.2)  # the first job is waiting for the content lock by now
+            history_row(source.id, "none", actor=DANA, reason="candidate", at=timezone.now()).save()
+        return "second"
+
+    def first_job():
+        assert content_locked.wait(10)
+        with transaction.atomic():
+            assert RowRead(Memory, "id = %s", [source.id], lock=True).get() is not None
+            source_locked.set()
+            lock_contents("default", [fact_hash])
+        return "first"
+
+    assert in_threads([second_job, first_job]) == ["second", "first"]
+    assert MemoryHistory.objects.filter(memory_id=source.id, event="none").count() == 1
