@@ -74,7 +74,7 @@ class IndexWrites:
         self.seen: list[str] = []
 
     def __call__(self, execute, sql, params, many, context):
-        if sql.startswith("UPDATE embeddings e SET embedding"):
+        if "UPDATE embeddings e SET embedding" in sql:
             self.seen.append(sql)
         return execute(sql, params, many, context)
 

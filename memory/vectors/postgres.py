@@ -120,11 +120,15 @@ def _digest(vector: np.ndarray) -> str:
 # Sets a vector only on a row still waiting for it (NULL) whose blob is still the one the vector
 # was made from: a later write of the same row (another vector for that content) is never
 # overwritten by an earlier write's late index insert, and a row indexed already is not indexed
-# twice (an HNSW insert is the expensive part of a vector write).
+# twice (an HNSW insert is the expensive part of a vector write). The rows are locked first, in
+# content-hash order (the order writers upsert them in, memory.batch.upsert_embeddings): a batch
+# of several writes' rows and a write of some of them wait for each other, never deadlock.
 _SET_VECTORS_SQL = (
+    "WITH locked AS MATERIALIZED (SELECT id FROM embeddings WHERE id = ANY(%s) "
+    "AND embedding IS NULL ORDER BY content_hash FOR NO KEY UPDATE) "
     "UPDATE embeddings e SET embedding = v.embedding FROM (VALUES {values}) "
-    "AS v(id, embedding, digest) WHERE e.id = v.id AND e.embedding IS NULL "
-    "AND encode(sha256(e.vector), 'hex') = v.digest"
+    "AS v(id, embedding, digest) WHERE e.id = v.id AND e.id IN (SELECT id FROM locked) "
+    "AND e.embedding IS NULL AND encode(sha256(e.vector), 'hex') = v.digest"
 )
 
 
@@ -132,7 +136,8 @@ def _set_vectors(rows: list[tuple[int, np.ndarray]]) -> int:
     if not rows:
         return 0
     values = ", ".join(["(%s::bigint, %s::vector, %s)"] * len(rows))
-    params = [value for eid, v in rows for value in (eid, literal(v), _digest(v))]
+    params = [[eid for eid, _ in rows]]
+    params += [value for eid, v in rows for value in (eid, literal(v), _digest(v))]
     with connection.cursor() as cursor:
         cursor.execute(_SET_VECTORS_SQL.format(values=values), params)
         return cursor.rowcount
