@@ -7,6 +7,7 @@ same function for one query, so a fact's candidates are the same whichever way t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -92,7 +93,7 @@ def keyword_leg(
     k: int = 5,
     exclude_id: str | None = None,
     soon: bool = False,
-) -> list[list[tuple[str, float]]]:
+) -> Sequence[list[tuple[str, float]]]:
     """The keyword leg of `hybrid_search_many` on its own: it needs no vector, so a job runs it
     while its embedding call is on the wire and passes the result in as `keyword_hits`; with
     `soon`, beside the vector search too where the engine can (`keyword.search_many_soon`)."""

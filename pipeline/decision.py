@@ -6,7 +6,7 @@ with a warning that the job page shows. Reads the store; never writes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import as_completed
 from dataclasses import dataclass, field
 
@@ -146,7 +146,7 @@ def find_candidates_many(
 
 def keyword_candidates(
     facts: list[Fact], *, agent_id: str, source_id: str
-) -> list[list[tuple[str, float]]]:
+) -> Sequence[list[tuple[str, float]]]:
     """The keyword leg of `find_candidates_many` for these facts (it needs no vector), started
     now: on PostgreSQL it goes on beside the vector search and is read when first used."""
     return keyword_leg(
