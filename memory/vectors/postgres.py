@@ -232,6 +232,11 @@ class _Indexer:
                     self.flushing = False
                     return
             try:
+                with connection.cursor() as cursor:
+                    # A lost commit of an index write leaves its rows unindexed, searched exactly
+                    # and repaired: no flush of the log to wait for (nor one more for the next
+                    # writer's commit to queue behind). The thread's connection does nothing else.
+                    cursor.execute("SET synchronous_commit = off")
                 _set_vectors(batch)
                 REPAIR.run_if_due()
             except Exception:  # the rows stay unindexed: searched exactly, repaired later
