@@ -299,8 +299,9 @@ BUDGETS = {
     "keyword_recall": 0.95,  # the keyword leg's top 10 against the exhaustive BM25 ranking
     "matrix_mib": 100.0,  # the shared matrix resident in one process (100k x 768)
     "statements": 20,  # inside the job's write, 10 facts
-    "latency_slack": 60.0,  # job latency beyond extraction + embedding + one decision round
+    "latency_slack": 40.0,  # job latency beyond extraction + embedding + one decision round
     "job_p50": 30.0,
+    "job_p50_postgres": 60.0,  # a round trip per statement and the server's own work
     "lock_p99": 10.0,
     "load_p99": 50.0,
     "queue_p50": 100.0,
@@ -1155,11 +1156,12 @@ class Bench:
         self.results["job_overhead"]["keyword_leg_p50_ms"] = pct(keyword_ms, 50)
         tag = label(self.size)
         p50 = self.results["job_overhead"]["p50_ms"]
+        budget = BUDGETS["job_p50_postgres" if on_postgres() else "job_p50"]
         self.report.add(
             f"job overhead ({per_job} facts, 0-latency model) @ {tag}: p50",
             f"{p50:.1f} ms",
-            f"<= {BUDGETS['job_p50']:g} ms",
-            p50 <= BUDGETS["job_p50"],
+            f"<= {budget:g} ms",
+            p50 <= budget,
         )
         self.report.add(
             "  of which compute (model HTTP + 10 candidate searches): p50",

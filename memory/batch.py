@@ -24,6 +24,7 @@ from memory.models import (
     MemoryCold,
     MemoryEntityMention,
     MemoryHistory,
+    RowsRead,
     default_authority,
 )
 from memory.refused import Refused
@@ -349,6 +350,32 @@ def linked_mentions(memory: Memory, *, at) -> list[MemoryEntityMention]:
     them together with others (persist_triples' `linked`)."""
     names = {linker.canonical_name(n): n for n in linker.candidate_names(memory.content)}
     return _linked_rows([(memory, names)], at=at)
+
+
+class LinkRead:
+    """The inline linker's lookup for one new memory, sent now (in a pipelined block, beside the
+    write's other reads: no round trip of its own on PostgreSQL); `mentions` are its rows."""
+
+    def __init__(self, memory: Memory):
+        self.memory = memory
+        self.names = {linker.canonical_name(n): n for n in linker.candidate_names(memory.content)}
+        self.read = None
+        if self.names:
+            marks = ", ".join(["%s"] * len(self.names))
+            self.read = RowsRead(
+                f"SELECT canonical_name, id FROM {Entity._meta.db_table} "
+                f"WHERE agent_id = %s AND canonical_name IN ({marks})",
+                [memory.agent_id, *sorted(self.names)],
+            )
+
+    def mentions(self, *, at) -> list[MemoryEntityMention]:
+        """The mention rows of the entities found (what `linked_mentions` would make)."""
+        found = dict(self.read.all()) if self.read is not None else {}
+        return [
+            mention_row(self.memory.id, found[canonical], text, LINKED_CONFIDENCE, at=at)
+            for canonical, text in self.names.items()
+            if canonical in found
+        ]
 
 
 def link_existing_entities(memory: Memory, *, at) -> list[int]:

@@ -10,6 +10,7 @@ are single statements or join the caller's transaction (`_in_transaction`).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -19,8 +20,11 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from memory import queue
+from memory.backend import commit_unflushed, pipelined
 from memory.batch import insert_rows, update_rows
 from memory.models import ExtractionStatus, Job, JobStatus, Memory, RowRead
+
+log = logging.getLogger(__name__)
 
 # A job in one of these holds its memory's extraction: no second job is queued beside it.
 LIVE_OR_DONE = (JobStatus.PENDING, JobStatus.LEASED, JobStatus.COMPLETED)
@@ -56,7 +60,25 @@ def set_extraction_status(
 
 
 def _hand_off_after_commit(job_id: str) -> None:
-    transaction.on_commit(lambda: queue.hand_off(job_id))
+    transaction.on_commit(lambda: _hand_off(job_id))
+
+
+def _hand_off(job_id: str) -> None:
+    """The job to the queue, just after the commit that made it. A task row in the store's
+    database is written by a commit that does not wait for the disk (`commit_unflushed`): the
+    job's row, flushed with its own commit, is the record; a task row a crash loses is handed off
+    again by the sweep. That saves remember a second flush of the log."""
+    if not queue.in_store():  # to Redis (or kept by `queue.held()`)
+        queue.hand_off(job_id)
+        return
+    if queue.held_back(job_id):
+        return
+    try:
+        with transaction.atomic(), pipelined():
+            commit_unflushed()
+            queue.enqueue(job_id)
+    except Exception:
+        log.exception("could not hand job %s to the queue; the sweep will pick it up", job_id)
 
 
 # --- with the memory: remember, forget, recover --------------------------------------------------
@@ -64,7 +86,8 @@ def _hand_off_after_commit(job_id: str) -> None:
 
 def create_in_transaction(memory: Memory, *, at) -> Job:
     """A pending job for a new raw memory; handed to the queue after the commit."""
-    job = Job.objects.create(memory=memory, created_at=at, updated_at=at)
+    job = Job(memory=memory, created_at=at, updated_at=at)
+    insert_rows(Job, [job])
     _hand_off_after_commit(job.id)
     return job
 

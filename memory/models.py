@@ -30,15 +30,16 @@ class RowRead:
     """One row of `model` matching a WHERE clause written in SQL, sent now and read by `get()`:
     in a `memory.backend.pipelined` block several reads go to PostgreSQL in one round trip. For
     reads under the write lock, where the ORM took longer to build a one-row query than the
-    database to run it. `lock` adds FOR UPDATE on engines that have it."""
+    database to run it. `lock` locks the row for an update (`_for_update`) on engines that have
+    row locks."""
 
     def __init__(self, model, where: str, params=(), *, lock: bool = False):
         self.model = model
         self.database = connections[model.objects.db]
         sql, self.names, self.converters = _row_read_parts(model, self.database)
         sql += f" WHERE {where}"
-        if lock and self.database.features.has_select_for_update:
-            sql += " FOR UPDATE"
+        if lock:
+            sql += _for_update(self.database)
         self.cursor = self.database.cursor()
         self.cursor.execute(sql, params)
 
@@ -84,9 +85,20 @@ def lock_rows(model, ids) -> RowsRead | None:
     key = quote(model._meta.pk.column)
     return RowsRead(
         f"SELECT {key} FROM {quote(model._meta.db_table)} "
-        f"WHERE {key} IN ({', '.join(['%s'] * len(ids))}) ORDER BY {key} FOR UPDATE",
+        f"WHERE {key} IN ({', '.join(['%s'] * len(ids))}) ORDER BY {key}{_for_update(database)}",
         ids,
     )
+
+
+def _for_update(database) -> str:
+    """The row lock of a write that changes a row but never its key: FOR NO KEY UPDATE where the
+    engine has it (PostgreSQL). Writers of the row still take turns; a row another transaction
+    inserts pointing at it (its foreign-key check takes FOR KEY SHARE) does not wait, so a job
+    holding its source memory cannot deadlock with a job that names that memory as a candidate
+    while holding a content lock the first one waits for."""
+    if database.features.has_select_for_no_key_update:
+        return " FOR NO KEY UPDATE"
+    return " FOR UPDATE" if database.features.has_select_for_update else ""
 
 
 def _row_read_parts(model, database) -> tuple[str, list[str], dict]:

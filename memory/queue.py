@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+from django.db import DEFAULT_DB_ALIAS
+from django_q.conf import Conf
 from django_q.tasks import async_task
 
 log = logging.getLogger(__name__)
@@ -18,16 +20,32 @@ _held: ContextVar[list[str] | None] = ContextVar("held_hand_offs", default=None)
 
 def hand_off(job_id: str) -> None:
     """Queue `pipeline.tasks.run_job(job_id)`; failures are logged, the sweep retries later."""
+    if held_back(job_id):
+        return
+    try:
+        enqueue(job_id)
+    except Exception:
+        log.exception("could not hand job %s to the queue; the sweep will pick it up", job_id)
+
+
+def held_back(job_id: str) -> bool:
+    """True when a `held()` block collects hand-offs: the id is kept there instead."""
     held = _held.get()
     if held is not None:
         held.append(job_id)
-        return
-    try:
-        async_task(
-            "pipeline.tasks.run_job", job_id, task_name=f"job-{job_id}", q_options={"group": "jobs"}
-        )
-    except Exception:
-        log.exception("could not hand job %s to the queue; the sweep will pick it up", job_id)
+    return held is not None
+
+
+def enqueue(job_id: str) -> None:
+    """Queue `pipeline.tasks.run_job(job_id)` now; a failure raises."""
+    async_task(
+        "pipeline.tasks.run_job", job_id, task_name=f"job-{job_id}", q_options={"group": "jobs"}
+    )
+
+
+def in_store() -> bool:
+    """Whether the queue's tasks are rows of the store's database (django-q2's ORM broker)."""
+    return Conf.ORM == DEFAULT_DB_ALIAS and not Conf.SYNC
 
 
 @contextmanager

@@ -7,6 +7,7 @@ same function for one query, so a fact's candidates are the same whichever way t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -87,13 +88,18 @@ def hybrid_search(
 
 
 def keyword_leg(
-    texts: list[str], *, agent_id: str = "default", k: int = 5, exclude_id: str | None = None
-) -> list[list[tuple[str, float]]]:
+    texts: list[str],
+    *,
+    agent_id: str = "default",
+    k: int = 5,
+    exclude_id: str | None = None,
+    soon: bool = False,
+) -> Sequence[list[tuple[str, float]]]:
     """The keyword leg of `hybrid_search_many` on its own: it needs no vector, so a job runs it
-    while its embedding call is on the wire and passes the result in as `keyword_hits`."""
-    return keyword.search_many(
-        texts, agent_id=agent_id, limit=max(LEG_LIMIT, k * 2), exclude_id=exclude_id
-    )
+    while its embedding call is on the wire and passes the result in as `keyword_hits`; with
+    `soon`, beside the vector search too where the engine can (`keyword.search_many_soon`)."""
+    search = keyword.search_many_soon if soon else keyword.search_many
+    return search(texts, agent_id=agent_id, limit=max(LEG_LIMIT, k * 2), exclude_id=exclude_id)
 
 
 def hybrid_search_many(

@@ -1,11 +1,14 @@
 """Thread pools kept per process (made again after a fork), by name: starting threads for every
-job or search cost more than the work they did."""
+job or search cost more than the work they did; and threads with a database connection of their
+own, for store work side by side with the caller's."""
 
 from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 
 _pools: dict[tuple[int, str, int], ThreadPoolExecutor] = {}
 _lock = threading.Lock()
@@ -19,3 +22,76 @@ def process_pool(name: str, workers: int) -> ThreadPoolExecutor:
         if pool is None:
             pool = _pools[key] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
         return pool
+
+
+class ConnectedThread:
+    """One thread of this process (made again after a fork) with a database connection of its
+    own, for store work a caller starts now and collects later (`submit` returns a Future), on
+    the server side by side with what the caller's connection does. The connection is given back
+    after IDLE_SECONDS without work, and opened again by the next task (a connection the server
+    dropped too). Never give it work that must see the caller's uncommitted writes."""
+
+    IDLE_SECONDS = 1.0
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.ready = threading.Condition()
+        self.tasks: deque = deque()
+        self.pid = 0
+        self.busy = self.connected = False
+        _connected.append(self)
+
+    def submit(self, work: Callable, *args, **kwargs) -> Future:
+        future: Future = Future()
+        with self.ready:
+            if self.pid != os.getpid():  # first use, or a forked child: a thread of its own
+                self.pid, self.tasks, self.busy, self.connected = os.getpid(), deque(), False, False
+                threading.Thread(target=self._run, name=self.name, daemon=True).start()
+            self.tasks.append((future, work, args, kwargs))
+            self.ready.notify_all()
+        return future
+
+    def wait(self, timeout: float = 30.0, *, disconnected: bool = False) -> bool:
+        """Until no task is queued or running (and with `disconnected`, until the idle thread gave
+        its connection back); False when `timeout` passed first."""
+        with self.ready:
+            return self.ready.wait_for(
+                lambda: (
+                    not self.tasks
+                    and not self.busy
+                    and not (disconnected and self.connected and self.pid == os.getpid())
+                ),
+                timeout,
+            )
+
+    def _run(self) -> None:
+        from django.db import close_old_connections, connection
+
+        while True:
+            with self.ready:
+                idle = self.IDLE_SECONDS if self.connected else None
+                if not self.ready.wait_for(lambda: self.tasks, idle):
+                    connection.close()
+                    self.connected = False
+                    self.ready.notify_all()
+                    continue
+                future, work, args, kwargs = self.tasks.popleft()
+                self.busy = self.connected = True
+            if future.set_running_or_notify_cancel():
+                try:
+                    close_old_connections()  # one the server dropped, or that failed, is renewed
+                    future.set_result(work(*args, **kwargs))
+                except BaseException as exc:
+                    future.set_exception(exc)
+            with self.ready:
+                self.busy = False
+                self.ready.notify_all()
+
+
+_connected: list[ConnectedThread] = []
+
+
+def release_connections(timeout: float = 10.0) -> bool:
+    """Wait until every ConnectedThread of this process is idle and gave its connection back
+    (before a test database is dropped, say)."""
+    return all(thread.wait(timeout, disconnected=True) for thread in _connected)

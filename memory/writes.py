@@ -15,12 +15,13 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from memory import jobs
-from memory.backend import lock_contents
+from memory.backend import lock_contents, pipelined
 
 # The row builders and writers, and the job's bookkeeping, as callers have always named them.
 from memory.batch import (  # noqa: F401
     BatchedWrite,
     Derived,
+    LinkRead,
     archive_to_cold,
     derived,
     entity_ids,
@@ -33,8 +34,9 @@ from memory.batch import (  # noqa: F401
     require_visible_text,
     upsert_embedding,
     upsert_embeddings,
+    write_mentions,
 )
-from memory.content import NormalizedContent, normalize
+from memory.content import normalize
 from memory.expiry import iso
 from memory.graph import Triple, persist_triples  # noqa: F401
 from memory.jobs import set_extraction_status  # noqa: F401
@@ -47,6 +49,7 @@ from memory.models import (
     Job,
     Memory,
     MemoryHistory,
+    RowRead,
 )
 from memory.refused import Refused
 from memory.vectors import Vector  # noqa: F401
@@ -111,45 +114,46 @@ def remember(
 
     The job is handed to the queue only after commit, so a worker never sees an uncommitted row.
     An exact duplicate of an active memory of the same agent returns that memory (deduped).
+    On PostgreSQL its reads reach the server in one round trip and its writes in another
+    (memory.backend.pipelined), as in the job's write.
     """
     text = normalize(content)
     if not text.storage:
         raise Refused("invalid_content", "content is empty after normalisation")
+    now = timezone.now()
+    memory = memory_row(
+        text,
+        actor=actor,
+        at=now,
+        type=type,
+        who=who if who is not None else actor.name,
+        why=why,
+        agent_id=agent_id,
+        pinned=pinned,
+        importance=importance,
+        tags=tags or [],
+        source_type=source_type,
+        source_id=source_id,
+        extraction_status=ExtractionStatus.PENDING if create_job else ExtractionStatus.NONE,
+        asserted_by=asserted_by,
+        expires_at=expires_at,
+    )
     try:
         with transaction.atomic():
-            lock_contents(agent_id, [text.hash])
-            existing = active_duplicate(agent_id, text.hash)
-            if existing is not None:
+            with pipelined():  # a writer of the same text waited for, the duplicate, the entities
+                lock_contents(agent_id, [text.hash])
+                duplicate = RowRead(
+                    Memory,
+                    "agent_id = %s AND content_hash = %s AND NOT is_deleted",
+                    [agent_id, text.hash],
+                )
+                links = None if triples else LinkRead(memory)
+            if (existing := duplicate.get()) is not None:
                 return RememberResult(existing, deduped=True, job=None)
-            now = timezone.now()
-            memory = _insert(
-                text,
-                actor=actor,
-                reason=why or "remember",
-                at=now,
-                type=type,
-                who=who if who is not None else actor.name,
-                why=why,
-                agent_id=agent_id,
-                pinned=pinned,
-                importance=importance,
-                tags=tags or [],
-                source_type=source_type,
-                source_id=source_id,
-                extraction_status=ExtractionStatus.PENDING if create_job else ExtractionStatus.NONE,
-                asserted_by=asserted_by,
-                expires_at=expires_at,
-            )
-            if triples:
-                # Inline links and the triples' entities are counted in one pass, in id order.
-                inline = linked_mentions(memory, at=now)
-                named = persist_triples(memory, triples, at=now, linked=inline)
-                linked = sorted({m.entity_id for m in inline} | set(named))
-            else:
-                linked = link_existing_entities(memory, at=now)
-            job = None
-            if create_job:
-                job = jobs.create_in_transaction(memory, at=now)
+            with pipelined():  # writes (and the triples' entity reads): no round trip each
+                reason = why or "remember"
+                linked = _remembered(memory, reason, actor, now, links=links, triples=triples)
+                job = jobs.create_in_transaction(memory, at=now) if create_job else None
             return RememberResult(memory, deduped=False, job=job, linked_entity_ids=linked)
     except IntegrityError:
         # A concurrent remember of the same content won the partial UNIQUE index: same answer
@@ -160,28 +164,20 @@ def remember(
         return RememberResult(existing, deduped=True, job=None)
 
 
-def _insert(
-    text: NormalizedContent,
-    *,
-    actor: Actor,
-    reason: str,
-    at,
-    metadata: dict | None = None,
-    **columns: Any,
-) -> Memory:
-    """The row of a new memory and its `created` audit: what remember and derive share."""
-    memory = memory_row(text, actor=actor, at=at, **columns)
-    memory.save(force_insert=True)
-    audit(
-        memory.id,
-        "created",
-        actor=actor,
-        reason=reason,
-        new_content=memory.content,
-        metadata=metadata,
-        at=at,
+def _remembered(memory, reason: str, actor: Actor, at, *, links=None, triples=None, metadata=None):
+    """A new memory's rows: memory, `created` audit, and its inline links (`links`) or the
+    triples' entities, counted in one pass in id order; returns the ids of entities linked."""
+    created = {"new_content": memory.content, "metadata": metadata}
+    insert_rows(Memory, [memory])
+    insert_rows(
+        MemoryHistory,
+        [history_row(memory.id, "created", actor=actor, reason=reason, at=at, **created)],
     )
-    return memory
+    if triples:
+        inline = linked_mentions(memory, at=at)
+        named = persist_triples(memory, triples, at=at, linked=inline)
+        return sorted({m.entity_id for m in inline} | set(named))
+    return write_mentions(links.mentions(at=at) if links is not None else [], at=at)
 
 
 def derive_in_transaction(
@@ -215,12 +211,10 @@ def derive_in_transaction(
     now = timezone.now()
     try:
         with transaction.atomic():  # savepoint: a UNIQUE race becomes a dedupe, not a failed write
-            memory = _insert(
+            memory = memory_row(
                 text,
                 actor=actor,
-                reason=reason,
                 at=now,
-                metadata=metadata,
                 type=type,
                 who=who,
                 why=why,
@@ -234,6 +228,7 @@ def derive_in_transaction(
                 asserted_by=asserted_by,
                 expires_at=expires_at,
             )
+            _remembered(memory, reason, actor, now, metadata=metadata)
     except IntegrityError:
         return RememberResult(active_duplicate(agent_id, text.hash), deduped=True, job=None)
     link_existing_entities(memory, at=now)

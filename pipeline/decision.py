@@ -6,7 +6,7 @@ with a warning that the job page shows. Reads the store; never writes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import as_completed
 from dataclasses import dataclass, field
 
@@ -146,10 +146,15 @@ def find_candidates_many(
 
 def keyword_candidates(
     facts: list[Fact], *, agent_id: str, source_id: str
-) -> list[list[tuple[str, float]]]:
-    """The keyword leg of `find_candidates_many` for these facts (it needs no vector)."""
+) -> Sequence[list[tuple[str, float]]]:
+    """The keyword leg of `find_candidates_many` for these facts (it needs no vector), started
+    now: on PostgreSQL it goes on beside the vector search and is read when first used."""
     return keyword_leg(
-        [fact.content for fact in facts], agent_id=agent_id, k=CANDIDATE_LIMIT, exclude_id=source_id
+        [fact.content for fact in facts],
+        agent_id=agent_id,
+        k=CANDIDATE_LIMIT,
+        exclude_id=source_id,
+        soon=True,
     )
 
 
@@ -161,14 +166,25 @@ def decide(
     examples: list[dict] | None = None,
 ) -> DecisionRun:
     if not candidates:
-        return DecisionRun(
-            Decided(
-                index, fact, Action.ADD, None, fact.confidence, NO_CANDIDATES_REASON, candidates
-            ),
-            index=index,
-        )
+        return _no_candidates(index, fact)
     similarities = {c.candidate.memory_id: c.score for c in candidates}
     call = client.decide(fact, [c.candidate for c in candidates], similarities, examples)
+    return _decision_of(index, fact, candidates, call)
+
+
+def _no_candidates(index: int, fact: Fact) -> DecisionRun:
+    """ADD, without a model call: nothing in the store is like the fact."""
+    return DecisionRun(
+        Decided(index, fact, Action.ADD, None, fact.confidence, NO_CANDIDATES_REASON, []),
+        index=index,
+    )
+
+
+def _decision_of(
+    index: int, fact: Fact, candidates: list[ScoredCandidate], call: CallRecord
+) -> DecisionRun:
+    """The decision the model's reply (`call`) makes about the fact, or a warning saying why the
+    reply cannot be used."""
     call.fact_index = index
     decision, warnings = parsing.parse_decision(
         call.raw_response, [c.candidate for c in candidates]
@@ -211,19 +227,31 @@ def decide_all(
     """`decide` for every fact, at most `parallel` model calls at a time; runs are yielded as they
     finish. The decisions are independent (every fact's candidates come from the store as it was
     before the job's write), so their order does not matter; each run knows its fact's index.
+    An HTTP client sends them side by side from one event loop (`decide_each`); any other client
+    (offline, a recording) is called from a thread pool.
 
     Call it with no transaction open (threads cannot see one the caller opened, so it is checked
     here, once, in the caller's thread).
     """
     ensure_outside_transaction("decision calls")
     jobs = list(enumerate(zip(facts, candidates, strict=True)))
-    if parallel <= 1 or sum(1 for _, (_, c) in jobs if c) <= 1:
-        for index, (fact, found) in jobs:
+    asked = [(index, fact, found) for index, (fact, found) in jobs if found]
+    for index, (fact, found) in jobs:
+        if not found:
+            yield _no_candidates(index, fact)
+    if parallel <= 1 or len(asked) <= 1:
+        for index, fact, found in asked:
             yield decide(client, index, fact, found, examples)
+        return
+    if hasattr(client, "decide_each"):
+        by_index = {index: (fact, found) for index, fact, found in asked}
+        asks = [(index, fact, [c.candidate for c in found]) for index, fact, found in asked]
+        for index, call in client.decide_each(asks, examples, parallel=parallel):
+            yield _decision_of(index, *by_index[index], call)
         return
     pool = process_pool("decide", parallel)
     futures = [
-        pool.submit(decide, client, index, fact, found, examples) for index, (fact, found) in jobs
+        pool.submit(decide, client, index, fact, found, examples) for index, fact, found in asked
     ]
     try:
         for future in as_completed(futures):

@@ -79,7 +79,8 @@ def compute(claim: Claim, calls: list[CallRecord], client=None) -> JobOutcome | 
     embedder = get_embedder()
     texts = [source.content] + [fact.content for fact in extracted.facts]
     # One embedding call for the memory and every fact, on the wire in another thread (HTTP only)
-    # while this one runs the keyword leg of the candidate search, which needs no vector.
+    # while the keyword leg of the candidate search runs, which needs no vector (here; on
+    # PostgreSQL in a thread with its own connection, on to the vector search's end).
     # The thread cannot see a transaction this one holds: check here, where the caller is.
     ensure_outside_transaction("embedding call")
     embedding = process_pool("embed", 1).submit(_embed_call, embedder, texts)

@@ -41,6 +41,17 @@ def pytest_configure(config):
         del connections["default"]
 
 
+@pytest.fixture(autouse=True, scope="session")
+def connections_released():
+    """At the end, wait for the threads with a connection of their own (PostgreSQL's HNSW
+    indexer, the keyword leg beside a job's vector search) to give it back: the test database
+    cannot be dropped while a connection to it is open."""
+    yield
+    from memory.threads import release_connections
+
+    release_connections(timeout=10)
+
+
 def pytest_unconfigure(config):
     if _embedded_postgres is not None:
         _embedded_postgres.stop()

@@ -25,6 +25,9 @@ class Script:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    # socketserver's default listen backlog is 5: a sixth connection opened at the same moment
+    # waits for the kernel's SYN retry (a second), which a real server's backlog never makes.
+    request_queue_size = 128
 
     def handle_error(self, request, client_address):
         # A client that timed out hung up before a delayed answer: expected, not worth a traceback.
@@ -34,10 +37,15 @@ class _Server(ThreadingHTTPServer):
 
 
 class FakeOllama:
-    def __init__(self, dimensions: int = 768):
+    """`keep_alive`: seconds an idle connection stays open (HTTP/1.1, as Ollama keeps them);
+    None (the default) closes each connection after its answer (HTTP/1.0)."""
+
+    def __init__(self, dimensions: int = 768, keep_alive: float | None = None):
         self.embedder = offline.OfflineEmbedder(dimensions, model="nomic-embed-text")
         self.scripts: dict[str, deque[Script]] = defaultdict(deque)
         self.requests: list[tuple[str, dict]] = []
+        self.headers: list[dict[str, str]] = []  # of each request, in the order of `requests`
+        self.keep_alive = keep_alive
         self.chat_handler = None  # callable(payload) -> str reply, for dynamic scripting
         self.lock = threading.Lock()
         self.server = _Server(("127.0.0.1", 0), self._handler())
@@ -151,6 +159,7 @@ class FakeOllama:
             def _answer(self, path: str, payload: dict):
                 with fake.lock:
                     fake.requests.append((path, payload))
+                    fake.headers.append(dict(self.headers))
                     script = fake.scripts[path].popleft() if fake.scripts[path] else None
                 if script is None:
                     body = fake._default(path, payload)
@@ -185,4 +194,7 @@ class FakeOllama:
                     payload = {}
                 self._answer(self.path, payload)
 
+        if self.keep_alive is not None:
+            Handler.protocol_version = "HTTP/1.1"
+            Handler.timeout = self.keep_alive  # an idle connection is closed after this long
         return Handler

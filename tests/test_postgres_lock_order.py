@@ -262,3 +262,101 @@ def test_reverting_a_lineage_while_a_job_updates_the_same_memories_does_not_dead
             assert memory.is_deleted
         else:
             assert not memory.is_deleted and memory.content in moved
+
+
+# --- a job's lock on its source against a writer that points at it under a content lock ------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_row_locked_for_a_write_still_takes_new_rows_that_point_at_it():
+    """A job's write locks its source memory, then waits for the content locks of its facts; a
+    second job holding one of those content locks (the same fact) writes a proposal or an audit
+    pointing at that source (its candidate). With FOR UPDATE the second job's foreign-key check
+    waited for the first job, and the first for the second: a deadlock, seen with three queue
+    workers on overlapping notes. Rows locked for an update that keeps their key (FOR NO KEY
+    UPDATE) let such references in, and the two writes simply take turns."""
+    from django.db import transaction
+
+    from memory.backend import lock_contents
+    from memory.models import MemoryHistory, RowRead
+    from memory.writes import history_row
+
+    source = seed("Ines maintains the Grafana setup. The Grafana dashboards are reviewed weekly.")
+    fact_hash = "hash-of-the-shared-fact"
+    content_locked, source_locked = threading.Event(), threading.Event()
+
+    def second_job():
+        with transaction.atomic():
+            lock_contents("default", [fact_hash])
+            content_locked.set()
+            assert source_locked.wait(10)
+            time.sleep(0.2)  # the first job is waiting for the content lock by now
+            history_row(source.id, "none", actor=DANA, reason="candidate", at=timezone.now()).save()
+        return "second"
+
+    def first_job():
+        assert content_locked.wait(10)
+        with transaction.atomic():
+            assert RowRead(Memory, "id = %s", [source.id], lock=True).get() is not None
+            source_locked.set()
+            lock_contents("default", [fact_hash])
+        return "first"
+
+    assert in_threads([second_job, first_job]) == ["second", "first"]
+    assert MemoryHistory.objects.filter(memory_id=source.id, event="none").count() == 1
+
+
+# --- the HNSW indexer's batch against a write upserting the same vectors ---------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_indexers_batch_locks_its_rows_in_the_writers_order():
+    """A job's write upserts its vectors in content-hash order; the indexer thread sets the
+    indexed vectors of several writes in one statement. It takes its rows' locks in the same
+    order (content hash), so the two wait for each other instead of deadlocking, whatever
+    order the batch came in."""
+    import numpy as np
+    from django.db import transaction
+
+    from memory.models import Embedding
+    from memory.vectors import postgres as vectors_postgres
+    from memory.vectors import vector_to_blob
+
+    rng = np.random.default_rng(3)
+    vectors = [v / np.linalg.norm(v) for v in rng.standard_normal((2, 768)).astype(np.float32)]
+    now = timezone.now()
+    # The row with the larger id has the smaller hash: id order and hash order differ.
+    later, first = (
+        Embedding.objects.create(
+            content_hash=letter * 64,
+            vector=vector_to_blob(vector),
+            dimensions=768,
+            model="m1",
+            created_at=now,
+        )
+        for letter, vector in (("b", vectors[1]), ("a", vectors[0]))
+    )
+    writer_holds_first, indexer_started = threading.Event(), threading.Event()
+
+    def writer():
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SELECT id FROM embeddings WHERE id = %s FOR UPDATE", [first.id])
+            writer_holds_first.set()
+            assert indexer_started.wait(10)
+            time.sleep(0.3)  # the indexer's statement is waiting (or locked what it could)
+            cursor.execute("SELECT id FROM embeddings WHERE id = %s FOR UPDATE", [later.id])
+        return "writer"
+
+    def indexer():
+        assert writer_holds_first.wait(10)
+        indexer_started.set()
+        # The batch in the order another write handed it over: the larger hash first.
+        return vectors_postgres._set_vectors([(later.id, vectors[1]), (first.id, vectors[0])])
+
+    assert in_threads([writer, indexer]) == ["writer", 2]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM embeddings WHERE id IN (%s, %s) AND embedding IS NOT NULL",
+            [first.id, later.id],
+        )
+        assert cursor.fetchone()[0] == 2

@@ -1,6 +1,8 @@
-"""The HNSW insert of a write's vectors runs right after its commit (not inside the transaction),
-is visible to a search as soon as the write returns, and is repaired when it never ran (the
-process died between the commit and the insert); a late insert never overwrites a newer vector."""
+"""The HNSW insert of a write's vectors runs after its commit, off the writer's path (the process's
+indexer thread, one statement for every write it batches), the vector is found by a search as
+soon as the write returns (compared exactly until indexed), and the insert is repaired when it
+never ran (the process died between the commit and the insert); a late insert never overwrites a
+newer vector."""
 
 from __future__ import annotations
 
@@ -60,30 +62,37 @@ def found(memory: Memory, vector: np.ndarray) -> bool:
     return memory.id in {memory_id for memory_id, _ in hits}
 
 
+def settled() -> None:
+    """Wait until this process's indexer thread has indexed what was handed to it."""
+    assert vectors_postgres.INDEXER.wait(timeout=30)
+
+
 class IndexWrites:
-    """Records, for each HNSW write statement, whether a transaction was open when it ran."""
+    """The HNSW write statements the writer's own connection runs."""
 
     def __init__(self) -> None:
-        self.in_transaction: list[bool] = []
+        self.seen: list[str] = []
 
     def __call__(self, execute, sql, params, many, context):
-        if sql.startswith("UPDATE embeddings e SET embedding"):
-            self.in_transaction.append(connection.in_atomic_block)
+        if "UPDATE embeddings e SET embedding" in sql:
+            self.seen.append(sql)
         return execute(sql, params, many, context)
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_hnsw_insert_runs_after_the_commit_and_a_search_right_after_the_write_finds_it():
+def test_the_hnsw_insert_leaves_the_writers_path_and_a_search_right_after_the_write_finds_it():
     vector = unit(1)
     writes_seen = IndexWrites()
     with connection.execute_wrapper(writes_seen):
         memory = stored("Deploys run from the release branch.", vector)
-    assert writes_seen.in_transaction == [False]
+        assert found(memory, vector)  # at once: exactly until indexed, then through the index
+    assert writes_seen.seen == []  # the indexer thread's connection ran it, not the writer's
+    settled()
     assert indexed(memory) and found(memory, vector)
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_job_write_indexes_its_new_vectors_after_its_transaction():
+def test_a_job_write_indexes_its_new_vectors_after_its_transaction_in_one_statement():
     set_mode("controlled-write")
     raw = writes.remember(
         "Priya moved the billing service to Postgres last week. The cache TTL is 60 seconds.",
@@ -94,27 +103,68 @@ def test_a_job_write_indexes_its_new_vectors_after_its_transaction():
         assert run_job(raw.job.id) == "completed"
     derived = list(Memory.objects.filter(source_id=raw.memory.id, is_deleted=False))
     assert derived, "the offline model derives facts from the note"
-    assert writes_seen.in_transaction and not any(writes_seen.in_transaction)
-    assert all(indexed(memory) for memory in [raw.memory, *derived])
     vector = np.frombuffer(
         bytes(Embedding.objects.get(content_hash=derived[0].content_hash).vector), np.float32
     )
     hits = vectors.search(vector, model=derived[0].embedding_model, agent_id="default", limit=3)
     assert derived[0].id in {memory_id for memory_id, _ in hits}
+    assert writes_seen.seen == []
+    settled()
+    assert all(indexed(memory) for memory in [raw.memory, *derived])
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_vector_whose_insert_was_lost_is_indexed_by_the_next_write_or_the_repair(monkeypatch):
+def test_a_writer_indexes_its_own_vectors_when_the_indexers_backlog_is_full(monkeypatch):
+    monkeypatch.setattr(vectors_postgres._Indexer, "BACKLOG", 0)
+    writes_seen = IndexWrites()
+    with connection.execute_wrapper(writes_seen):
+        memory = stored("Hotfixes go through the same review.", unit(13))
+    assert len(writes_seen.seen) == 1 and indexed(memory)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_unindexed_vectors_are_compared_exactly_in_the_same_knn_statement():
+    memories = [
+        stored(f"Note number {n} about the release train.", unit(100 + n)) for n in range(6)
+    ]
+    settled()
+    waiting = memories[0]
+    with connection.cursor() as cursor:  # as if its insert had not run yet
+        cursor.execute(
+            "UPDATE embeddings SET embedding = NULL WHERE content_hash = %s", [waiting.content_hash]
+        )
+    statements = []
+
+    def count(execute, sql, params, many, context):
+        statements.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(count):
+        nearest = vectors_postgres.nearest_many([unit(100), unit(101)], model=MODEL, k=3)
+    assert len(statements) == 1  # both queries, through the index and exactly, at once
+    ids = [memory_embedding_id(memory) for memory in memories]
+    assert nearest[0][0] == (ids[0], pytest.approx(0.0, abs=1e-6))
+    assert nearest[1][0] == (ids[1], pytest.approx(0.0, abs=1e-6))
+    assert [eid for eid, _ in nearest[1]].count(ids[0]) <= 1 and len(nearest[1]) == 3
+    distances = [d for _, d in nearest[1]]
+    assert distances == sorted(distances)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_vector_whose_insert_was_lost_is_found_and_indexed_by_the_next_write_or_the_repair(
+    monkeypatch,
+):
     lost_vector = unit(2)
     with monkeypatch.context() as patch:  # the process "dies" after the commit
         patch.setattr(vectors_postgres, "_index_after_commit", lambda rows: None)
         lost = stored("The staging database restarts nightly.", lost_vector)
-    assert not indexed(lost) and not found(lost, lost_vector)
+    assert not indexed(lost) and found(lost, lost_vector)  # compared exactly meanwhile
     assert vectors_postgres.index_pending(older_than=60) == 0  # too recent: its own insert may run
 
     monkeypatch.setattr(vectors_postgres._Repair, "AGE_SECONDS", 0.0)
     monkeypatch.setattr(vectors_postgres.REPAIR, "next_at", 0.0)
     stored("Backups are kept for thirty days.", unit(3))  # the next write, after its commit
+    settled()
     assert indexed(lost) and found(lost, lost_vector)
     assert vectors_postgres.index_pending() == 0
 
@@ -139,6 +189,7 @@ def test_a_late_insert_of_an_older_vector_never_replaces_the_newer_one():
     old, new = unit(4), unit(5)
     memory = stored("Alerts page the on-call engineer.", old)
     assert writes.store_vector(memory.id, memory.content_hash, Vector(new, MODEL))
+    settled()
     assert indexed(memory) and found(memory, new)
     assert vectors_postgres.index_vectors([(memory_embedding_id(memory), old)]) == 1
     assert nearest_vector(memory) == pytest.approx(new, abs=1e-6)
@@ -160,6 +211,7 @@ def nearest_vector(memory: Memory) -> np.ndarray:
 @pytest.mark.django_db(transaction=True)
 def test_a_new_blob_clears_the_indexed_vector_until_its_own_is_written():
     memory = stored("Logs ship to the central cluster.", unit(6))
+    settled()
     Embedding.objects.filter(content_hash=memory.content_hash).update(
         vector=vectors.vector_to_blob(unit(7))
     )
@@ -207,7 +259,7 @@ def test_a_process_killed_between_commit_and_insert_leaves_a_vector_the_repair_i
     memory = Memory.objects.get(content="Tokens expire after an hour.")
     vector = unit(8)
     assert memory.embedding_model == MODEL and not indexed(memory)
-    assert not found(memory, vector)
+    assert found(memory, vector)  # compared exactly until the repair indexes it
     assert vectors_postgres.index_pending() == 1
     assert indexed(memory) and found(memory, vector)
 
@@ -242,7 +294,8 @@ def test_a_knn_over_ten_thousand_vectors_is_answered_by_the_hnsw_index():
         cursor.execute("ANALYZE embeddings")  # what autovacuum does after a load
         query = rows[5]
         cursor.execute(
-            "EXPLAIN " + vectors_postgres.NEAREST_SQL, [vectors_postgres.literal(query), MODEL, 40]
+            "EXPLAIN " + vectors_postgres.NEAREST_SQL,
+            [[vectors_postgres.literal(query)], MODEL, 40, MODEL, DIMS, 1000],
         )
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert vectors_postgres.INDEX_NAME in plan, plan

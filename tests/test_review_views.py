@@ -333,7 +333,8 @@ NAMES = ["Amara", "Bruno", "Chen", "Dana", "Eli", "Farah", "Goran", "Hana", "Ivo
 def many_raw(n: int) -> list[str]:
     """Two sentences each: two pending ADDs per raw memory (the offline model), none alike."""
     return [
-        f"{NAMES[i % len(NAMES)]} owns the release checklist for project {i}. From the planning notes."
+        f"{NAMES[i % len(NAMES)]} owns the release checklist for project {i}. "
+        f"The planning notes of week {i} say so."
         for i in range(n)
     ]
 

@@ -88,6 +88,18 @@ def lock_contents(agent_id: str, content_hashes) -> None:
         )
 
 
+def commit_unflushed() -> None:
+    """Inside a write transaction: its COMMIT returns without waiting for the log to reach the
+    disk (PostgreSQL's synchronous_commit off, for this transaction alone). Only for rows that
+    something else puts back if a crash of the server loses them; SQLite's commits (WAL,
+    synchronous=NORMAL) never wait for the disk anyway."""
+    from django.db import connection
+
+    if is_postgres(connection):
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL synchronous_commit = off")
+
+
 @contextmanager
 def pipelined():
     """A block of statements PostgreSQL gets without the client waiting for each answer

@@ -6,6 +6,11 @@ is the same on both."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from concurrent.futures import Future
+
+from django.db import connection
+
 from memory import backend
 from memory.keyword import postgres, sqlite
 from memory.keyword.bm25 import (  # noqa: F401 (re-exported: callers use keyword.STOP_WORDS, ...)
@@ -15,6 +20,7 @@ from memory.keyword.bm25 import (  # noqa: F401 (re-exported: callers use keywor
     stem,
 )
 from memory.keyword.sqlite import match_expression  # noqa: F401 (re-exported for its tests)
+from memory.threads import ConnectedThread
 
 # Every memory holding a query term is weighed (summed IDF of the terms it holds); this many of the
 # best-weighed ones the agent sees are scored exactly. Recall@10 against the exhaustive BM25
@@ -55,6 +61,39 @@ def search_many(
     return _engine().search_many(
         texts, agent_id=agent_id, limit=limit, exclude_id=exclude_id, where=where
     )
+
+
+class Soon(Sequence):
+    """A keyword leg still running in another thread: waited for when first read."""
+
+    def __init__(self, future: Future):
+        self.future = future
+
+    def __getitem__(self, index):
+        return self.future.result()[index]
+
+    def __len__(self) -> int:
+        return len(self.future.result())
+
+
+# PostgreSQL's keyword leg beside the caller's vector search: the server works on both at once,
+# each on a connection (and a core) of its own.
+_BESIDE = ConnectedThread("keyword-leg")
+
+
+def search_many_soon(
+    texts: list[str], *, agent_id: str, limit: int, exclude_id: str | None = None
+) -> Sequence[list[tuple[str, float]]]:
+    """`search_many`, started now. On PostgreSQL, outside a transaction (a connection of its own
+    would not see what one wrote), it runs in a thread with its own connection while the caller
+    goes on, and is waited for when first read; elsewhere it runs here."""
+    if backend.is_postgres() and not connection.in_atomic_block:
+        return Soon(
+            _BESIDE.submit(
+                search_many, texts, agent_id=agent_id, limit=limit, exclude_id=exclude_id
+            )
+        )
+    return search_many(texts, agent_id=agent_id, limit=limit, exclude_id=exclude_id)
 
 
 def scores_for(text: str, memory_ids: list[str]) -> dict[str, float]:

@@ -224,53 +224,91 @@ def _rarest(terms: list[str], frequencies: dict[str, int]) -> int:
     return count
 
 
-def _weighed(cursor, terms, weights, count, *, agent_id, exclude_id, where, window):
-    """(memory id, content, weight) of the agent's live memories (that `where` admits) holding
-    any of the first `count` terms, the `window` heaviest by the summed weight of every query
-    term they hold (ties by id): the GIN index finds them, the server weighs them, only the
-    window comes back."""
-    queries = ", ".join(f"{_TERM} AS q{i}" for i in range(len(terms)))
-    matching = " || ".join(f"t.q{i}" for i in range(count))
+class _Plan:
+    """One text's candidate query: its terms (one per stem, rarest first) with their weights,
+    and how many of the rarest the first stage reads."""
+
+    def __init__(self, terms: list[str], query: _Query, frequencies: dict[str, int]):
+        self.terms = sorted(terms, key=lambda t: (frequencies[t], t))
+        self.weights = [query.weights[stem(term)] for term in self.terms]
+        self.count = _rarest(self.terms, frequencies)
+        # needed(floor) = the first n >= count whose terms after it weigh less than the floor
+        self.suffixes = [sum(self.weights[n:]) for n in range(self.count, len(self.terms))]
+
+
+def _stage_sql(plan: _Plan, stage: str, matching: str, options: dict) -> tuple[str, list]:
+    """A window of the agent's live memories (that `where` admits) matching `matching` (SQL
+    over the plan's tsqueries t.q<i>), the heaviest first by the summed weight of every term they
+    hold (ties by id): the GIN index finds them, the server weighs them."""
+    queries = ", ".join(f"{_TERM} AS q{i}" for i in range(len(plan.terms)))
     weight = " + ".join(
         f"CASE WHEN m.search_vector @@ t.q{i} THEN {float(w)!r}::float8 ELSE 0::float8 END"
-        for i, w in enumerate(weights)
+        for i, w in enumerate(plan.weights)
     )
+    exclude_id, where = options["exclude_id"], options["where"]
     unexpired, now = expiry.unexpired_sql("m.expires_at")
     sql = (
-        f"SELECT m.id, m.content, {weight} AS weight FROM memories m, (SELECT {queries}) t "
-        f"WHERE m.search_vector @@ ({matching}) AND m.agent_id = %s AND NOT m.is_deleted "
-        f"AND {unexpired}"
+        f"SELECT m.id, m.content, {weight} AS weight FROM memories m, (SELECT {queries}) t{stage} "
+        f"WHERE {matching} AND m.agent_id = %s AND NOT m.is_deleted AND {unexpired}"
         + (" AND m.id <> %s" if exclude_id else "")
         + (f" AND ({where[0]})" if where else "")
         + " ORDER BY weight DESC, m.id LIMIT %s"
     )
-    params = [*terms, agent_id, *now, *([exclude_id] if exclude_id else [])]
-    params += where[1] if where else []
-    cursor.execute(sql, [*params, window])
-    return cursor.fetchall()
+    params = [*plan.terms, options["agent_id"], *now, *([exclude_id] if exclude_id else [])]
+    return sql, [*params, *(where[1] if where else []), options["window"]]
 
 
-def _candidates(cursor, terms, query, frequencies, *, limit, **options) -> list[tuple[str, str]]:
-    """(memory id, content) of a window of the memories that weigh most (the summed IDF of the
-    query terms each holds, as SQLite weighs them from its posting lists), without reading every
-    match of the query's common words (MaxScore's pruning, over the GIN index):
-    1. the matches of the rarest terms are weighed; the `limit`-th heaviest weight among them is
-       a floor the `limit` heaviest memories of the whole store all reach;
-    2. a memory holding none of the rarest terms, only common ones whose weights add up to less
-       than the floor, cannot reach it: when some can, the query runs again over the matches of
-       every term but those lightest ones.
-    So the `limit` heaviest memories are always in the window, as if every match was weighed."""
-    terms = sorted(terms, key=lambda t: (frequencies[t], t))
-    weights = [query.weights[stem(term)] for term in terms]
-    count = _rarest(terms, frequencies)
-    rows = _weighed(cursor, terms, weights, count, **options)
-    floor = rows[limit - 1][2] if len(rows) >= limit else 0.0
-    needed = next(
-        (n for n in range(count, len(terms)) if sum(weights[n:]) < floor - _EPSILON), len(terms)
+def _plan_sql(i: int, plan: _Plan, *, limit: int, **options) -> tuple[list[str], str, list]:
+    """The CTEs and the final SELECT of text `i`: MaxScore's two stages in SQL.
+    1. a<i>: the matches of the rarest terms, weighed; the `limit`-th heaviest weight among them
+       is a floor the `limit` heaviest memories of the whole store all reach (n<i>.floor);
+    2. b<i>, run only when some memory without a rare term could reach the floor (n<i>.needed:
+       the terms whose weights add up to the floor or more): the matches of those terms, so
+       the lightest common words are still never read.
+    The `limit` heaviest memories are always in the window, as if every match was weighed."""
+    rare = " || ".join(f"t.q{k}" for k in range(plan.count))
+    first, first_params = _stage_sql(plan, "", f"m.search_vector @@ ({rare})", options)
+    # The second stage's tsquery: the OR of the first `needed` terms, picked at run time.
+    ors = [
+        " || ".join(f"t.q{k}" for k in range(n)) for n in range(plan.count + 1, len(plan.terms) + 1)
+    ]
+    choice = f"(ARRAY[{', '.join(ors)}]::tsquery[])[n.needed - {plan.count}]" if ors else "NULL"
+    second, second_params = _stage_sql(plan, f", n{i} n", f"m.search_vector @@ {choice}", options)
+    second = second.replace(" WHERE ", f" WHERE n.needed > {plan.count} AND ", 1)
+    ctes = [
+        f"a{i} AS MATERIALIZED ({first})",
+        f"n{i} AS MATERIALIZED (SELECT coalesce((SELECT min(s.k) FROM unnest(%s::float8[], "
+        f"%s::int[]) AS s(v, k) WHERE s.v < f.floor - {_EPSILON!r}), {len(plan.terms)}) AS needed "
+        f"FROM (SELECT coalesce((SELECT weight FROM a{i} ORDER BY weight DESC, id OFFSET %s "
+        "LIMIT 1), 0) AS floor) f)",
+        f"b{i} AS MATERIALIZED ({second})",
+    ]
+    needed_params = [
+        plan.suffixes,
+        list(range(plan.count, len(plan.terms))),
+        limit - 1,
+    ]
+    select = (
+        f"SELECT {i}, id, content FROM a{i} WHERE (SELECT needed FROM n{i}) <= {plan.count} "
+        f"UNION ALL SELECT {i}, id, content FROM b{i}"
     )
-    if needed > count:
-        rows = _weighed(cursor, terms, weights, needed, **options)
-    return [(memory_id, content) for memory_id, content, _ in rows]
+    return ctes, select, [*first_params, *needed_params, *second_params]
+
+
+def _candidates_many(cursor, plans: dict[int, _Plan], **options) -> dict[int, list[tuple]]:
+    """(memory id, content) of each planned text's window (see `_plan_sql`), every text in one
+    statement: one round trip and one plan for a job's facts, not two queries each."""
+    ctes, selects, params = [], [], []
+    for i, plan in plans.items():
+        plan_ctes, select, plan_params = _plan_sql(i, plan, **options)
+        ctes.extend(plan_ctes)
+        selects.append(select)
+        params.extend(plan_params)
+    cursor.execute(f"WITH {', '.join(ctes)} " + " UNION ALL ".join(selects), params)
+    found: dict[int, list[tuple]] = {i: [] for i in plans}
+    for i, memory_id, content in cursor.fetchall():
+        found[i].append((memory_id, content))
+    return found
 
 
 def search(
@@ -283,32 +321,9 @@ def search(
 ) -> list[tuple[str, float]]:
     """(memory id, normalised score) of the best keyword matches among the agent's live memories
     (and, with `where`, only those its SQL condition on `m` admits)."""
-    terms = query_terms(text)
-    if not terms:
-        return []
-    with connection.cursor() as cursor:
-        stats = _STATS.get(cursor)
-        frequencies = document_frequencies(cursor, sorted(set(terms)), stats)
-        query = _Query.of(terms, frequencies, stats)
-        # One term per stem: "deploy" and "deployed" match the same memories.
-        by_stem = {stem(t): t for t in reversed(terms) if frequencies.get(t)}
-        if not by_stem:
-            return []
-        rows = _candidates(
-            cursor,
-            list(by_stem.values()),
-            query,
-            frequencies,
-            agent_id=agent_id,
-            exclude_id=exclude_id,
-            where=where,
-            limit=limit,
-            window=max(_window(), limit),
-        )
-    scored = [(memory_id, query.score(content)) for memory_id, content in rows]
-    scored = [hit for hit in scored if hit[1] > 0]
-    scored.sort(key=lambda hit: (-hit[1], hit[0]))
-    return scored[:limit]
+    return search_many([text], agent_id=agent_id, limit=limit, exclude_id=exclude_id, where=where)[
+        0
+    ]
 
 
 def search_many(
@@ -319,33 +334,73 @@ def search_many(
     exclude_id: str | None = None,
     where: tuple[str, list] | None = None,
 ) -> list[list[tuple[str, float]]]:
-    """`search` of each text, one after the other."""
-    return [
-        search(text, agent_id=agent_id, limit=limit, exclude_id=exclude_id, where=where)
-        for text in texts
-    ]
+    """`search` of each text, ranked exactly as a search of its own: the statistics and the
+    document frequencies of every text's terms in one query at most (none when cached), then
+    every text's candidates in one statement, scored here."""
+    results: list[list[tuple[str, float]]] = [[] for _ in texts]
+    terms_of = [query_terms(text) for text in texts]
+    if not any(terms_of):
+        return results
+    with connection.cursor() as cursor:
+        stats = _STATS.get(cursor)
+        frequencies = document_frequencies(
+            cursor, sorted({term for terms in terms_of for term in terms}), stats
+        )
+        queries, plans = {}, {}
+        for i, terms in enumerate(terms_of):
+            queries[i] = query = _Query.of(terms, frequencies, stats)
+            # One term per stem: "deploy" and "deployed" match the same memories.
+            by_stem = {stem(t): t for t in reversed(terms) if frequencies.get(t)}
+            if by_stem:
+                plans[i] = _Plan(list(by_stem.values()), query, frequencies)
+        if not plans:
+            return results
+        found = _candidates_many(
+            cursor,
+            plans,
+            agent_id=agent_id,
+            exclude_id=exclude_id,
+            where=where,
+            limit=limit,
+            window=max(_window(), limit),
+        )
+    for i, rows in found.items():
+        scored = [(memory_id, queries[i].score(content)) for memory_id, content in rows]
+        scored = [hit for hit in scored if hit[1] > 0]
+        scored.sort(key=lambda hit: (-hit[1], hit[0]))
+        results[i] = scored[:limit]
+    return results
 
 
 def scores_for(text: str, memory_ids: list[str]) -> dict[str, float]:
     """Normalised BM25 of specific memories for `text` (0.0 when they do not match at all)."""
-    found = dict.fromkeys(memory_ids, 0.0)
-    terms = query_terms(text)
-    if not terms or not memory_ids:
-        return found
-    with connection.cursor() as cursor:
-        stats = _STATS.get(cursor)
-        frequencies = document_frequencies(cursor, sorted(set(terms)), stats)
-        cursor.execute(
-            f"SELECT id, content FROM memories WHERE id IN ({','.join(['%s'] * len(memory_ids))})",
-            memory_ids,
-        )
-        contents = dict(cursor.fetchall())
-    query = _Query.of(terms, frequencies, stats)
-    for memory_id, content in contents.items():
-        found[memory_id] = query.score(content)
-    return found
+    return scores_for_many([text], [memory_ids])[0]
 
 
 def scores_for_many(texts: list[str], memory_ids: list[list[str]]) -> list[dict[str, float]]:
-    """`scores_for` of each text with its own memories, one after the other."""
-    return [scores_for(text, ids) for text, ids in zip(texts, memory_ids, strict=True)]
+    """`scores_for` of each text with its own memories: the frequencies of every text's terms
+    in one query at most, and every memory's text in one read."""
+    found = [dict.fromkeys(ids, 0.0) for ids in memory_ids]
+    terms_of = [
+        query_terms(text) if ids else [] for text, ids in zip(texts, memory_ids, strict=True)
+    ]
+    wanted = sorted(
+        {mid for terms, ids in zip(terms_of, memory_ids, strict=True) if terms for mid in ids}
+    )
+    if not wanted:
+        return found
+    with connection.cursor() as cursor:
+        stats = _STATS.get(cursor)
+        frequencies = document_frequencies(
+            cursor, sorted({term for terms in terms_of for term in terms}), stats
+        )
+        cursor.execute("SELECT id, content FROM memories WHERE id = ANY(%s)", [wanted])
+        contents = dict(cursor.fetchall())
+    for scores, terms in zip(found, terms_of, strict=True):
+        if not terms:
+            continue
+        query = _Query.of(terms, frequencies, stats)
+        for memory_id in scores:
+            if memory_id in contents:
+                scores[memory_id] = query.score(contents[memory_id])
+    return found

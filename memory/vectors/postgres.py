@@ -1,12 +1,14 @@
 """All vector SQL on PostgreSQL: a pgvector `embedding vector(<dims>)` column on `embeddings` with
 an HNSW cosine index, KNN through that index (or an exact scan, for measuring recall), and the
-index writes: deferred to just after the commit of the write that stored the vectors, with a
-repair path for a commit whose index write never ran."""
+index writes: handed, at the commit of the write that stored the vectors, to a thread that indexes
+every write's vectors in one statement per batch, with a repair path for a commit whose index
+write never ran. Until indexed, a vector is found by an exact comparison in every KNN query."""
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterable
@@ -18,6 +20,7 @@ from pgvector import Vector as PgVector
 
 from memory import expiry
 from memory.guard import runs_after_commit
+from memory.threads import ConnectedThread
 
 log = logging.getLogger(__name__)
 
@@ -118,11 +121,15 @@ def _digest(vector: np.ndarray) -> str:
 # Sets a vector only on a row still waiting for it (NULL) whose blob is still the one the vector
 # was made from: a later write of the same row (another vector for that content) is never
 # overwritten by an earlier write's late index insert, and a row indexed already is not indexed
-# twice (an HNSW insert is the expensive part of a vector write).
+# twice (an HNSW insert is the expensive part of a vector write). The rows are locked first, in
+# content-hash order (the order writers upsert them in, memory.batch.upsert_embeddings): a batch
+# of several writes' rows and a write of some of them wait for each other, never deadlock.
 _SET_VECTORS_SQL = (
+    "WITH locked AS MATERIALIZED (SELECT id FROM embeddings WHERE id = ANY(%s) "
+    "AND embedding IS NULL ORDER BY content_hash FOR NO KEY UPDATE) "
     "UPDATE embeddings e SET embedding = v.embedding FROM (VALUES {values}) "
-    "AS v(id, embedding, digest) WHERE e.id = v.id AND e.embedding IS NULL "
-    "AND encode(sha256(e.vector), 'hex') = v.digest"
+    "AS v(id, embedding, digest) WHERE e.id = v.id AND e.id IN (SELECT id FROM locked) "
+    "AND e.embedding IS NULL AND encode(sha256(e.vector), 'hex') = v.digest"
 )
 
 
@@ -130,7 +137,8 @@ def _set_vectors(rows: list[tuple[int, np.ndarray]]) -> int:
     if not rows:
         return 0
     values = ", ".join(["(%s::bigint, %s::vector, %s)"] * len(rows))
-    params = [value for eid, v in rows for value in (eid, literal(v), _digest(v))]
+    params = [[eid for eid, _ in rows]]
+    params += [value for eid, v in rows for value in (eid, literal(v), _digest(v))]
     with connection.cursor() as cursor:
         cursor.execute(_SET_VECTORS_SQL.format(values=values), params)
         return cursor.rowcount
@@ -181,10 +189,11 @@ def index_vectors(items, *, replacing: set[int] | None = None) -> int:
     the vector of its row's blob. `replacing` is not needed: a row whose blob changed lost its
     indexed vector to the trigger already.
 
-    Inside a write transaction the HNSW inserts (milliseconds each) run right after its commit,
-    in the same thread, before the write function returns: they do not lengthen the
-    transaction, and a search after the write finds the vectors. A vector that cannot go in (zero,
-    other dimensions) leaves the row without one. Returns how many can go in.
+    Inside a write transaction the HNSW inserts (milliseconds each) are handed at its commit to
+    this process's indexer thread (INDEXER), which indexes them with those of other writes in one
+    statement: they lengthen neither the transaction nor the write, and a search after the write
+    finds the vectors anyway (`nearest_many` compares unindexed rows exactly). A vector that
+    cannot go in (zero, other dimensions) leaves the row without one. Returns how many can go in.
     """
     rows = [(item[0], item[1]) for item in items if indexable(item[1])]
     if not rows:
@@ -197,8 +206,68 @@ def index_vectors(items, *, replacing: set[int] | None = None) -> int:
 
 
 def _index_after_commit(rows: list[tuple[int, np.ndarray]]) -> None:
-    _set_vectors(rows)
-    REPAIR.run_if_due()
+    if not INDEXER.add(rows):  # a backlog the thread is not keeping up with: index them here
+        _set_vectors(rows)
+        REPAIR.run_if_due()
+
+
+class _Indexer:
+    """This process's HNSW inserts, off the writers' path: a thread with its own connection
+    (memory.threads.ConnectedThread) takes the rows of every write committed since its last
+    batch and sets their indexed vectors in one statement. Rows it has not indexed yet stay
+    `embedding IS NULL`, which searches compare exactly and the repair indexes if the process
+    dies first, so a queued row is never lost, only late. At most BACKLOG rows wait: past that a
+    writer indexes its own (as it did before this thread), so a burst cannot pile up unindexed
+    rows that every search would then compare."""
+
+    BACKLOG = 256
+    BATCH = 128  # rows per statement: one long UPDATE would hold its rows' locks for seconds
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.rows: list[tuple[int, np.ndarray]] = []
+        self.flushing = False
+        self.pid = 0
+        self.thread = ConnectedThread("hnsw-indexer")
+
+    def add(self, rows: list[tuple[int, np.ndarray]]) -> bool:
+        """Queue rows for the thread; False (nothing queued) when the backlog is full."""
+        with self.lock:
+            if self.pid != os.getpid():  # a forked child starts with nothing queued
+                self.pid, self.rows, self.flushing = os.getpid(), [], False
+            if len(self.rows) + len(rows) > self.BACKLOG:
+                return False
+            self.rows.extend(rows)
+            if not self.flushing:
+                self.flushing = True
+                self.thread.submit(self._flush)
+        return True
+
+    def wait(self, timeout: float = 30.0) -> bool:
+        """Until every row queued so far is indexed (or failed, left to the repair)."""
+        return self.thread.wait(timeout)
+
+    def _flush(self) -> None:
+        while True:
+            with self.lock:
+                batch, self.rows = self.rows[: self.BATCH], self.rows[self.BATCH :]
+                if not batch:
+                    self.flushing = False
+                    return
+            try:
+                with connection.cursor() as cursor:
+                    # A lost commit of an index write leaves its rows unindexed, searched exactly
+                    # and repaired: no flush of the log to wait for (nor one more for the next
+                    # writer's commit to queue behind). The thread's connection does nothing else.
+                    cursor.execute("SET synchronous_commit = off")
+                _set_vectors(batch)
+                REPAIR.run_if_due()
+            except Exception:  # the rows stay unindexed: searched exactly, repaired later
+                log.exception("could not index %d vectors; the repair will", len(batch))
+                connection.close()
+
+
+INDEXER = _Indexer()
 
 
 def index_pending(*, older_than: float = 0.0, batch: int = 500) -> int:
@@ -297,30 +366,79 @@ def bulk_index(pairs: Iterable[tuple[int, np.ndarray]], *, db=connection) -> int
     return count
 
 
+# Every query's k nearest through the HNSW index (LATERAL: one statement for a job's facts; the
+# session's iterative scan may return a query's rows slightly out of order, they are re-sorted
+# here), and the vectors not indexed yet, newest first, compared here exactly.
 NEAREST_SQL = (
-    "WITH hits AS MATERIALIZED (SELECT id, embedding <=> %s::vector AS distance "
-    "FROM embeddings WHERE model = %s ORDER BY distance LIMIT %s) "
-    "SELECT id, distance FROM hits ORDER BY distance, id"
+    "SELECT q.i, h.id, h.distance, NULL::bytea FROM unnest(%s::vector[]) WITH ORDINALITY "
+    "AS q(v, i) CROSS JOIN LATERAL (SELECT id, embedding <=> q.v AS distance FROM embeddings "
+    "WHERE model = %s ORDER BY distance LIMIT %s) h "
+    "UNION ALL (SELECT 0, id, NULL, vector FROM embeddings WHERE embedding IS NULL "
+    "AND model = %s AND dimensions = %s ORDER BY id DESC LIMIT %s)"
 )
+# Unindexed rows a search compares: the indexer's backlogs and the repair's (rows past these are
+# found once indexed, as every row was before the indexer thread).
+UNINDEXED_SEARCHED = 1000
 
 
 def nearest(query: np.ndarray, *, model: str, k: int) -> list[tuple[int, float]]:
     """(embedding id, cosine distance) of the k nearest vectors of one model, through HNSW.
 
     The session runs with hnsw.iterative_scan = relaxed_order (set by the backend), so the scan
-    goes on until k rows of this model are found; the outer query restores exact order.
+    goes on until k rows of this model are found.
     """
-    if not indexable(query):
-        return []
-    with connection.cursor() as cursor:
-        cursor.execute(NEAREST_SQL, [literal(query), model, k])
-        rows = cursor.fetchall()
-    return [(int(eid), float(distance)) for eid, distance in rows if distance is not None]
+    return nearest_many([query], model=model, k=k)[0]
 
 
 def nearest_many(queries: list[np.ndarray], *, model: str, k: int) -> list[list[tuple[int, float]]]:
-    """`nearest` of each query, one after the other."""
-    return [nearest(query, model=model, k=k) for query in queries]
+    """`nearest` of each query, all in one statement; vectors written but not indexed yet are
+    compared exactly and count as any other."""
+    results: list[list[tuple[int, float]]] = [[] for _ in queries]
+    usable = [i for i, query in enumerate(queries) if indexable(query)]
+    if not usable:
+        return results
+    dimensions = settings.MEMORY_EMBEDDING_DIMENSIONS
+    unindexed: list[tuple[int, np.ndarray]] = []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            NEAREST_SQL,
+            [
+                [literal(queries[i]) for i in usable],
+                model,
+                k,
+                model,
+                dimensions,
+                UNINDEXED_SEARCHED,
+            ],
+        )
+        for position, eid, distance, blob in cursor.fetchall():
+            if blob is not None:
+                unindexed.append((int(eid), np.frombuffer(bytes(blob), dtype=np.float32)))
+            elif distance is not None:
+                results[usable[position - 1]].append((int(eid), float(distance)))
+    if unindexed:
+        _add_exact(results, queries, usable, unindexed)
+    for hits in results:
+        hits.sort(key=lambda hit: (hit[1], hit[0]))
+        del hits[k:]
+    return results
+
+
+def _add_exact(results, queries, usable, unindexed) -> None:
+    """Each query's cosine distance to the unindexed vectors (as pgvector computes it), merged
+    into its hits; ids the index returned already are not added twice."""
+    ids = [eid for eid, vector in unindexed if np.any(vector)]
+    if not ids:
+        return
+    rows = np.vstack([vector for _, vector in unindexed if np.any(vector)]).astype(np.float64)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    for i in usable:
+        query = np.asarray(queries[i], dtype=np.float64)
+        distances = 1.0 - rows @ (query / np.linalg.norm(query))
+        seen = {eid for eid, _ in results[i]}
+        results[i].extend(
+            (eid, float(d)) for eid, d in zip(ids, distances, strict=True) if eid not in seen
+        )
 
 
 def catch_up(model: str) -> None:

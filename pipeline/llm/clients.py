@@ -1,16 +1,18 @@
 """What every model client shares: the call record the job log stores, the chat and embedder
-interfaces, and the timed HTTP chat call that attaches the failed call to its ProviderError."""
+interfaces, and the timed HTTP chat calls (one, or many side by side) that attach a failed call
+to its ProviderError."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import ClassVar, Protocol
 
 import numpy as np
 
 from pipeline.llm import prompts
-from pipeline.llm.transport import ProviderError
+from pipeline.llm.transport import Post, ProviderError, post_json, post_json_each
 from pipeline.parsing import Candidate, Fact
 
 
@@ -57,7 +59,9 @@ class Embedder(Protocol):
 
 
 class HttpChat:
-    """A chat client whose provider module only says how to send one prompt (`_send`)."""
+    """A chat client whose provider module only says how to ask (`_post`: the request for one
+    prompt) and how to read the answer (`_read`); sending, timing and logging are shared here,
+    one call at a time or many side by side."""
 
     provider = ""
 
@@ -65,27 +69,42 @@ class HttpChat:
         self.model = model
         self.timeout = timeout
 
-    def _complete(self, prompt: str, schema: dict, kind: str) -> CallRecord:
-        record = CallRecord(kind=kind, provider=self.provider, model=self.model, prompt=prompt)
-        started = time.perf_counter()
+    def _post(self, prompt: str, schema: dict, kind: str) -> Post:
+        """The POST that asks the model `prompt`, its reply shaped by the JSON `schema`."""
+        raise NotImplementedError
+
+    def _read(self, body: dict) -> tuple[str, int | None, int | None]:
+        """(reply text, prompt tokens, completion tokens) from the server's decoded answer;
+        ProviderError when the answer has no reply."""
+        raise NotImplementedError
+
+    def _recorded(self, record: CallRecord, answer: dict | ProviderError) -> CallRecord:
+        """The record with the reply, or the ProviderError raised with the record attached (the
+        job log still shows what was sent)."""
         try:
-            text, prompt_tokens, completion_tokens = self._send(prompt, schema, kind)
+            if isinstance(answer, ProviderError):
+                raise answer
+            text, prompt_tokens, completion_tokens = self._read(answer)
             if not text or not text.strip():
                 raise ProviderError(f"{self.provider} model {self.model} returned an empty reply")
         except ProviderError as exc:
-            # The failed call travels with the error so the job log still shows what was sent.
             record.error = str(exc)
             exc.call = record
             raise
-        finally:
-            record.duration_ms = (time.perf_counter() - started) * 1000
         record.raw_response = text
         record.prompt_tokens, record.completion_tokens = prompt_tokens, completion_tokens
         return record
 
-    def _send(self, prompt: str, schema: dict, kind: str) -> tuple[str, int | None, int | None]:
-        """(reply text, prompt tokens, completion tokens) for one prompt and its JSON schema."""
-        raise NotImplementedError
+    def _complete(self, prompt: str, schema: dict, kind: str) -> CallRecord:
+        record = CallRecord(kind=kind, provider=self.provider, model=self.model, prompt=prompt)
+        post = self._post(prompt, schema, kind)
+        started = time.perf_counter()
+        try:
+            answer = post_json(post.url, post.payload, timeout=post.timeout, headers=post.headers)
+        except ProviderError as exc:
+            answer = exc
+        record.duration_ms = (time.perf_counter() - started) * 1000
+        return self._recorded(record, answer)
 
     def extract(self, text: str) -> CallRecord:
         return self._complete(prompts.extraction_prompt(text), prompts.EXTRACTION_SCHEMA, "extract")
@@ -100,6 +119,36 @@ class HttpChat:
         return self._complete(
             prompts.decision_prompt(fact, candidates, examples), prompts.DECISION_SCHEMA, "decide"
         )
+
+    def decide_each(
+        self,
+        asks: list[tuple[int, Fact, list[Candidate]]],
+        examples: list[dict] | None = None,
+        *,
+        parallel: int,
+    ) -> Iterator[tuple[int, CallRecord]]:
+        """`decide` for every (fact index, fact, candidates), side by side on the transport's
+        event loop, at most `parallel` at a time: (fact index, record) as each answers. The first
+        failure raises (its record attached) and the calls not answered yet are dropped."""
+        records = [
+            CallRecord(
+                kind="decide",
+                provider=self.provider,
+                model=self.model,
+                prompt=prompts.decision_prompt(fact, candidates, examples),
+                fact_index=index,
+            )
+            for index, fact, candidates in asks
+        ]
+        posts = [self._post(r.prompt, prompts.DECISION_SCHEMA, "decide") for r in records]
+        answers = post_json_each(posts, parallel=parallel, lane="decide")
+        try:
+            for position, answer, elapsed_ms in answers:
+                record = records[position]
+                record.duration_ms = elapsed_ms
+                yield record.fact_index, self._recorded(record, answer)
+        finally:
+            answers.close()
 
 
 def token_count(value: object) -> int | None:

@@ -9,7 +9,7 @@ import numpy as np
 from django.conf import settings
 
 from pipeline.llm.clients import HttpChat, token_count, unit_rows
-from pipeline.llm.transport import ProviderError, post_json, reachable
+from pipeline.llm.transport import Post, ProviderError, post_json, reachable
 
 
 class OllamaChat(HttpChat):
@@ -29,8 +29,8 @@ class OllamaChat(HttpChat):
             settings.MEMORY_LLM_TIMEOUT_SECONDS,
         )
 
-    def _send(self, prompt: str, schema: dict, kind: str):
-        body = post_json(
+    def _post(self, prompt: str, schema: dict, kind: str) -> Post:
+        return Post(
             f"{self.base_url}/api/chat",
             {
                 "model": self.model,
@@ -39,8 +39,10 @@ class OllamaChat(HttpChat):
                 "format": schema,
                 "options": {"temperature": 0},
             },
-            timeout=self.timeout,
+            self.timeout,
         )
+
+    def _read(self, body: dict):
         message = body.get("message")
         if not isinstance(message, dict) or not isinstance(message.get("content"), str):
             raise ProviderError("Ollama /api/chat answer has no message content")

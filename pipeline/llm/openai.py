@@ -10,7 +10,7 @@ import numpy as np
 from django.conf import settings
 
 from pipeline.llm.clients import HttpChat, token_count, unit_rows
-from pipeline.llm.transport import ProviderError, post_json
+from pipeline.llm.transport import Post, ProviderError, post_json
 
 
 def _auth(api_key: str) -> dict | None:
@@ -35,8 +35,8 @@ class OpenAIChat(HttpChat):
             settings.MEMORY_LLM_TIMEOUT_SECONDS,
         )
 
-    def _send(self, prompt: str, schema: dict, kind: str):
-        body = post_json(
+    def _post(self, prompt: str, schema: dict, kind: str) -> Post:
+        return Post(
             f"{self.base_url}/chat/completions",
             {
                 "model": self.model,
@@ -47,9 +47,11 @@ class OpenAIChat(HttpChat):
                     "json_schema": {"name": kind, "schema": schema},
                 },
             },
-            timeout=self.timeout,
-            headers=_auth(self.api_key),
+            self.timeout,
+            _auth(self.api_key),
         )
+
+    def _read(self, body: dict):
         try:
             content = body["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError) as exc:

@@ -1,0 +1,211 @@
+"""Decision calls side by side (issue 24, item 2): the transport's event loop sends a job's
+decision calls at once, never more than MEMORY_LLM_PARALLEL of this process at a time, each
+logged with its own reply and duration; timeouts, failures, dropped connections, proxies and
+the transaction guard behave as for a call on its own."""
+
+import threading
+import time
+
+import pytest
+from django.db import transaction
+
+from memory.guard import ModelCallInTransaction
+from pipeline import decision, tasks
+from pipeline.llm import ProviderError, get_chat_client, transport
+from pipeline.llm.transport import Post, post_json_each
+from pipeline.models import LlmCall, Proposal
+from pipeline.parsing import Candidate, Fact
+from tests.fake_ollama import FakeOllama, Script
+from tests.pipeline_support import ScriptedModel, raw, seed
+
+pytestmark = pytest.mark.django_db
+
+NAMES = ["Priya", "Kenji", "Lena", "Mara", "Omar", "Sana", "Ivo", "Yuki", "Aiko", "Bruno"]
+CANDIDATES = [Candidate(1, "mem-1", "Priya likes merge commits", "preference")]
+
+
+class InFlight:
+    """Counts the decision calls the fake server is answering at the same moment."""
+
+    def __init__(self, hold: float = 0.0, barrier: threading.Barrier | None = None):
+        self.lock = threading.Lock()
+        self.now = self.most = self.calls = 0
+        self.hold, self.barrier = hold, barrier
+
+    def __call__(self, content: str, prompt: str) -> None:
+        with self.lock:
+            self.now += 1
+            self.calls += 1
+            self.most = max(self.most, self.now)
+        try:
+            if self.barrier is not None:
+                self.barrier.wait()
+            time.sleep(self.hold)
+        finally:
+            with self.lock:
+                self.now -= 1
+
+
+def job_of(fake_ollama, count: int, in_flight: InFlight):
+    """A raw memory whose `count` facts each have a candidate (so each gets a decision call)."""
+    for name in NAMES[:count]:
+        seed(f"{name} shares notes on Mondays")
+    facts = [f"{name} shares notes every week" for name in NAMES[:count]]
+    ScriptedModel(fake_ollama, facts=facts, on_decide=in_flight)
+    return raw("Weekly notes: who shares notes with whom, and when.").job
+
+
+def test_ten_decision_calls_are_all_on_the_wire_at_once(fake_ollama, settings):
+    settings.MEMORY_LLM_PARALLEL = 10
+    # Every reply waits until all ten calls reached the server: one at a time (or four), the
+    # barrier would break after its timeout and the job would fail.
+    in_flight = InFlight(barrier=threading.Barrier(10, timeout=5))
+    job = job_of(fake_ollama, 10, in_flight)
+    assert tasks.run_job(job.id) == "completed"
+    assert in_flight.most == 10 and not in_flight.barrier.broken
+    decides = LlmCall.objects.filter(job=job, kind="decide")
+    assert sorted(decides.values_list("fact_index", flat=True)) == list(range(10))
+    assert all(call.error is None and call.raw_response for call in decides)
+    assert Proposal.objects.filter(job=job).count() == 10
+
+
+def test_never_more_calls_at_once_than_memory_llm_parallel(fake_ollama, settings):
+    settings.MEMORY_LLM_PARALLEL = 3
+    in_flight = InFlight(hold=0.1)  # each reply takes a while: more would pile up if allowed
+    job = job_of(fake_ollama, 8, in_flight)
+    assert tasks.run_job(job.id) == "completed"
+    assert in_flight.calls == 8 and in_flight.most == 3
+    durations = list(
+        LlmCall.objects.filter(job=job, kind="decide").values_list("duration_ms", flat=True)
+    )
+    # A call's duration starts when it may go (not while it waited for its turn): 8 calls in
+    # rounds of 3 take about 300 ms in all, but none of them took much more than its own 100 ms.
+    assert len(durations) == 8 and all(90 <= ms < 250 for ms in durations), durations
+
+
+def test_the_limit_is_per_process_across_jobs_running_at_once(fake_ollama):
+    in_flight = InFlight(hold=0.1)
+    ScriptedModel(fake_ollama, on_decide=in_flight)
+    client = get_chat_client()
+    asks = [
+        (i, Fact(f"{name} shares notes", "fact", 0.9), CANDIDATES)
+        for i, name in enumerate(NAMES[:4])
+    ]
+    answered = []
+
+    def one_job():
+        answered.extend(call for _, call in client.decide_each(asks, parallel=2))
+
+    threads = [threading.Thread(target=one_job) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert len(answered) == 8 and in_flight.most == 2
+
+
+def test_a_decision_that_outlives_its_timeout_fails_the_job_with_its_call_logged(
+    fake_ollama, settings
+):
+    settings.MEMORY_LLM_PARALLEL = 4
+    settings.MEMORY_LLM_TIMEOUT_SECONDS = 0.3
+    slow = {"Kenji shares notes every week"}
+
+    def hang(content, prompt):
+        if content in slow:
+            time.sleep(1.0)
+
+    seed("Priya and Kenji and Lena share notes")
+    ScriptedModel(
+        fake_ollama,
+        facts=[f"{name} shares notes every week" for name in ("Priya", "Kenji", "Lena")],
+        on_decide=hang,
+    )
+    job = raw("Weekly notes about who shares notes.").job
+    assert tasks.run_job(job.id) == "pending"  # retried later, as any failed call
+    failed = LlmCall.objects.get(job=job, kind="decide", error__isnull=False)
+    assert "timed out after 0.3s" in failed.error and failed.fact_index == 1
+    assert 250 <= failed.duration_ms < 900
+    assert not Proposal.objects.filter(job=job).exists()
+
+
+SIDE_BY_SIDE_FAILURES = {
+    "500": (Script({"error": "out of memory"}, 500), "answered 500"),
+    "empty body": (Script(b"", 200), "empty body"),
+    "invalid JSON": (Script("<html>bad gateway</html>", 200), "invalid JSON"),
+    "not an object": (Script("[1, 2, 3]", 200), "not an object"),
+    "no message": (Script({"model": "qwen3:4b", "done": True}), "no message content"),
+    "blank reply": (Script({"message": {"role": "assistant", "content": " "}}), "empty reply"),
+    "connection dropped": (Script(close=True), "unreachable"),
+}
+
+
+@pytest.mark.parametrize("failure", list(SIDE_BY_SIDE_FAILURES))
+def test_every_failure_side_by_side_is_a_provider_error_carrying_its_call(fake_ollama, failure):
+    script, message = SIDE_BY_SIDE_FAILURES[failure]
+    fake_ollama.script("/api/chat", script)
+    asks = [(0, Fact("Priya prefers squash merges", "fact", 0.9), CANDIDATES)]
+    with pytest.raises(ProviderError, match=message) as caught:
+        list(get_chat_client().decide_each(asks, parallel=4))
+    call = caught.value.call
+    assert call.kind == "decide" and call.provider == "ollama"
+    assert call.error == str(caught.value) and call.prompt and call.raw_response == ""
+
+
+def test_the_openai_provider_side_by_side_sends_its_key_and_reads_its_replies(
+    fake_ollama, settings
+):
+    settings.OPENAI_BASE_URL = fake_ollama.url + "/v1"
+    settings.OPENAI_API_KEY = "sk-test"
+    client = get_chat_client("openai")
+    asks = [(i, Fact(f"{NAMES[i]} shares notes", "fact", 0.9), CANDIDATES) for i in (2, 5, 7)]
+    calls = dict(client.decide_each(asks, parallel=3))
+    assert sorted(calls) == [2, 5, 7]
+    assert all(call.fact_index == index for index, call in calls.items())
+    assert all(c.provider == "openai" and '"action"' in c.raw_response for c in calls.values())
+    assert all(c.prompt_tokens and c.completion_tokens for c in calls.values())
+    assert len(fake_ollama.calls("/v1/chat/completions")) == 3
+    assert fake_ollama.headers[-1]["Authorization"] == "Bearer sk-test"
+
+
+def test_a_kept_alive_connection_the_server_closed_is_not_reused(settings):
+    # A server that keeps connections open (HTTP/1.1, as Ollama does) and closes idle ones
+    # after 0.1 s: the second round finds the first round's connections closed.
+    server = FakeOllama(settings.MEMORY_EMBEDDING_DIMENSIONS, keep_alive=0.1).start()
+    try:
+        posts = [Post(server.url + "/api/tags", {}, 2.0) for _ in range(3)]
+        first = list(post_json_each(posts, parallel=3))
+        time.sleep(0.4)
+        second = list(post_json_each(posts, parallel=3))
+    finally:
+        server.stop()
+    for answers in (first, second):
+        assert sorted(position for position, _, _ in answers) == [0, 1, 2]
+        assert all(isinstance(body, dict) and "models" in body for _, body, _ in answers)
+
+
+def test_a_url_behind_a_proxy_goes_through_the_proxy(fake_ollama, monkeypatch):
+    proxy = FakeOllama().start()  # answers 404 to what it does not know: the proxied URL
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    monkeypatch.setenv("NO_PROXY", "")
+    monkeypatch.setattr(transport, "_shared", {})  # a new sync client reads the proxy settings
+    try:
+        ((_, answer, _),) = post_json_each(
+            [Post(fake_ollama.url + "/api/tags", {}, 2.0)], parallel=2
+        )
+    finally:
+        proxy.stop()
+    assert isinstance(answer, ProviderError) and "answered 404" in str(answer)
+    assert [path for path, _ in proxy.requests] == [fake_ollama.url + "/api/tags"]
+    assert fake_ollama.requests == []
+
+
+def test_side_by_side_calls_refuse_to_start_inside_a_transaction(fake_ollama):
+    facts = [Fact(f"{name} shares notes", "fact", 0.9) for name in NAMES[:3]]
+    candidates = [[decision.ScoredCandidate(CANDIDATES[0], 1, 0.5, 0.5, 0.5, False)]] * 3
+    with transaction.atomic():
+        with pytest.raises(ModelCallInTransaction):
+            list(decision.decide_all(get_chat_client(), facts, candidates, parallel=3))
+        with pytest.raises(ModelCallInTransaction):
+            list(post_json_each([Post(fake_ollama.url + "/api/tags", {}, 1.0)], parallel=2))
+    assert fake_ollama.requests == []
