@@ -4,24 +4,33 @@ the `embedding_changes` log (filled by triggers).
 
 Rows are quantised: sign bits (96 bytes a row at 768 dimensions) and int8 codes with a per-row
 scale (768 bytes), so 100k x 768 costs about 80 MiB of page cache, shared by every process on the
-machine, instead of 300 MiB of float32 in each. A query:
-1. hamming distance of the sign bits against every row (contiguous bit columns: ~1 ms at 100k);
-2. int8 scores of the POOL nearest rows by hamming;
-3. exact float32 cosine, from the stored vectors, of the best rows by int8 score; top k of those.
-Whenever the exact top k survive both cuts the answer equals an exact scan (ids, order, distances).
+machine, instead of 300 MiB of float32 in each. Rows are grouped in lists of similar vectors
+(memory.matrix_lists: an inverted-file index, each list's rows side by side). A batch of queries
+(a job's facts) is answered in one pass (memory.matrix_scan):
+1. each query's nearest lists, until they hold PROBE_ROWS rows (a store too small for lists is
+   scanned whole), and the rows appended since the file was sorted that fall in those lists;
+2. hamming distance of the sign bits to those rows, and one selection of the POOL nearest;
+3. int8 scores of those, and one selection of the best k + RERANK_EXTRA;
+4. exact float32 cosine, from the stored vectors, of those; top k.
+The answer equals an exact scan whenever the exact top k are in the lists probed and survive both
+cuts (recall@5 against brute force is measured by `manage.py bench`, up to 1M rows).
 
 Any process that finds the file behind the log brings it up to date under an exclusive flock:
-rows are written in place or appended (the row count is published after the rows, the log
-position after that), and the file is rewritten beside and renamed over when it is full, mostly
-dead, or when the log was pruned past it; the old file is marked superseded so readers re-map.
-An in-memory database (the tests) gets an anonymous mapping of the same layout in its process.
+rows are written in place or appended to the tail in their nearest list (the row count is
+published after the rows, the log position after that); a changed vector that belongs in another
+list moves to the tail. The file is rewritten beside and renamed over, its rows sorted by list
+(lists grown too long split), when it is full, mostly dead, its tail long, or when the log was
+pruned past it; the old file is marked superseded so readers re-map. An in-memory database (the
+tests) gets an anonymous mapping of the same layout in its process.
 
 A mapped file that shrinks under a reader would kill the process with SIGBUS, so the file's blocks
 are allocated for real before anything is written to them (a full disk fails the allocation, not a
-later write), and its size and header are checked before every use. A file that is short, has an
-impossible header or holds rows that disagree with the stored vectors at the exact re-rank is
-rebuilt from the database; when no file can be written, `MatrixUnavailable` tells the caller to
-search exactly instead (memory.vectors falls back to the sqlite-vec scan, flagged degraded).
+later write), and its size and header are checked before every use; the index's sections carry a
+checksum, checked when the file is mapped and by the sweep. A file that is short, has an
+impossible header or index, or holds rows that disagree with the stored vectors at the exact
+re-rank is rebuilt from the database; when no file can be written, `MatrixUnavailable` tells the
+caller to search exactly instead (memory.vectors falls back to the sqlite-vec scan, flagged
+degraded).
 """
 
 from __future__ import annotations
