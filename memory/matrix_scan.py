@@ -15,7 +15,6 @@ from memory.threads import process_pool
 HAMMING_BLOCK = 16384  # rows compared with a batch of queries at a time (their bits fit in cache)
 PARALLEL_SCAN_ROWS = 32768  # fewer rows than this per thread are scanned in the caller's thread
 _SCAN_THREADS = max(1, min(4, os.cpu_count() or 1))
-FAR = np.uint16(0xFFFF)  # the distance of a dead row, or of padding: past any live row
 
 
 def _hamming_rows(mapping: _Mapping, query_bits, distance, first: int, last: int) -> None:
@@ -71,50 +70,58 @@ def hamming_of(mapping: _Mapping, query_bits: np.ndarray, rows: np.ndarray) -> n
     return np.add.reduce(np.bitwise_count(gathered), axis=0, dtype=np.uint16)
 
 
-def _nearest(distance: np.ndarray, rows: np.ndarray, want: int) -> np.ndarray:
-    """Each query's `want` rows of smallest distance, -1 where fewer are live (one selection)."""
-    if distance.shape[1] > want:
-        pick = np.argpartition(distance, want - 1, axis=1)[:, :want]
-        distance = np.take_along_axis(distance, pick, axis=1)
-        rows = np.take_along_axis(rows, pick, axis=1)
-    return np.where(distance == FAR, -1, rows)
+def _nearest(distance: np.ndarray, rows: np.ndarray, want: int, far: int) -> np.ndarray:
+    """Each query's `want` rows of smallest distance (any of those tied at the cut), -1 where
+    fewer are live: one counting pass per query (distances are small integers), no sort."""
+    if distance.shape[1] <= want:
+        return np.where(distance >= far, -1, rows)
+    chosen = np.full((len(distance), want), -1, dtype=np.int64)
+    for i, row in enumerate(distance):
+        reached = np.cumsum(np.bincount(row, minlength=far + 1)[:far])
+        cut = min(int(np.searchsorted(reached, want)), far)  # `want` rows at distance <= cut
+        picked = np.flatnonzero(row < cut)
+        if cut < far:
+            picked = np.concatenate([picked, np.flatnonzero(row == cut)[: want - len(picked)]])
+        chosen[i, : len(picked)] = rows[i, picked]
+    return chosen
 
 
 def _pooled(mapping, count, query_bits, probed, want) -> np.ndarray:
     """(queries, want) rows nearest by hamming, -1 for none: over the whole file, or each
     query's probe (padded to one width with row 0, marked far)."""
-    alive = mapping.alive
+    alive, far = mapping.alive, mapping.layout.words * 64 + 1
     if probed is None:
         distance = hamming_all(mapping, count, query_bits)
-        distance[:, alive[:count] == 0] = FAR
+        distance[:, alive[:count] == 0] = far
         rows = np.broadcast_to(np.arange(count), distance.shape)
-        return _nearest(distance, rows, want)
+        return _nearest(distance, rows, want, far)
     width = max(len(rows) for rows in probed)
     padded = np.zeros((len(probed), width), dtype=np.int64)
-    valid = np.zeros((len(probed), width), dtype=bool)
     for i, rows in enumerate(probed):
         padded[i, : len(rows)] = rows
-        valid[i, : len(rows)] = True
     distance = hamming_of(mapping, query_bits, padded)
-    distance[~valid | (alive[padded] == 0)] = FAR
-    return _nearest(distance, padded, want)
+    distance[alive[padded] == 0] = far
+    for i, rows in enumerate(probed):
+        distance[i, len(rows) :] = far
+    return _nearest(distance, padded, want, far)
 
 
-def _scored(mapping: _Mapping, units: np.ndarray, pool: np.ndarray, keep: int) -> np.ndarray:
-    """Each query's `keep` rows of `pool` with the best int8 scores (-1 stays -1)."""
-    if pool.shape[1] <= keep:
-        return pool
-    safe = np.maximum(pool, 0)
-    codes = mapping.codes[safe].astype(np.float32)  # (queries, pool, dims)
-    scores = np.matmul(codes, units[:, :, None])[:, :, 0] * mapping.scale[safe]
-    scores[pool < 0] = -np.inf
-    pick = np.argpartition(-scores, keep - 1, axis=1)[:, :keep]
-    return np.take_along_axis(pool, pick, axis=1)
+def _scored(mapping: _Mapping, units: np.ndarray, pool: np.ndarray, keep: int) -> list:
+    """Each query's `keep` rows of its `pool` (-1: none) with the best int8 scores, a query at a
+    time (its codes stay in cache between the conversion and the product)."""
+    chosen = []
+    for unit, rows in zip(units, pool, strict=True):
+        rows = rows[rows >= 0]
+        if len(rows) > keep:
+            scores = (mapping.codes[rows].astype(np.float32) @ unit) * mapping.scale[rows]
+            rows = rows[np.argpartition(-scores, keep - 1)[:keep]]
+        chosen.append(rows)
+    return chosen
 
 
 def _part(mapping, count, units, probed, want, keep) -> list[np.ndarray]:
     query_bits = quantise(units)[0]
-    return list(_scored(mapping, units, _pooled(mapping, count, query_bits, probed, want), keep))
+    return _scored(mapping, units, _pooled(mapping, count, query_bits, probed, want), keep)
 
 
 def candidates(mapping: _Mapping, count: int, units, probed, want: int, keep: int) -> list:
@@ -124,7 +131,7 @@ def candidates(mapping: _Mapping, count: int, units, probed, want: int, keep: in
     alive = mapping.alive[:count]
     if count <= want:
         live = np.flatnonzero(alive)
-        chosen = list(_scored(mapping, units, np.broadcast_to(live, (len(units), len(live))), keep))
+        chosen = _scored(mapping, units, np.broadcast_to(live, (len(units), len(live))), keep)
     elif probed is not None and len(units) > 1:
         half = len(units) // 2
         pool = process_pool("matrix-scan", _SCAN_THREADS)
@@ -135,6 +142,5 @@ def candidates(mapping: _Mapping, count: int, units, probed, want: int, keep: in
         chosen = _part(mapping, count, units, probed, want, keep)
     found = []
     for rows in chosen:
-        rows = rows[rows >= 0]
         found.append((mapping.ids[rows].copy(), mapping.bits[:, rows].T.copy()))
     return found
