@@ -114,7 +114,8 @@ def _assign_positions(source: RowSource, positions: np.ndarray, centroids) -> np
 def build(source: RowSource) -> tuple[np.ndarray, np.ndarray]:
     """(centroids, list of each position) of every row of `source`, learnt from a sample: about
     sqrt(lists) groups first, then each group's lists; then one pass over the rows puts each in
-    its group's nearest list, so a row meets ~2 sqrt(lists) centroids instead of all of them."""
+    its group's nearest list, so a row meets ~2 sqrt(lists) centroids instead of all of them.
+    k-means leaves some lists crowded: those past SPLIT_ROWS are split."""
     total, dims = source.total, source.mapping.layout.dims
     if total < INDEX_MIN_ROWS:
         return np.zeros((1, dims), np.float32), np.zeros(total, np.int32)
@@ -145,7 +146,7 @@ def build(source: RowSource) -> tuple[np.ndarray, np.ndarray]:
         for g in np.unique(group):
             rows = np.flatnonzero(group == g)
             list_of[start + rows] = assign(vectors[rows], fine[g]) + first[g]
-    return np.vstack(fine), list_of
+    return split_large(source, np.vstack(fine), list_of)
 
 
 def _learn(source: RowSource, members: np.ndarray, rng) -> np.ndarray:
