@@ -142,5 +142,7 @@ def candidates(mapping: _Mapping, count: int, units, probed, want: int, keep: in
         chosen = _part(mapping, count, units, probed, want, keep)
     found = []
     for rows in chosen:
-        found.append((mapping.ids[rows].copy(), mapping.bits[:, rows].T.copy()))
+        # An id on two rows for a moment (a moved vector, its old row not yet dead) counts once.
+        ids, first = np.unique(mapping.ids[rows], return_index=True)
+        found.append((ids, mapping.bits[:, rows[first]].T.copy()))
     return found

@@ -283,3 +283,19 @@ def test_a_tail_row_in_no_list_is_reported_by_the_sweep_and_rebuilt(stored):
     assert "outside their lists" in vectors.repair_matrix()["m1"]
     assert index.mapping.rows_of(added)  # rebuilt from the database, the new rows in it
     assert vectors.repair_matrix() == {}
+
+
+def test_an_id_on_two_rows_for_a_moment_comes_back_once(stored):
+    # A moved vector's new row is published before its old row dies: a search in between sees
+    # the id twice in the file, and must answer it once.
+    ids, units = stored
+    index = matrix.INDEX
+    index.nearest(units[5], model="m1", k=1)
+    writer = matrix_file._Mapping.open(index.mapping.path, writable=True)
+    count = writer.count
+    lists = matrix_lists.assign(units[5:6], writer.centroids)
+    writer.put(np.array([count]), np.array([ids[5]]), units[5:6], lists)
+    writer.publish(count=count + 1)
+    writer.close()
+    hits = [eid for eid, _ in index.nearest(units[5], model="m1", k=3)]
+    assert hits[0] == int(ids[5]) and hits.count(int(ids[5])) == 1 and len(hits) == 3
