@@ -23,7 +23,7 @@ def process_pool(name: str, workers: int) -> ThreadPoolExecutor:
 
 # numpy's BLAS (OpenBLAS in numpy's wheels) spreads a product over its own threads, which spin
 # while they wait: on a shared 2-core machine a 10 x 768 x 200 product of a search took 3 ms
-# instead of 0.1. Searches here are many small products; this process's own threads
+# instead of 0.3. Searches here are many small products; this process's own threads
 # (process_pool) split the work that is worth splitting.
 _BLAS_SETTERS = (
     "scipy_openblas_set_num_threads64_",
