@@ -10,7 +10,7 @@ PIP_INSTALL := $(PY) -m pip install --quiet --disable-pip-version-check --requir
 RUN_STAMP := $(VENV)/.installed-run-$(shell cat requirements.lock.txt | cksum | cut -d' ' -f1)
 DEV_STAMP := $(VENV)/.installed-dev-$(shell cat requirements.lock.txt requirements-dev.lock.txt | cksum | cut -d' ' -f1)
 
-.PHONY: run test lint format bench browser redis clean lock
+.PHONY: run test lint format bench bench-scale browser redis clean lock
 
 $(RUN_STAMP): requirements.lock.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -68,6 +68,10 @@ format: $(DEV_STAMP)
 
 bench: $(DEV_STAMP)
 	$(PY) manage.py bench --json data/bench.json
+
+# The growth run at 10k, 100k and 1M memories (about ten minutes, 8 GB of temporary disk).
+bench-scale: $(DEV_STAMP)
+	$(PY) manage.py bench --scale --json data/bench-scale.json
 
 # Re-resolve both locks from pyproject.toml with pip-tools (in a throwaway venv), keeping the
 # current pins unless pyproject.toml asks for others; hashes cover every file of each release.

@@ -7,3 +7,8 @@ class MemoryConfig(AppConfig):
     name = "memory"
     verbose_name = "Memory store"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        from memory.threads import blas_threads
+
+        blas_threads(1)  # see memory.threads: small products, no spinning BLAS threads

@@ -4,24 +4,33 @@ the `embedding_changes` log (filled by triggers).
 
 Rows are quantised: sign bits (96 bytes a row at 768 dimensions) and int8 codes with a per-row
 scale (768 bytes), so 100k x 768 costs about 80 MiB of page cache, shared by every process on the
-machine, instead of 300 MiB of float32 in each. A query:
-1. hamming distance of the sign bits against every row (contiguous bit columns: ~1 ms at 100k);
-2. int8 scores of the POOL nearest rows by hamming;
-3. exact float32 cosine, from the stored vectors, of the best rows by int8 score; top k of those.
-Whenever the exact top k survive both cuts the answer equals an exact scan (ids, order, distances).
+machine, instead of 300 MiB of float32 in each. Rows are grouped in lists of similar vectors
+(memory.matrix_lists: an inverted-file index, each list's rows side by side). A batch of queries
+(a job's facts) is answered in one pass (memory.matrix_scan):
+1. each query's nearest lists, until they hold PROBE_ROWS rows (a store too small for lists is
+   scanned whole), and the rows appended since the file was sorted that fall in those lists;
+2. hamming distance of the sign bits to those rows, and one selection of the POOL nearest;
+3. int8 scores of those, and one selection of the best k + RERANK_EXTRA;
+4. exact float32 cosine, from the stored vectors, of those; top k.
+The answer equals an exact scan whenever the exact top k are in the lists probed and survive both
+cuts (recall@5 against brute force is measured by `manage.py bench`, up to 1M rows).
 
 Any process that finds the file behind the log brings it up to date under an exclusive flock:
-rows are written in place or appended (the row count is published after the rows, the log
-position after that), and the file is rewritten beside and renamed over when it is full, mostly
-dead, or when the log was pruned past it; the old file is marked superseded so readers re-map.
-An in-memory database (the tests) gets an anonymous mapping of the same layout in its process.
+rows are written in place or appended to the tail in their nearest list (the row count is
+published after the rows, the log position after that); a changed vector that belongs in another
+list moves to the tail. The file is rewritten beside and renamed over, its rows sorted by list
+(lists grown too long split), when it is full, mostly dead, its tail long, or when the log was
+pruned past it; the old file is marked superseded so readers re-map. An in-memory database (the
+tests) gets an anonymous mapping of the same layout in its process.
 
 A mapped file that shrinks under a reader would kill the process with SIGBUS, so the file's blocks
 are allocated for real before anything is written to them (a full disk fails the allocation, not a
-later write), and its size and header are checked before every use. A file that is short, has an
-impossible header or holds rows that disagree with the stored vectors at the exact re-rank is
-rebuilt from the database; when no file can be written, `MatrixUnavailable` tells the caller to
-search exactly instead (memory.vectors falls back to the sqlite-vec scan, flagged degraded).
+later write), and its size and header are checked before every use; the index's sections carry a
+checksum, checked when the file is mapped and by the sweep. A file that is short, has an
+impossible header or index, or holds rows that disagree with the stored vectors at the exact
+re-rank is rebuilt from the database; when no file can be written, `MatrixUnavailable` tells the
+caller to search exactly instead (memory.vectors falls back to the sqlite-vec scan, flagged
+degraded).
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from memory import matrix_lists, matrix_scan
 from memory.matrix_file import (
     MatrixDamaged,
     MatrixUnavailable,
@@ -47,7 +57,6 @@ from memory.matrix_file import (
     quantise,
     unit_rows,
 )
-from memory.threads import process_pool
 
 log = logging.getLogger(__name__)
 
@@ -65,42 +74,8 @@ def _note_damage(reason: str) -> None:
 CHUNK = 500
 POOL = 512  # rows scored in int8 after the hamming scan
 RERANK_EXTRA = 8  # rows re-ranked exactly beyond the k asked for
-HAMMING_BLOCK = 16384  # rows compared with a batch of queries at a time (their bits fit in cache)
 FULL_LOAD_CHANGES = 5000  # more changed rows than this (and than half the file): reload instead
-
-
-def _select_nearest(distance: np.ndarray, count: int) -> np.ndarray:
-    """Indices of `count` rows with the smallest hamming distances (any of those tied at the cut)."""
-    histogram = np.bincount(distance, minlength=1)
-    cut = int(np.searchsorted(np.cumsum(histogram), count))
-    below = np.flatnonzero(distance < cut)
-    at_cut = np.flatnonzero(distance == cut)[: max(0, count - len(below))]
-    return np.concatenate([below, at_cut])
-
-
-PARALLEL_SCAN_ROWS = 32768  # fewer rows than this per thread are scanned in the caller's thread
-_SCAN_THREADS = max(1, min(4, os.cpu_count() or 1))
-
-
-def _hamming_rows(mapping: _Mapping, query_bits, distance, first: int, last: int) -> None:
-    """Fill distance[:, first:last]. Rows are taken a block at a time so the block's bit columns
-    stay in cache while every query of a batch is compared with them."""
-    queries = len(query_bits)
-    block = min(last - first, HAMMING_BLOCK)
-    scratch = np.empty((queries, block), dtype=np.uint64)
-    counts = np.empty((queries, block), dtype=np.uint8)
-    for start in range(first, last, block):
-        end = min(last, start + block)
-        width = end - start
-        into = distance[:, start:end]
-        for word in range(mapping.layout.words):
-            np.bitwise_xor(
-                mapping.bits[word, start:end][None, :],
-                query_bits[:, word][:, None],
-                out=scratch[:, :width],
-            )
-            np.bitwise_count(scratch[:, :width], out=counts[:, :width])
-            np.add(into, counts[:, :width], out=into)
+TAIL_ROWS = 4096  # rows appended since the file was sorted, at least, before it is sorted again
 
 
 class MatrixIndex:
@@ -283,28 +258,40 @@ class MatrixIndex:
         gone = [row for eid, row in rows.items() if eid not in present]
         if gone:
             mapping.alive[gone] = 0
-        in_place = [i for i, eid in enumerate(found_ids) if int(eid) in rows]
-        if in_place:
-            targets = np.asarray([rows[int(found_ids[i])] for i in in_place])
-            mapping.put(targets, found_ids[in_place], found_vectors[in_place])
-        new = [i for i, eid in enumerate(found_ids) if int(eid) not in rows]
+        indexed = mapping.indexed
+        lists = matrix_lists.assign(found_vectors, mapping.centroids)
+        at = np.asarray([rows.get(int(eid), -1) for eid in found_ids], dtype=np.int64)
+        # A sorted row whose changed vector belongs in another list now goes to the tail (the
+        # old row dies once the new one is published); in its own list it is written in place.
+        stays = (at >= indexed) | ((at >= 0) & (mapping.lists[np.maximum(at, 0)] == lists))
+        in_place, new = np.flatnonzero(stays), np.flatnonzero(~stays)
+        if len(in_place):
+            mapping.put(at[in_place], found_ids[in_place], found_vectors[in_place], lists[in_place])
+        moved = at[new][at[new] >= 0]
         count = mapping.count
-        dead = count - int(mapping.alive[:count].sum())
-        if count + len(new) > mapping.layout.capacity or (dead > 1024 and dead > count // 2):
+        dead = count - int(np.count_nonzero(mapping.alive[:count])) + len(moved)
+        tail = count + len(new) - indexed
+        if (
+            count + len(new) > mapping.layout.capacity
+            or (dead > 1024 and dead > count // 2)
+            or tail > max(TAIL_ROWS, indexed // 8)
+        ):
+            mapping.alive[moved] = 0
             return self._rewrite(mapping, path, found_ids[new], found_vectors[new])
-        if new:
+        if len(new):
             targets = np.arange(count, count + len(new))
-            mapping.put(targets, found_ids[new], found_vectors[new])
+            mapping.put(targets, found_ids[new], found_vectors[new], lists[new])
             mapping.publish(count=count + len(new))  # rows first, then the count that shows them
+        mapping.alive[moved] = 0
         return mapping
 
-    def _new_file(self, path, model, dims, capacity) -> _Mapping:
+    def _new_file(self, path, model, dims, capacity, nlist: int = 0) -> _Mapping:
         database = self._database_identity(str(connection.settings_dict["NAME"]))
         self._serial = getattr(self, "_serial", 0) + 1
         target = (
             None if path is None else path.with_name(f"{path.name}.{os.getpid()}.{self._serial}")
         )
-        return _Mapping.create(target, model, dims, capacity, database)
+        return _Mapping.create(target, model, dims, capacity, database, nlist)
 
     def _grown(self, mapping: _Mapping, path, count: int, capacity: int) -> _Mapping:
         """A bigger unpublished copy of a matrix being loaded (rows arrived while it loaded)."""
@@ -329,32 +316,52 @@ class MatrixIndex:
         return fresh
 
     def _rewrite(self, mapping, path, new_ids, new_vectors) -> _Mapping:
-        """A new file with the live rows (copied as they are) and the new ones, room to grow."""
-        count = mapping.count
+        """A new file with the live rows and the new ones sorted by list, room to grow: the lists
+        kept (those grown too long split), or learnt anew when the file had none worth keeping."""
+        count, nlist = mapping.count, mapping.layout.nlist
         live = np.flatnonzero(mapping.alive[:count])
-        total = len(live) + len(new_ids)
-        capacity = max(1024, int(total * 1.5))
-        fresh = self._new_file(path, mapping.model, mapping.layout.dims, capacity)
-        size = len(live)
-        fresh.ids[:size] = mapping.ids[live]
-        fresh.scale[:size] = mapping.scale[live]
-        fresh.codes[:size] = mapping.codes[live]
-        fresh.bits[:, :size] = mapping.bits[:, live]
-        fresh.alive[:size] = 1
-        if len(new_ids):
-            fresh.put(np.arange(size, total), new_ids, new_vectors)
-        fresh.publish(count=total, seq=mapping.seq)
+        source = matrix_lists.RowSource(mapping, live, new_ids, new_vectors)
+        if nlist > 1 and source.total >= matrix_lists.INDEX_MIN_ROWS:
+            kept = np.clip(mapping.lists[live], 0, nlist - 1)
+            list_of = np.concatenate([kept, matrix_lists.assign(new_vectors, mapping.centroids)])
+            centroids, list_of = matrix_lists.split_large(source, mapping.centroids, list_of)
+        else:
+            centroids, list_of = matrix_lists.build(source)
+        fresh = self._sorted_file(path, source, centroids, list_of, 1.5)
+        fresh.publish(count=source.total, seq=mapping.seq)
         return self._install(fresh, path, mapping)
 
+    def _sorted_file(self, path, source, centroids, list_of, room: float) -> _Mapping:
+        """An unpublished file of `source`'s rows sorted by list; removed if writing it fails."""
+        mapping = source.mapping
+        capacity = max(1024, int(source.total * room) + 16)
+        fresh = self._new_file(path, mapping.model, mapping.layout.dims, capacity, len(centroids))
+        try:
+            matrix_lists.write_sorted(fresh, source, centroids, list_of)
+        except BaseException:
+            if fresh.path is not None:
+                fresh.path.unlink(missing_ok=True)
+            fresh.close()
+            raise
+        return fresh
+
     def _full_load(self, cursor, path, model, dims) -> _Mapping:
+        """Every stored vector, read into memory (rows in the order they come), grouped in lists
+        and written sorted to a new file that replaces the old one."""
         cursor.execute("SELECT COALESCE(MAX(seq), 0) FROM embedding_changes")
         seq = cursor.fetchone()[0]
         cursor.execute(
             "SELECT COUNT(*) FROM embeddings WHERE model = %s AND dimensions = %s", [model, dims]
         )
         expected = int(cursor.fetchone()[0])
-        fresh = self._new_file(path, model, dims, max(1024, int(expected * 1.25) + 16))
-        fresh, count = self._load_rows(cursor, fresh, path, model, dims)
+        staging = self._new_file(None, model, dims, max(1024, int(expected * 1.25) + 16))
+        staging, count = self._load_rows(cursor, staging, None, model, dims)
+        try:
+            source = matrix_lists.RowSource(staging, np.arange(count))
+            centroids, list_of = matrix_lists.build(source)
+            fresh = self._sorted_file(path, source, centroids, list_of, 1.25)
+        finally:
+            staging.close()
         fresh.publish(count=count, seq=seq)
         old = _Mapping.open(path, writable=True) if path is not None and path.exists() else None
         installed = self._install(fresh, path, old)
@@ -372,10 +379,11 @@ class MatrixIndex:
         try:
             while rows := cursor.fetchmany(5000):
                 ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
-                blobs = [np.frombuffer(bytes(r[1]), np.float32) for r in rows]
+                blobs = np.frombuffer(b"".join([row[1] for row in rows]), np.float32)
                 if count + len(rows) > fresh.layout.capacity:  # rows arrived since the count
                     fresh = self._grown(fresh, path, count, int((count + len(rows)) * 1.5))
-                fresh.put(np.arange(count, count + len(rows)), ids, unit_rows(np.vstack(blobs)))
+                vectors = unit_rows(blobs.reshape(len(rows), dims))
+                fresh.put(np.arange(count, count + len(rows)), ids, vectors)
                 count += len(rows)
         except BaseException:
             if fresh.path is not None:
@@ -394,12 +402,13 @@ class MatrixIndex:
             if mapping is None:
                 return None
             seq, count = mapping.seq, mapping.count
+        damage = matrix_lists.damage(mapping, count)
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT DISTINCT embedding_id FROM embedding_changes WHERE seq > %s", [seq]
             )
             moving = {row[0] for row in cursor.fetchall()}  # changed since: not judged now
-            damage = differences(cursor, mapping, count, moving, model, dims)
+            damage = damage or differences(cursor, mapping, count, moving, model, dims)
         if damage is None:
             return None
         _note_damage(damage)
@@ -441,59 +450,15 @@ class MatrixIndex:
             count = mapping.count if mapping is not None else 0
             if count == 0 or k <= 0:
                 return [[] for _ in queries]
-            alive = mapping.alive[:count].astype(bool)
             units = unit_rows(queries)
-            distances = self._hamming(mapping, count, units) if count > POOL else None
-            if distances is not None and not alive.all():
-                distances[:, ~alive] = mapping.layout.words * 64 + 1  # past any live row
-            candidates = [
-                self._candidates(
-                    mapping, alive, unit, None if distances is None else distances[i], k
-                )
-                for i, unit in enumerate(units)
-            ]
+            # Never fewer candidates than asked for: a caller widening k must get k rows.
+            want = max(POOL, 2 * k)
+            probed = None if count <= want else matrix_lists.probes(mapping, count, units, want)
+            candidates = matrix_scan.candidates(
+                mapping, count, units, probed, want, k + RERANK_EXTRA
+            )
             seq = mapping.seq
         return self._exact(candidates, units, model, k, seq)
-
-    @staticmethod
-    def _hamming(mapping: _Mapping, count: int, units: np.ndarray) -> np.ndarray:
-        """Hamming distance of every query's sign bits to every row's: (queries, rows) uint16.
-
-        Big matrices are split into one row range per core, scanned side by side (numpy releases
-        the GIL in these loops), so a job's batch does not wait on one core while another idles.
-        """
-        query_bits = quantise(units)[0]  # (queries, words)
-        distance = np.zeros((len(units), count), dtype=np.uint16)
-        parts = min(_SCAN_THREADS, max(1, count // PARALLEL_SCAN_ROWS))
-        if parts == 1:
-            _hamming_rows(mapping, query_bits, distance, 0, count)
-            return distance
-        bounds = np.linspace(0, count, parts + 1).astype(int)
-        futures = [
-            process_pool("matrix-scan", _SCAN_THREADS).submit(
-                _hamming_rows, mapping, query_bits, distance, start, end
-            )
-            for start, end in zip(bounds[:-1], bounds[1:], strict=True)
-        ]
-        for future in futures:
-            future.result()
-        return distance
-
-    def _candidates(self, mapping: _Mapping, alive, unit, distance, k):
-        """(embedding ids, their sign bits) of the rows most likely to hold the exact top k
-        (hamming, then int8)."""
-        if distance is not None:
-            # Never fewer candidates than asked for: a caller widening k must get k rows.
-            pool = _select_nearest(distance, max(POOL, 2 * k))
-            pool = pool[alive[pool]]
-        else:
-            pool = np.flatnonzero(alive)
-        rerank = min(len(pool), k + RERANK_EXTRA)
-        if rerank < len(pool):
-            approx = (mapping.codes[pool].astype(np.float32) @ unit) * mapping.scale[pool]
-            pool = pool[np.argpartition(-approx, rerank - 1)[:rerank]]
-        # The rows' sign bits go along, to be checked against the stored vectors at the re-rank.
-        return mapping.ids[pool].copy(), mapping.bits[:, pool].T.copy()
 
     def _exact(self, candidates, units, model, k, seq) -> list[list[tuple[int, float]]]:
         """Exact cosine of each query's candidates from the stored float32 vectors; top k."""

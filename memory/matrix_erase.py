@@ -10,9 +10,10 @@ from memory.matrix_file import _Mapping
 
 
 def erase(index: MatrixIndex, model: str, dims: int, embedding_ids: list[int]) -> list[int]:
-    """Zero the rows of these deleted vectors in the matrix of `model` (ids, sign bits, codes,
-    scale and the live flag), under the file's exclusive lock: a rewrite in progress copies only
-    live rows, so no copy is left. Returns the rows zeroed."""
+    """Zero the rows of these deleted vectors in the matrix of `model` (sign bits, codes, scale
+    and the live flag; the id, a number, keeps the rows' order by id sound), under the file's
+    exclusive lock: a rewrite in progress copies only live rows, so no copy is left. Returns the
+    rows zeroed."""
     wanted = np.asarray(sorted(set(embedding_ids)), dtype=np.int64)
     path = index.path_for(model, dims)
     if path is None:  # an in-memory database: this process's anonymous matrix
@@ -40,8 +41,8 @@ def erase(index: MatrixIndex, model: str, dims: int, embedding_ids: list[int]) -
 def still_held(
     index: MatrixIndex, model: str, dims: int, embedding_ids: list[int], rows: list[int]
 ) -> int:
-    """Rows of the matrix of `model` that carry one of these ids, or that `erase` zeroed and
-    hold anything but zeros now."""
+    """Rows of the matrix of `model` that carry one of these ids or that `erase` zeroed, and
+    still hold any of a vector (or are alive)."""
     path = index.path_for(model, dims)
     own = path is not None
     mapping = (
@@ -50,8 +51,8 @@ def still_held(
     if mapping is None or (not own and index.model != model):
         return 0
     try:
-        carried = len(mapping.rows_of(np.asarray(embedding_ids, dtype=np.int64)))
-        return carried + mapping.nonzero(rows)
+        carried = mapping.rows_of(np.asarray(embedding_ids, dtype=np.int64)).values()
+        return mapping.nonzero(sorted(set(carried) | set(rows)))
     finally:
         if own:
             mapping.close()

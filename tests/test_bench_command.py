@@ -322,3 +322,56 @@ def test_killing_the_benchmark_midway_leaves_no_queue_worker_running(tmp_path):
         for pid in workers:
             if _group_running(pid):
                 os.killpg(pid, signal.SIGKILL)
+
+
+# --- the growth run (issue 24, item 4) -------------------------------------------------------------
+
+
+@pytest.mark.sqlite_only(reason="--scale measures the shared matrix, which serves SQLite")
+def test_the_growth_run_reports_every_figure_per_size_and_its_growth_per_10x(tmp_path):
+    json_path = tmp_path / "scale.json"
+    out = io.StringIO()
+    call_command(
+        "bench",
+        "--scale",
+        "--sizes",
+        "300,3k",
+        "--queries",
+        "20",
+        "--jobs",
+        "3",
+        "--json",
+        str(json_path),
+        stdout=out,
+    )
+    output = out.getvalue()
+    figures = json.loads(json_path.read_text())
+    assert set(figures) == {"engine", "sizes", "growth_per_10x", "minutes"}
+    assert set(figures["sizes"]) == {"300", "3000"}
+    for size in ("300", "3000"):
+        shown = figures["sizes"][size]
+        assert set(shown) == {
+            "load",
+            "matrix_build_s",
+            "search_p50_ms",
+            "vector_10_facts_p50_ms",
+            "vector_10_facts_cpu_p50_ms",
+            "recall_at_5",
+            "job_overhead_p50_ms",
+            "job_cpu_p50_ms",
+            "job_vector_search_p50_ms",
+            "job_keyword_leg_p50_ms",
+            "rss_mib",
+            "matrix_resident_mib",
+            "matrix_file_mib",
+            "matrix_lists",
+        }
+        assert shown["recall_at_5"] == 1.0  # one list: every row scanned, re-ranked exactly
+        assert 0 < shown["matrix_resident_mib"] <= shown["matrix_file_mib"] < shown["rss_mib"]
+        assert all(is_number(v) and v >= 0 for k, v in shown.items() if k != "load")
+    growth = figures["growth_per_10x"]["300->3k"]
+    assert is_number(growth["job_overhead_p50_ms"]) and growth["matrix_file_mib"] > 1
+    assert re.search(r"growth per 10x, 300->3k\s+x[\d.]+\s+<= x1.5\s+(ok|OVER)", output)
+    assert "vector leg recall@5 vs brute force @ 3k" in output
+    workdir = re.search(r"Benchmark database: (\S+)", output).group(1)
+    assert not Path(workdir).exists()

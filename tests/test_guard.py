@@ -81,6 +81,7 @@ MAY_OPEN_TRANSACTIONS = {
     "memory/jobs.py",
     "pipeline/writes",
     "devtools/bench.py",
+    "devtools/bench_scale.py",  # the growth run bulk-loads its synthetic store, as bench.py does
     "memory/management/commands/copy_store.py",
 }
 

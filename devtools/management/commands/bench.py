@@ -1,5 +1,6 @@
-"""bench [--engine sqlite|postgres] [--sizes 10000,100000] [--json FILE]: measure the store and
-the pipeline at scale.
+"""bench [--engine sqlite|postgres] [--sizes 10k,100k] [--json FILE]: measure the store and
+the pipeline at scale. bench --scale [--sizes 10k,100k,1M]: how search, recall, a job's overhead
+and memory grow with the store (devtools/bench_scale.py), about ten minutes at its default sizes.
 
 The command never touches your database: it re-runs itself in a child process whose database and
 MEMORY_DATA_DIR are temporary (a SQLite file in a temporary directory; with --engine postgres a
@@ -32,11 +33,23 @@ def _raise_exit(signum, frame):
     raise SystemExit(128 + signum)
 
 
+_UNITS = {"k": 1_000, "m": 1_000_000}
+
+
+def _size(part: str) -> int:
+    part = part.strip().replace("_", "").lower()
+    if part[-1:] in _UNITS:
+        return int(float(part[:-1]) * _UNITS[part[-1]])
+    return int(part)
+
+
 def parse_sizes(value: str) -> list[int]:
     try:
-        sizes = [int(part.replace("_", "")) for part in value.split(",") if part.strip()]
+        sizes = [_size(part) for part in value.split(",") if part.strip()]
     except ValueError as exc:
-        raise argparse.ArgumentTypeError("sizes must be comma-separated integers") from exc
+        raise argparse.ArgumentTypeError(
+            "sizes must be comma-separated counts (10000, 10k, 1M)"
+        ) from exc
     if not sizes or any(size < 50 for size in sizes):
         raise argparse.ArgumentTypeError("give one or more sizes of at least 50")
     return sizes
@@ -53,9 +66,16 @@ class Command(BaseCommand):
         parser.add_argument(
             "--sizes",
             type=parse_sizes,
-            default=[10_000, 100_000],
-            help="store sizes (memories, and pending proposals for the queue page); "
-            "default 10000,100000; 1000000 runs too (about half an hour, several GB of disk)",
+            default=None,
+            help="store sizes (memories, and pending proposals for the queue page), as 10000 or "
+            "10k; default 10k,100k (with --scale: 10k,100k,1M)",
+        )
+        parser.add_argument(
+            "--scale",
+            action="store_true",
+            help="the growth run (SQLite): search, recall@5, job overhead, resident memory and "
+            "the matrix file at each size, with their growth per 10x; no queue, remember or "
+            "load phases. About ten minutes and 8 GB of disk at 10k,100k,1M",
         )
         parser.add_argument("--json", dest="json_path", help="write the figures to this file")
         parser.add_argument(
@@ -103,6 +123,7 @@ class Command(BaseCommand):
         # Internal: the child process that does the work, and the fake model server.
         parser.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
         parser.add_argument("--serve-fake-model", type=float, help=argparse.SUPPRESS)
+        parser.add_argument("--probe-rss", help=argparse.SUPPRESS)
 
     def handle(self, *args, **options):
         if options["serve_fake_model"] is not None:
@@ -110,6 +131,18 @@ class Command(BaseCommand):
 
             serve_fake_model(options["serve_fake_model"])
             return
+        if options["probe_rss"]:
+            from devtools.bench_scale import probe_rss
+
+            self._inner_only()
+            probe_rss(options["probe_rss"])
+            return
+        if options["sizes"] is None:
+            from devtools.bench_scale import SCALE_SIZES
+
+            options["sizes"] = SCALE_SIZES if options["scale"] else [10_000, 100_000]
+        if options["scale"] and options["engine"] != "sqlite":
+            raise CommandError("--scale measures the shared matrix: SQLite only")
         if options["inner"]:
             self._inner(options)
             return
@@ -157,6 +190,8 @@ class Command(BaseCommand):
         ]
         if options["skip_load"]:
             command.append("--skip-load")
+        if options["scale"]:
+            command.append("--scale")
         if options["analyze"]:
             command.append("--analyze")
         self.stdout.write(f"Benchmark database: {database.describe()} (removed at the end)")
@@ -198,9 +233,8 @@ class Command(BaseCommand):
             database.drop()
             shutil.rmtree(workdir, ignore_errors=True)
 
-    # The child: refuses to run anywhere but the parent's temporary database.
-    def _inner(self, options):
-        from devtools.bench import Bench, Options
+    def _inner_only(self):
+        """Refuse to run anywhere but the parent's temporary database."""
         from memory import backend
 
         workdir = os.environ.get(BENCH_DIR_ENV)
@@ -213,9 +247,18 @@ class Command(BaseCommand):
             temporary = bool(workdir) and database.startswith(f"{workdir}{os.sep}")
         if not temporary:
             raise CommandError("--inner runs only inside `manage.py bench` (temporary database)")
+
+    # The child: refuses to run anywhere but the parent's temporary database.
+    def _inner(self, options):
+        from devtools.bench import Bench, Options
+
+        self._inner_only()
         # SIGTERM unwinds like an exception, so the qcluster and fake server children are stopped.
         signal.signal(signal.SIGTERM, _raise_exit)
-        bench = Bench(
+        runner = Bench
+        if options["scale"]:
+            from devtools.bench_scale import ScaleBench as runner
+        bench = runner(
             Options(
                 sizes=options["sizes"],
                 remember_calls=options["remember_calls"],
@@ -231,9 +274,10 @@ class Command(BaseCommand):
             lambda line: self.stdout.write(line),
         )
         figures = bench.run()
+        report = bench.bench.report if options["scale"] else bench.report
         self.stdout.write("")
-        self.stdout.write(bench.report.table())
-        for note in bench.report.notes:
+        self.stdout.write(report.table())
+        for note in report.notes:
             self.stdout.write(note)
         Path(options["json_path"]).write_text(json.dumps(figures, indent=2) + "\n")
 
