@@ -18,10 +18,8 @@ import logging
 from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
 
-from django_q.tasks import async_task
-
 from memory.content import normalize
-from pipeline import extraction, parsing
+from pipeline import extraction, handoff, parsing
 from pipeline.config import get_config
 from pipeline.decision import NO_CANDIDATES_REASON
 from pipeline.llm import CallRecord, ChatClient, ProviderError, get_chat_client
@@ -282,16 +280,7 @@ def ask_second_opinion(
 
 def _hand_off(run_id: str) -> None:
     """Queue `run_replay(run_id)`; a run that cannot be queued fails with the reason."""
-    try:
-        async_task(
-            "pipeline.replay.run_replay",
-            run_id,
-            task_name=f"replay-{run_id}",
-            q_options={"group": "replay"},
-        )
-    except Exception as exc:
-        log.exception("could not queue second opinion %s", run_id)
-        writes.finish_run(run_id, f"the run could not be queued: {exc}")
+    handoff.hand_off("pipeline.replay.run_replay", run_id, kind="replay", fail=writes.finish_run)
 
 
 def run_replay(run_id: str) -> str | None:

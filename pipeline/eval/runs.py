@@ -21,8 +21,8 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.utils import timezone
-from django_q.tasks import async_task
 
+from pipeline import handoff
 from pipeline.config import get_config
 from pipeline.eval import cases as case_format
 from pipeline.eval.outcome import Outcome
@@ -96,16 +96,7 @@ def start_run(
 
 def hand_off(run_id: str) -> None:
     """Queue `run_eval(run_id)`; a run that cannot be queued fails with the reason."""
-    try:
-        async_task(
-            "pipeline.tasks.run_eval",
-            run_id,
-            task_name=f"eval-{run_id}",
-            q_options={"group": "eval"},
-        )
-    except Exception as exc:
-        log.exception("could not queue evaluation %s", run_id)
-        writes.fail_run(run_id, f"the run could not be queued: {exc}")
+    handoff.hand_off("pipeline.tasks.run_eval", run_id, kind="eval", fail=writes.fail_run)
 
 
 def cases_of(run: EvalRun) -> case_format.CaseSet:

@@ -27,11 +27,11 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import IntegrityError
-from django_q.tasks import async_task
 
 from memory.imported import DONE, Incoming, Outcome
 from memory.models import ActorType
 from memory.writes import Actor
+from pipeline import handoff
 from pipeline.config import get_config
 from pipeline.imports import formats
 from pipeline.imports.formats import FileRefused, Options, Refusal
@@ -88,16 +88,7 @@ def start_upload(
 
 def hand_off(run_id: str) -> None:
     """Queue `run_task(run_id)`; a run that cannot be queued fails with the reason."""
-    try:
-        async_task(
-            "pipeline.imports.runs.run_task",
-            run_id,
-            task_name=f"import-{run_id}",
-            q_options={"group": "import"},
-        )
-    except Exception as exc:
-        log.exception("could not queue import %s", run_id)
-        writes.fail_run(run_id, f"the import could not be queued: {exc}")
+    handoff.hand_off("pipeline.imports.runs.run_task", run_id, kind="import", fail=writes.fail_run)
 
 
 def _claim(run_id: str) -> tuple[ImportRun, str] | None:

@@ -14,10 +14,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import F, Q
 from django.utils import timezone
 
 from pipeline.models import EvalResult, EvalRun, ReplayStatus
+from pipeline.writes import leased_runs
 
 
 def create_run(
@@ -46,27 +46,13 @@ def create_run(
     )
 
 
-def _stale(cutoff) -> Q:
-    return Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=cutoff)
-
-
 def claim_run(
     run_id: str, *, worker: str, lease_timeout: timedelta, max_attempts: int
 ) -> EvalRun | None:
-    """Hold a queued run (or a running one whose worker died) for `worker`, one attempt more.
-    None: finished, gone, held by a live worker, or out of attempts (the sweep fails it)."""
-    now = timezone.now()
-    claimable = Q(status=ReplayStatus.QUEUED) | (
-        Q(status=ReplayStatus.RUNNING) & _stale(now - lease_timeout)
+    """Hold the run for `worker` (leased_runs.claim)."""
+    return leased_runs.claim(
+        EvalRun, run_id, worker=worker, lease_timeout=lease_timeout, max_attempts=max_attempts
     )
-    claimed = EvalRun.objects.filter(claimable, id=run_id, attempts__lt=max_attempts).update(
-        status=ReplayStatus.RUNNING,
-        worker=worker,
-        claimed_at=now,
-        heartbeat_at=now,
-        attempts=F("attempts") + 1,
-    )
-    return EvalRun.objects.get(id=run_id) if claimed else None
 
 
 def recorded(run_id: str) -> dict[int, dict]:
@@ -94,13 +80,8 @@ def record(run_id: str, worker: str, outcomes: dict[int, dict]) -> bool:
 
 
 def release_run(run_id: str, worker: str) -> bool:
-    """The task used its time slice: the run goes back to the queue to go on in a new task, its
-    attempts reset (it made progress; attempts count the workers that died on it)."""
-    return bool(
-        EvalRun.objects.filter(id=run_id, status=ReplayStatus.RUNNING, worker=worker).update(
-            status=ReplayStatus.QUEUED, worker="", heartbeat_at=None, attempts=0
-        )
-    )
+    """Back to the queue after the task's time slice (leased_runs.release)."""
+    return leased_runs.release(EvalRun, run_id, worker)
 
 
 def finish_run(run_id: str, worker: str, report: dict, counts: dict) -> bool:
@@ -134,8 +115,7 @@ def reclaim_stale_runs(lease_timeout: timedelta, *, max_attempts: int) -> tuple[
     """Running runs whose heartbeat outlived the lease timeout lost their worker: those with
     attempts left go back to the queue (their ids are returned, to be queued again), the others
     fail saying why."""
-    cutoff = timezone.now() - lease_timeout
-    stale = EvalRun.objects.filter(_stale(cutoff), status=ReplayStatus.RUNNING)
+    stale, cutoff = leased_runs.stale_running(EvalRun, lease_timeout)
     out_of_attempts = list(stale.filter(attempts__gte=max_attempts).values_list("id", flat=True))
     for run_id in out_of_attempts:
         fail_run(
@@ -144,8 +124,5 @@ def reclaim_stale_runs(lease_timeout: timedelta, *, max_attempts: int) -> tuple[
             "start the evaluation again",
         )
     ids = list(stale.values_list("id", flat=True))
-    # Conditional like a claim: a run claimed since it was read keeps its new heartbeat.
-    EvalRun.objects.filter(_stale(cutoff), id__in=ids, status=ReplayStatus.RUNNING).update(
-        status=ReplayStatus.QUEUED, worker="", heartbeat_at=None
-    )
+    leased_runs.requeue(EvalRun, ids, cutoff)
     return ids, len(out_of_attempts)

@@ -11,7 +11,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import F, Q
 from django.utils import timezone
 
 from memory import imported
@@ -21,6 +20,7 @@ from pipeline.imports.formats import Refusal
 from pipeline.imports.models import COMMAND, ImportRun
 from pipeline.imports.report import Progress
 from pipeline.models import ReplayStatus
+from pipeline.writes import leased_runs
 
 
 def create_run(
@@ -49,27 +49,13 @@ def create_run(
     )
 
 
-def _stale(cutoff) -> Q:
-    return Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=cutoff)
-
-
 def claim_run(
     run_id: str, *, worker: str, lease_timeout: timedelta, max_attempts: int
 ) -> ImportRun | None:
-    """Hold a queued run (or a running one whose worker died) for `worker`, one attempt more.
-    None: finished, gone, held by a live worker, or out of attempts (the sweep fails it)."""
-    now = timezone.now()
-    claimable = Q(status=ReplayStatus.QUEUED) | (
-        Q(status=ReplayStatus.RUNNING) & _stale(now - lease_timeout)
+    """Hold the run for `worker` (leased_runs.claim)."""
+    return leased_runs.claim(
+        ImportRun, run_id, worker=worker, lease_timeout=lease_timeout, max_attempts=max_attempts
     )
-    claimed = ImportRun.objects.filter(claimable, id=run_id, attempts__lt=max_attempts).update(
-        status=ReplayStatus.RUNNING,
-        worker=worker,
-        claimed_at=now,
-        heartbeat_at=now,
-        attempts=F("attempts") + 1,
-    )
-    return ImportRun.objects.get(id=run_id) if claimed else None
 
 
 def set_format(run_id: str, fmt: str) -> None:
@@ -115,13 +101,8 @@ def record_batch(
 
 
 def release_run(run_id: str, worker: str) -> bool:
-    """The task used its time slice: the run goes back to the queue to go on in a new task, its
-    attempts reset (it made progress; attempts count the workers that died on it)."""
-    return bool(
-        ImportRun.objects.filter(id=run_id, status=ReplayStatus.RUNNING, worker=worker).update(
-            status=ReplayStatus.QUEUED, worker="", heartbeat_at=None, attempts=0
-        )
-    )
+    """Back to the queue after the task's time slice (leased_runs.release)."""
+    return leased_runs.release(ImportRun, run_id, worker)
 
 
 def finish_run(run_id: str, worker: str) -> bool:
@@ -151,8 +132,7 @@ def reclaim_stale_runs(lease_timeout: timedelta, *, max_attempts: int) -> tuple[
     """Running runs whose heartbeat outlived the lease timeout lost their worker. A queued
     task's run with attempts left goes back to the queue (its id is returned, to be queued
     again); the others fail saying why (a command's run has no upload to go on with)."""
-    cutoff = timezone.now() - lease_timeout
-    stale = ImportRun.objects.filter(_stale(cutoff), status=ReplayStatus.RUNNING)
+    stale, cutoff = leased_runs.stale_running(ImportRun, lease_timeout)
     failed = 0
     for run_id, origin in stale.values_list("id", "origin"):
         if origin == COMMAND:
@@ -170,8 +150,5 @@ def reclaim_stale_runs(lease_timeout: timedelta, *, max_attempts: int) -> tuple[
         )
         failed += 1
     ids = list(stale.values_list("id", flat=True))
-    # Conditional like a claim: a run claimed since it was read keeps its new heartbeat.
-    ImportRun.objects.filter(_stale(cutoff), id__in=ids, status=ReplayStatus.RUNNING).update(
-        status=ReplayStatus.QUEUED, worker="", heartbeat_at=None
-    )
+    leased_runs.requeue(ImportRun, ids, cutoff)
     return ids, failed

@@ -1,0 +1,61 @@
+"""The lease of a queued run (an evaluation's or an import's: `status`, `worker`, `claimed_at`,
+`heartbeat_at`, `attempts`): claimed by one worker, handed back after its time slice, and taken
+back from a worker whose heartbeat outlived the lease. One conditional statement each, so two
+workers never hold one run."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db.models import F, Model, Q, QuerySet
+from django.utils import timezone
+
+from pipeline.models import ReplayStatus
+
+
+def stale(cutoff) -> Q:
+    """A heartbeat older than the cutoff (or none)."""
+    return Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=cutoff)
+
+
+def claim(
+    model: type[Model], run_id: str, *, worker: str, lease_timeout: timedelta, max_attempts: int
+):
+    """Hold a queued run (or a running one whose worker died) for `worker`, one attempt more.
+    None: finished, gone, held by a live worker, or out of attempts (the sweep fails it)."""
+    now = timezone.now()
+    claimable = Q(status=ReplayStatus.QUEUED) | (
+        Q(status=ReplayStatus.RUNNING) & stale(now - lease_timeout)
+    )
+    claimed = model.objects.filter(claimable, id=run_id, attempts__lt=max_attempts).update(
+        status=ReplayStatus.RUNNING,
+        worker=worker,
+        claimed_at=now,
+        heartbeat_at=now,
+        attempts=F("attempts") + 1,
+    )
+    return model.objects.get(id=run_id) if claimed else None
+
+
+def release(model: type[Model], run_id: str, worker: str) -> bool:
+    """The task used its time slice: the run goes back to the queue to go on in a new task, its
+    attempts reset (it made progress; attempts count the workers that died on it)."""
+    return bool(
+        model.objects.filter(id=run_id, status=ReplayStatus.RUNNING, worker=worker).update(
+            status=ReplayStatus.QUEUED, worker="", heartbeat_at=None, attempts=0
+        )
+    )
+
+
+def stale_running(model: type[Model], lease_timeout: timedelta) -> tuple[QuerySet, object]:
+    """The running runs whose worker died (heartbeat older than the lease), and the cutoff."""
+    cutoff = timezone.now() - lease_timeout
+    return model.objects.filter(stale(cutoff), status=ReplayStatus.RUNNING), cutoff
+
+
+def requeue(model: type[Model], ids: list[str], cutoff) -> None:
+    """Back to the queue, conditional like a claim: a run claimed since it was read keeps its
+    new heartbeat."""
+    model.objects.filter(stale(cutoff), id__in=ids, status=ReplayStatus.RUNNING).update(
+        status=ReplayStatus.QUEUED, worker="", heartbeat_at=None
+    )
