@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import socket
 import time
-import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -108,21 +105,7 @@ def cases_of(run: EvalRun) -> case_format.CaseSet:
 
 def claim(run_id: str) -> tuple[EvalRun, str] | None:
     """(the run, the worker's name) when this task may run it."""
-    config = get_config()
-    worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-    run = writes.claim_run(
-        run_id,
-        worker=worker,
-        lease_timeout=timedelta(seconds=config.lease_timeout_seconds),
-        max_attempts=config.max_attempts,
-    )
-    return None if run is None else (run, worker)
-
-
-def slice_seconds() -> float:
-    """How long one task runs before it hands the rest to a new one: well within the queue's
-    timeout, after which django-q2 would kill it."""
-    return float(settings.Q_CLUSTER.get("timeout", 1800)) / 2
+    return handoff.claim(writes.claim_run, run_id)
 
 
 def call_and_record(run: EvalRun, worker: str, client: ChatClient) -> str | None:
@@ -146,7 +129,7 @@ def call_and_record(run: EvalRun, worker: str, client: ChatClient) -> str | None
             if not writes.record(run.id, worker, batch):
                 return "lost"
             batch, last = {}, now
-            if now - started >= slice_seconds() and n < len(todo):
+            if now - started >= handoff.slice_seconds() and n < len(todo):
                 return "released" if _release(run.id, worker) else "lost"
     if batch and not writes.record(run.id, worker, batch):
         return "lost"

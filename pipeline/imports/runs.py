@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import io
 import logging
-import os
-import socket
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator
 from datetime import timedelta
 from itertools import chain, islice
@@ -92,21 +89,7 @@ def hand_off(run_id: str) -> None:
 
 
 def _claim(run_id: str) -> tuple[ImportRun, str] | None:
-    config = get_config()
-    worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-    run = writes.claim_run(
-        run_id,
-        worker=worker,
-        lease_timeout=timedelta(seconds=config.lease_timeout_seconds),
-        max_attempts=config.max_attempts,
-    )
-    return None if run is None else (run, worker)
-
-
-def slice_seconds() -> float:
-    """How long one task runs before it hands the rest to a new one: well within the queue's
-    timeout, after which django-q2 would kill it."""
-    return float(settings.Q_CLUSTER.get("timeout", 1800)) / 2
+    return handoff.claim(writes.claim_run, run_id)
 
 
 def run_task(run_id: str) -> str | None:
@@ -118,7 +101,7 @@ def run_task(run_id: str) -> str | None:
     run, worker = claimed
     try:
         source = io.BytesIO(bytes(run.upload or b""))
-        stopped = import_lines(run, worker, source, slice_for=slice_seconds())
+        stopped = import_lines(run, worker, source, slice_for=handoff.slice_seconds())
     except FileRefused as exc:
         writes.fail_run(run.id, str(exc))
         return ReplayStatus.FAILED
