@@ -151,7 +151,8 @@ def test_hostile_memory_content_shows_as_text_and_runs_nothing(page, live_server
 
 def many_raw(n: int) -> list[str]:
     return [
-        f"Engineer {i} owns the release checklist for project {i}. From the planning notes."
+        f"Engineer {i} owns the release checklist for project {i}. "
+        f"The planning notes of week {i} say so."
         for i in range(n)
     ]
 

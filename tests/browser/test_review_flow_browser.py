@@ -23,7 +23,8 @@ EDIT = "The team moved billing events from Kafka to Pulsar in March."
 
 def owners(n: int, start: int = 0) -> list[str]:
     return [
-        f"Engineer {i} owns the release checklist for project {i}. From the planning notes."
+        f"Engineer {i} owns the release checklist for project {i}. "
+        f"The planning notes of week {i} say so."
         for i in range(start, start + n)
     ]
 

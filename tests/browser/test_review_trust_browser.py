@@ -27,7 +27,8 @@ LATER = [
 
 def owners(n: int) -> list[str]:
     return [
-        f"Engineer {i} owns the release checklist for project {i}. From the planning notes."
+        f"Engineer {i} owns the release checklist for project {i}. "
+        f"The planning notes of week {i} say so."
         for i in range(n)
     ]
 
