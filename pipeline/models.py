@@ -496,7 +496,44 @@ class ReplayRun(models.Model):
         return self.status == ReplayStatus.FAILED
 
 
-class EvalRun(models.Model):
+class LeasedRun(models.Model):
+    """A queued run held by one worker at a time (pipeline.writes.leased_runs): its status, its
+    lease and its times. Evaluations and imports share it."""
+
+    status = models.CharField(
+        max_length=10, choices=ReplayStatus.choices, default=ReplayStatus.QUEUED
+    )
+    error = models.TextField(blank=True, default="")
+    # The lease: who holds the run and its heartbeat, renewed by every record; a running run whose
+    # heartbeat outlived the lease timeout lost its worker and the sweep queues it again.
+    worker = models.CharField(max_length=200, blank=True, default="")
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+    @property
+    def finished(self) -> bool:
+        return self.status in {ReplayStatus.DONE, ReplayStatus.FAILED}
+
+    @property
+    def is_queued(self) -> bool:
+        return self.status == ReplayStatus.QUEUED
+
+    @property
+    def is_done(self) -> bool:
+        return self.status == ReplayStatus.DONE
+
+    @property
+    def is_failed(self) -> bool:
+        return self.status == ReplayStatus.FAILED
+
+
+class EvalRun(LeasedRun):
     """An evaluation of a model on a case set (pipeline.eval.runs), done by a queued task.
 
     The request freezes the set (`set_text`: a reviewed export is built from the store then); the
@@ -514,22 +551,10 @@ class EvalRun(models.Model):
     provider = models.CharField(max_length=20)
     model = models.CharField(max_length=200)
     prompt_version = models.CharField(max_length=20)
-    status = models.CharField(
-        max_length=10, choices=ReplayStatus.choices, default=ReplayStatus.QUEUED
-    )
     done = models.PositiveIntegerField(default=0)
     total = models.PositiveIntegerField(default=0)
     report = models.JSONField(null=True, blank=True)
     counts = models.JSONField(default=dict, blank=True)  # the settings page's evidence (runs.py)
-    error = models.TextField(blank=True, default="")
-    # The lease: who holds the run and its heartbeat, renewed by every record; a running run whose
-    # heartbeat outlived the lease timeout lost its worker and the sweep queues it again.
-    worker = models.CharField(max_length=200, blank=True, default="")
-    claimed_at = models.DateTimeField(null=True, blank=True)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
-    attempts = models.PositiveIntegerField(default=0)
-    created_at = models.DateTimeField()
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "pipeline_eval_runs"
@@ -537,14 +562,6 @@ class EvalRun(models.Model):
 
     def __str__(self) -> str:
         return f"evaluation of {self.model} on {self.set_name} ({self.status})"
-
-    @property
-    def finished(self) -> bool:
-        return self.status in {ReplayStatus.DONE, ReplayStatus.FAILED}
-
-    @property
-    def is_done(self) -> bool:
-        return self.status == ReplayStatus.DONE
 
 
 class EvalResult(models.Model):

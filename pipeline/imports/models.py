@@ -7,14 +7,14 @@ from __future__ import annotations
 from django.db import models
 
 from memory.models import new_id
-from pipeline.models import ReplayStatus
+from pipeline.models import LeasedRun
 
 DASHBOARD, COMMAND = "dashboard", "command"
 # Refusals kept on the run with their line and field; the counts stay exact beyond it.
 REFUSALS_KEPT = 1000
 
 
-class ImportRun(models.Model):
+class ImportRun(LeasedRun):
     """One import of a file. From the dashboard the upload is kept here until the run finishes
     (a queued task reads it, on whichever machine its worker runs); `manage.py import` reads
     its file itself and records its run here too, so the page lists every import."""
@@ -38,17 +38,7 @@ class ImportRun(models.Model):
     # {"imported": [[first, last] line ranges], "deduped": [...], "refused": [{line, field,
     # message}] (the first REFUSALS_KEPT)}
     report = models.JSONField(default=dict, blank=True)
-    status = models.CharField(
-        max_length=10, choices=ReplayStatus.choices, default=ReplayStatus.QUEUED
-    )
-    error = models.TextField(blank=True, default="")
-    # The lease, as an evaluation run's: renewed by every batch recorded.
-    worker = models.CharField(max_length=200, blank=True, default="")
-    claimed_at = models.DateTimeField(null=True, blank=True)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
-    attempts = models.PositiveIntegerField(default=0)
-    created_at = models.DateTimeField()
-    finished_at = models.DateTimeField(null=True, blank=True)
+    # The lease (LeasedRun) is renewed by every batch recorded.
 
     class Meta:
         db_table = "pipeline_import_runs"
@@ -56,22 +46,6 @@ class ImportRun(models.Model):
 
     def __str__(self) -> str:
         return f"import of {self.file_name} ({self.status})"
-
-    @property
-    def finished(self) -> bool:
-        return self.status in {ReplayStatus.DONE, ReplayStatus.FAILED}
-
-    @property
-    def is_queued(self) -> bool:
-        return self.status == ReplayStatus.QUEUED
-
-    @property
-    def is_done(self) -> bool:
-        return self.status == ReplayStatus.DONE
-
-    @property
-    def is_failed(self) -> bool:
-        return self.status == ReplayStatus.FAILED
 
     @property
     def handled(self) -> int:
