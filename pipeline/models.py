@@ -437,46 +437,20 @@ class ReplayStatus(models.TextChoices):
     FAILED = "failed"
 
 
-class ReplayRun(models.Model):
-    """A second opinion: recorded decisions asked again of another model, by a queued task.
+class QueuedRun(models.Model):
+    """A run a queued task does (a second opinion, an evaluation, an import): its status, its
+    error, its times and the workers that died on it (attempts)."""
 
-    The request fixes the proposals to compare and queues the run; the task appends one result
-    per proposal to `results` as each answer arrives, so the page shows progress while the model
-    takes its time. The run row is the only thing a replay writes.
-    """
-
-    id = models.CharField(primary_key=True, max_length=36, default=new_id, editable=False)
-    requested_by = models.CharField(max_length=200)
-    provider = models.CharField(max_length=20)
-    model = models.CharField(max_length=200)
-    with_extraction = models.BooleanField(default=False)
-    # The scope as it was asked for: one proposal, or a slice of the review queue (its filters).
-    proposal = models.ForeignKey(
-        Proposal, null=True, blank=True, on_delete=models.SET_NULL, related_name="replay_runs"
-    )
-    filters = models.TextField(blank=True, default="")
-    proposal_ids = models.JSONField(default=list)  # compared in this order
-    total = models.PositiveIntegerField(default=0)  # proposals in the slice before the cap
     status = models.CharField(
         max_length=10, choices=ReplayStatus.choices, default=ReplayStatus.QUEUED
     )
-    results = models.JSONField(default=list, blank=True)  # one comparison per proposal, in order
     error = models.TextField(blank=True, default="")
-    created_at = models.DateTimeField()
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    # Like a job's lease: renewed at each claim and each saved result; a running run whose lease is
-    # older than the lease timeout lost its worker, and the sweep retries or fails it.
-    leased_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        db_table = "pipeline_replay_runs"
-        ordering = ["-created_at"]
-        verbose_name = "second opinion run"
-
-    def __str__(self) -> str:
-        return f"second opinion by {self.model} ({self.status})"
+        abstract = True
 
     @property
     def finished(self) -> bool:
@@ -496,41 +470,53 @@ class ReplayRun(models.Model):
         return self.status == ReplayStatus.FAILED
 
 
-class LeasedRun(models.Model):
-    """A queued run held by one worker at a time (pipeline.writes.leased_runs): its status, its
-    lease and its times. Evaluations and imports share it."""
+class ReplayRun(QueuedRun):
+    """A second opinion: recorded decisions asked again of another model, by a queued task.
 
-    status = models.CharField(
-        max_length=10, choices=ReplayStatus.choices, default=ReplayStatus.QUEUED
+    The request fixes the proposals to compare and queues the run; the task appends one result
+    per proposal to `results` as each answer arrives, so the page shows progress while the model
+    takes its time. The run row is the only thing a replay writes.
+    """
+
+    id = models.CharField(primary_key=True, max_length=36, default=new_id, editable=False)
+    requested_by = models.CharField(max_length=200)
+    provider = models.CharField(max_length=20)
+    model = models.CharField(max_length=200)
+    with_extraction = models.BooleanField(default=False)
+    # The scope as it was asked for: one proposal, or a slice of the review queue (its filters).
+    proposal = models.ForeignKey(
+        Proposal, null=True, blank=True, on_delete=models.SET_NULL, related_name="replay_runs"
     )
-    error = models.TextField(blank=True, default="")
+    filters = models.TextField(blank=True, default="")
+    proposal_ids = models.JSONField(default=list)  # compared in this order
+    total = models.PositiveIntegerField(default=0)  # proposals in the slice before the cap
+    results = models.JSONField(default=list, blank=True)  # one comparison per proposal, in order
+    started_at = models.DateTimeField(null=True, blank=True)
+    # Like a job's lease: renewed at each claim and each saved result; a running run whose lease is
+    # older than the lease timeout lost its worker, and the sweep retries or fails it.
+    leased_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "pipeline_replay_runs"
+        ordering = ["-created_at"]
+        verbose_name = "second opinion run"
+
+    def __str__(self) -> str:
+        return f"second opinion by {self.model} ({self.status})"
+
+
+class LeasedRun(QueuedRun):
+    """A queued run held by one named worker at a time (pipeline.writes.leased_runs).
+    Evaluations and imports share it."""
+
     # The lease: who holds the run and its heartbeat, renewed by every record; a running run whose
     # heartbeat outlived the lease timeout lost its worker and the sweep queues it again.
     worker = models.CharField(max_length=200, blank=True, default="")
     claimed_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
-    attempts = models.PositiveIntegerField(default=0)
-    created_at = models.DateTimeField()
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         abstract = True
-
-    @property
-    def finished(self) -> bool:
-        return self.status in {ReplayStatus.DONE, ReplayStatus.FAILED}
-
-    @property
-    def is_queued(self) -> bool:
-        return self.status == ReplayStatus.QUEUED
-
-    @property
-    def is_done(self) -> bool:
-        return self.status == ReplayStatus.DONE
-
-    @property
-    def is_failed(self) -> bool:
-        return self.status == ReplayStatus.FAILED
 
 
 class EvalRun(LeasedRun):
