@@ -107,6 +107,9 @@ def test_a_confirmed_purge_shows_its_receipt_and_the_memory_says_it_was_purged(
     body = receipt.content.decode()
     assert receipt.status_code == 200 and "Done." in body and "&quot;verified&quot;: true" in body
     assert SECRET not in body
+    assert '<td><code>memories</code></td><td class="num">1</td>' in body
+    assert 'data-testid="receipt-found">Nothing: 0 copies.' in body
+    assert "Out of the product&#x27;s reach" in body or "Out of the product's reach" in body
     page = admin_client_role.get(reverse("dashboard:memory", args=[memory.id]))
     text = page.content.decode()
     assert 'data-testid="purge-notice"' in text and receipt_url in text

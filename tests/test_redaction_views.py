@@ -117,6 +117,11 @@ def test_redacting_from_the_memory_page_refreshes_it_by_htmx(told, reviewer_clie
     event = MemoryHistory.objects.get(memory=memory, event=REDACTED_EVENT)
     receipt = reverse("dashboard:redaction-receipt", args=[event.id])
     assert f'href="{receipt}"' in page  # the timeline's event links its receipt
+    shown = reviewer_client.get(receipt).content.decode()
+    # The receipt's shared parts (purge_receipt.html's partials): rows, verification, reach.
+    assert '<td><code>memories</code></td><td class="num">2</td>' in shown  # it and its fact
+    assert 'data-testid="receipt-found">Nothing: 0 copies.' in shown
+    assert "Out of the product's reach" in shown and SECRET not in shown
 
 
 def test_redacting_from_the_proposal_page_refreshes_it_by_htmx(told, reviewer_client, hx):
