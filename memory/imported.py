@@ -9,8 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db.models import Q
-
 from memory import jobs, linker
 from memory.backend import lock_contents
 from memory.batch import (
@@ -126,16 +124,17 @@ def _stored(items: list[Incoming]) -> tuple[set[str], dict[tuple[str, str, bool]
     """The ids of the batch already stored, and (agent, hash, deleted) -> a stored memory's id."""
     ids = [item.id for item in items if item.id]
     present = set(Memory.objects.filter(id__in=ids).values_list("id", flat=True)) if ids else set()
-    wanted: dict[str, set[str]] = {}
-    for item in items:
-        wanted.setdefault(item.agent_id, set()).add(item.text.hash)
-    where = Q()
-    for agent_id, hashes in wanted.items():
-        where |= Q(agent_id=agent_id, content_hash__in=sorted(hashes))
+    wanted = {(item.agent_id, item.text.hash) for item in items}
+    # By hash alone, the agent checked here: asked for (agent, hashes), SQLite's planner walked
+    # the agent's whole (agent, live) index, every memory of the agent for each batch.
+    hashes = sorted({content_hash for _, content_hash in wanted})
+    rows = Memory.objects.filter(content_hash__in=hashes).values_list(
+        "agent_id", "content_hash", "is_deleted", "id"
+    )
     same: dict[tuple[str, str, bool], str] = {}
-    rows = Memory.objects.filter(where).values_list("agent_id", "content_hash", "is_deleted", "id")
-    for agent_id, content_hash, deleted, memory_id in rows.order_by("id"):
-        same.setdefault((agent_id, content_hash, deleted), memory_id)
+    for agent_id, content_hash, deleted, memory_id in sorted(rows, key=lambda row: row[3]):
+        if (agent_id, content_hash) in wanted:
+            same.setdefault((agent_id, content_hash, deleted), memory_id)
     return present, same
 
 

@@ -243,6 +243,18 @@ def test_an_import_dedupes_against_what_the_store_already_has_and_within_the_fil
     assert Memory.objects.count() == 2
 
 
+def test_the_same_text_in_another_agent_is_no_duplicate(tmp_path):
+    elsewhere = remember(
+        "Priya prefers squash merges.", actor=Actor("other-bot", "agent"), agent_id="other-bot"
+    ).memory
+    path = tmp_path / "notes.md"
+    path.write_text("Priya prefers squash merges\n")
+    out, _ = run_import(path, "--agent", "support-bot", "-v", "2")
+    assert "1 imported, 0 deduplicated, 0 refused of 1 item." in out
+    imported = Memory.objects.exclude(id=elsewhere.id).get()
+    assert (imported.agent_id, imported.content_hash) == ("support-bot", elsewhere.content_hash)
+
+
 def test_process_queues_an_extraction_job_per_imported_memory_and_the_default_does_not(
     tmp_path, django_capture_on_commit_callbacks
 ):
