@@ -45,7 +45,7 @@ def run_job(job_id: str) -> str | None:
             calls.append(exc.call)
         log.warning("job %s attempt %s failed: %s", job_id, claim.attempts, exc)
         return jobs.fail_job(claim, f"{type(exc).__name__}: {exc}", calls)
-    if outcome is None:  # source forgotten before any model call
+    if outcome is None:  # source forgotten or expired before any model call
         record_job(JobOutcome(claim=claim, provider="-", model="-", calls=calls))
         return JobStatus.CANCELLED
     try:
@@ -67,7 +67,7 @@ def compute(claim: Claim, calls: list[CallRecord], client=None) -> JobOutcome | 
     `client` defaults to the configured chat client (the demo passes a recorded one).
     """
     source = Memory.objects.get(id=claim.memory_id)
-    if source.is_deleted:
+    if source.is_deleted or source.is_expired:  # nothing is extracted from either
         return None
     config = get_config()
     client = client or get_chat_client()

@@ -517,6 +517,34 @@ def test_a_source_forgotten_before_the_model_call_is_cancelled_without_calling_i
     assert Job.objects.get(id=claim.job_id).status == "cancelled"
 
 
+def test_a_source_expired_before_its_job_runs_is_cancelled_without_a_model_call(fake_ollama):
+    result = raw(RAW_TEXT)
+    Memory.objects.filter(id=result.memory.id).update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    assert tasks.run_job(result.job.id) == "cancelled"
+    assert fake_ollama.calls("/api/chat") == [] and fake_ollama.calls("/api/embed") == []
+    job = Job.objects.get(id=result.job.id)
+    assert job.result["cancelled"] == "source memory expired"
+    assert not Memory.objects.filter(source_id=result.memory.id).exists()
+
+
+def test_a_source_that_expires_while_the_model_reads_it_gives_nothing(four_decisions):
+    set_mode("full")
+    result = raw(RAW_TEXT)
+    outcome = tasks.compute(jobs.claim_job(result.job.id), [])
+    assert outcome is not None and outcome.decisions  # the model did read it
+    Memory.objects.filter(id=result.memory.id).update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    record.record_job(outcome)
+    job = Job.objects.get(id=result.job.id)
+    assert job.status == "cancelled" and job.result["cancelled"] == "source memory expired"
+    assert not Proposal.objects.exists()
+    assert not Memory.objects.filter(source_id=result.memory.id).exists()
+    assert LlmCall.objects.filter(job=job).exists()  # the calls it made stay logged
+
+
 def test_forgetting_a_source_cancels_its_pending_job(fake_ollama):
     result = raw(RAW_TEXT)
     writes.forget(result.memory.id, actor=Actor("dana"), reason="oops")

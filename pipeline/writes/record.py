@@ -150,8 +150,7 @@ def record_job(outcome: JobOutcome) -> dict | None:
             id(d): prepare(d, outcome, outcome.source_text, outcome.agent_id, now)
             for d in outcome.decisions
         }
-    # The entities the new memories name, read before the lock (they change rarely; see
-    # writes.entity_ids for the race).
+    # The new memories' entities, read before the lock (rarely changed; writes.entity_ids: race).
     entities = writes.entity_ids(
         [(r.derived.memory, r.derived.names) for r in ready.values() if r.derived is not None]
     )
@@ -178,10 +177,10 @@ def record_job(outcome: JobOutcome) -> dict | None:
         if source is None:
             raise Memory.DoesNotExist(f"memory {job.memory_id} of job {job.id}")
         changed = _changed_since_read(source, outcome)
-        if source.is_deleted or changed:
+        if source.is_deleted or source.is_expired or changed:
             writes.insert_rows(LlmCall, calls)
-            if source.is_deleted:
-                return _cancel(job, outcome, now)
+            if source.is_deleted or source.is_expired:
+                return _cancel(job, source, outcome, now)
             return _requeue(job, outcome, now, changed)
         if outcome.agent_id is None and outcome.decisions:  # an outcome without its agent
             lookup = _look_up(outcome, ready, source.agent_id)
@@ -283,9 +282,10 @@ def _complete(job: Job, result: dict, now: datetime) -> None:
     job_life.complete_in_transaction(job, result, at=now)
 
 
-def _cancel(job: Job, outcome: JobOutcome, now: datetime) -> dict:
-    """The source was forgotten while the model read it: nothing is written from it."""
-    result = {"cancelled": "source memory was forgotten", "warnings": outcome.warnings}
+def _cancel(job: Job, source: Memory, outcome: JobOutcome, now: datetime) -> dict:
+    """The source was forgotten or expired while the model read it: nothing is written from it."""
+    why = "was forgotten" if source.is_deleted else "expired"
+    result = {"cancelled": f"source memory {why}", "warnings": outcome.warnings}
     job_life.cancel_in_transaction(job, result, at=now)
     return result
 
