@@ -228,3 +228,23 @@ def pending_delete(target, n: int = 0, *, action: str = "delete"):
         created_at=now,
         updated_at=now,
     )
+
+
+def approve(client, auth, proposal, **body):
+    """POST the JSON API's approval of a proposal as the token `auth` holds."""
+    return client.post(
+        f"/api/proposals/{proposal.id}/approve",
+        json.dumps(body),
+        content_type="application/json",
+        **auth,
+    )
+
+
+def reject(client, auth, proposal, **body):
+    """POST the JSON API's rejection of a proposal as the token `auth` holds."""
+    return client.post(
+        f"/api/proposals/{proposal.id}/reject",
+        json.dumps(body),
+        content_type="application/json",
+        **auth,
+    )

@@ -15,6 +15,7 @@ from tests.fake_ollama import Script
 from tests.pipeline_support import (
     RAW_TEXT,
     ScriptedModel,
+    approve,
     decision,
     fact,
     four_decisions,
@@ -85,15 +86,6 @@ def test_a_pipeline_update_to_punctuation_is_skipped_with_a_reason(fake_ollama, 
     assert proposal.skipped_reason == "update_invalid_content"
     target = Memory.objects.get(id=store.postgres.id)
     assert (target.content, target.version) == ("The billing service runs on Postgres 14", 1)
-
-
-def approve(client, auth, proposal, **body):
-    return client.post(
-        f"/api/proposals/{proposal.id}/approve",
-        json.dumps(body),
-        content_type="application/json",
-        **auth,
-    )
 
 
 @pytest.mark.parametrize("action", ["add", "update"])

@@ -2,7 +2,6 @@
 pinned memory needs an explicit force (API `force: true`, a ticked box in the dashboard), and a
 bulk approval never includes one."""
 
-import json
 from types import SimpleNamespace
 
 import pytest
@@ -14,6 +13,7 @@ from pipeline.models import Proposal
 from tests.pipeline_support import (
     NONE_FACT,
     RAW_TEXT,
+    approve,
     four_decisions,
     raw,
     seed,
@@ -45,15 +45,6 @@ def pending(fake_ollama, store):
 def unchanged(memory) -> bool:
     current = Memory.objects.get(id=memory.id)
     return (current.version, current.is_deleted, current.content) == (1, False, memory.content)
-
-
-def approve(client, auth, proposal, **body):
-    return client.post(
-        f"/api/proposals/{proposal.id}/approve",
-        json.dumps(body),
-        content_type="application/json",
-        **auth,
-    )
 
 
 # --- API ------------------------------------------------------------------------------------------

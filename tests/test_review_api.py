@@ -1,7 +1,6 @@
 """Reviewer actions through the JSON API: approve (as is, edited, re-decided), reject, refusals,
 list filters, and exactly-once under two concurrent reviewers."""
 
-import json
 import threading
 
 import pytest
@@ -20,11 +19,13 @@ from tests.pipeline_support import (
     RAW_TEXT,
     UPDATE_FACT,
     ScriptedModel,
+    approve,
     configure,
     decision,
     fact,
     four_decisions,
     raw,
+    reject,
     seed_store,
     set_mode,
 )
@@ -51,24 +52,6 @@ def pending(fake_ollama, store):
         "none": "recorded",
     }
     return proposals
-
-
-def approve(client, auth, proposal, **body):
-    return client.post(
-        f"/api/proposals/{proposal.id}/approve",
-        json.dumps(body),
-        content_type="application/json",
-        **auth,
-    )
-
-
-def reject(client, auth, proposal, **body):
-    return client.post(
-        f"/api/proposals/{proposal.id}/reject",
-        json.dumps(body),
-        content_type="application/json",
-        **auth,
-    )
 
 
 def reviewed_audits(proposal):

@@ -2,8 +2,6 @@
 approve (API, dashboard, bulk) answers `stale` and writes nothing, until a reviewer re-decides on
 the raw memory's current version."""
 
-import json
-
 import pytest
 
 from memory import writes
@@ -11,7 +9,15 @@ from memory.models import Memory, MemoryHistory
 from memory.writes import Actor
 from pipeline import review, tasks
 from pipeline.models import Proposal
-from tests.pipeline_support import ADD_FACT, RAW_TEXT, UPDATE_FACT, four_decisions, raw, seed_store
+from tests.pipeline_support import (
+    ADD_FACT,
+    RAW_TEXT,
+    UPDATE_FACT,
+    approve,
+    four_decisions,
+    raw,
+    seed_store,
+)
 
 CORRECTED = "Notes from the Tuesday platform sync: Priya prefers rebase merges after all."
 
@@ -36,15 +42,6 @@ def correct_the_raw_memory(proposal):
         {"content": CORRECTED},
         actor=Actor("dana"),
         reason="the notes were wrong",
-    )
-
-
-def approve(client, auth, proposal, **body):
-    return client.post(
-        f"/api/proposals/{proposal.id}/approve",
-        json.dumps(body),
-        content_type="application/json",
-        **auth,
     )
 
 

@@ -19,10 +19,12 @@ from tests.conftest import _token
 from tests.pipeline_support import (
     RAW_TEXT,
     UPDATE_FACT,
+    approve,
     configure,
     four_decisions,
     pending_delete,
     raw,
+    reject,
     seed_store,
     set_mode,
 )
@@ -53,24 +55,6 @@ def first_bot(db):
 @pytest.fixture
 def second_bot(db):
     return _token(["review"], name="second-bot")
-
-
-def approve(client, auth, proposal, **body):
-    return client.post(
-        f"/api/proposals/{proposal.id}/approve",
-        json.dumps(body),
-        content_type="application/json",
-        **auth,
-    )
-
-
-def reject(client, auth, proposal, **body):
-    return client.post(
-        f"/api/proposals/{proposal.id}/reject",
-        json.dumps(body),
-        content_type="application/json",
-        **auth,
-    )
 
 
 # --- the API ---------------------------------------------------------------------------------------
