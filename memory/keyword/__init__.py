@@ -111,6 +111,12 @@ def merge_index() -> None:
     _engine().merge_index()
 
 
+def trim_changes() -> int:
+    """Trim the log of changed texts the processes' cached posting lists are brought up to date
+    from (SQLite); how many entries went."""
+    return _engine().trim_changes()
+
+
 def still_indexed(memory_ids: list[str], texts: list[str], *, but: str = "") -> int:
     """How many of these memories the full-text index still finds by a word of the texts (other
     than the words of `but`, what they hold now: a purge's marker)."""

@@ -2,7 +2,8 @@
 memory.keyword.bm25 scores them (BM25 with an IDF that never reaches zero, so a match in a store of
 a handful of memories still counts):
 1. document frequencies of the query's terms: one counting query, cached per process on big stores;
-2. every term's posting list (one query for a batch of texts), from which every memory holding a
+2. every term's posting list (memory.keyword.sqlite_postings: kept per process and brought up to
+   date, on big stores), from which every memory holding a
    query term is weighed by the IDF of the terms it holds; nothing is cut before it is weighed
    (the rarest-terms tiers this replaced held 0.40 of the exhaustive ranking's top 10 at
    100k memories, and could miss the one memory holding every query word);
@@ -16,6 +17,7 @@ import numpy as np
 from django.db import connection
 
 from memory import expiry
+from memory.keyword import sqlite_postings
 from memory.keyword.bm25 import (
     CACHE_MIN_ROWS,
     _FrequencyCache,
@@ -57,6 +59,18 @@ def merge_index() -> None:
     (a store older than it) are rewritten away. A purge runs it once, before its one VACUUM."""
     with connection.cursor() as cursor:
         cursor.execute("INSERT INTO memories_fts(memories_fts) VALUES ('optimize')")
+        cursor.execute(sqlite_postings.EVERYTHING_CHANGED_SQL)
+
+
+def trim_changes() -> int:
+    """Drop all but the last CHANGES_KEPT entries of the log of changed texts; how many went."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "DELETE FROM memories_fts_changes WHERE seq <= "
+            "(SELECT max(seq) FROM memories_fts_changes) - %s",
+            [sqlite_postings.CHANGES_KEPT],
+        )
+        return cursor.rowcount
 
 
 def still_indexed(memory_ids: list[str], terms: list[str]) -> int:
@@ -158,33 +172,12 @@ def _window() -> int:
     return keyword.CANDIDATE_WINDOW
 
 
-# Each term's posting list as one string of rowids: a term's memories come back as one value,
-# which numpy reads in one call (a row per posting cost more than the search; printf'd hex cost
-# twice the decimal text).
-_POSTINGS_SQL = (
-    "SELECT %s, (SELECT group_concat(rowid) FROM memories_fts WHERE memories_fts MATCH %s)"
-)
 # The unary + keeps SQLite on the rowids: with the (agent, ...) index it scanned the agent's rows
 # (and with the expiry index, the memories that expire).
 _ROWS_SQL = (
     "SELECT m.rowid, m.id, m.content FROM memories m WHERE m.rowid IN ({marks}) "
     "AND +m.is_deleted = 0 AND +m.agent_id = %s AND {unexpired}{exclude}{where}"
 )
-
-
-def _postings(cursor, terms: list[str]) -> dict[str, np.ndarray]:
-    """The rowids of the memories each term matches (as FTS5 matches it), in one query."""
-    if not terms:
-        return {}
-    cursor.execute(
-        " UNION ALL ".join([_POSTINGS_SQL] * len(terms)),
-        [value for i, term in enumerate(terms) for value in (i, f'"{term}"')],
-    )
-    found = {}
-    for i, text in cursor.fetchall():
-        rowids = np.fromstring(text, dtype=np.int64, sep=",") if text else np.zeros(0, np.int64)
-        found[terms[int(i)]] = rowids
-    return found
 
 
 class _ByWeight:
@@ -250,7 +243,9 @@ def search_many(
         stats = _stats(cursor)
         distinct = sorted({t for ts in terms for t in ts})
         frequencies = document_frequencies(cursor, distinct, stats)
-        postings = _postings(cursor, [t for t in distinct if frequencies.get(t)])
+        postings = sqlite_postings.postings(
+            cursor, [t for t in distinct if frequencies.get(t)], stats.rows
+        )
         for text_terms in terms:
             query = _Query.of(text_terms, frequencies, stats)
             order = _ByWeight(query, text_terms, postings)
@@ -286,8 +281,16 @@ def _visible(cursor, order, window, agent_id, exclude_id, where) -> list[tuple[s
             position = {rowid: i for i, rowid in enumerate(piece)}
             rows = sorted(cursor.fetchall(), key=lambda row: position[row[0]])
             found += [(memory_id, content) for _, memory_id, content in rows]
-        size *= 8  # a thinned window: the rest of the order is read in wider slices
+        size = _next_slice(window - len(found), len(found), start)
     return found[:window]
+
+
+def _next_slice(missing: int, seen: int, read: int) -> int:
+    """How many more rowids of the order to read for `missing` more visible memories, when `seen`
+    of the `read` so far were visible: the excluded source alone takes one place, and a reread of
+    eight windows for it cost more than the whole search; a thin filter still widens fast."""
+    rate = max(seen / read, 1 / 64) if read else 1.0
+    return max(missing * 2, int(missing / rate * 1.25) + 8)
 
 
 def scores_for_many(texts: list[str], memory_ids: list[list[str]]) -> list[dict[str, float]]:

@@ -12,6 +12,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from memory import jobs as job_life
+from memory import keyword
 from memory.batch import insert_rows
 
 # The job's life itself, as the pipeline has always named it (the sweep passes the lease timeout).
@@ -157,7 +158,8 @@ def mark_maintenance_run(at: datetime) -> None:
 def purge_old(before: datetime) -> dict[str, int]:
     """Delete completed/cancelled jobs' model-call logs and the jobs themselves past retention.
 
-    Jobs that produced proposals are kept (proposals reference them); their call logs go.
+    Jobs that produced proposals are kept (proposals reference them); their call logs go. The
+    log of changed texts the keyword caches read is trimmed to its last entries.
     """
     with transaction.atomic():
         old = Job.objects.filter(
@@ -167,4 +169,5 @@ def purge_old(before: datetime) -> dict[str, int]:
             Q(job__in=old) | Q(job__isnull=True, created_at__lt=before)
         ).delete()
         jobs, _ = old.filter(proposals__isnull=True).delete()
+        keyword.trim_changes()
     return {"calls": calls, "jobs": jobs}

@@ -1,0 +1,204 @@
+"""Each query term's posting list on SQLite (the rowids of the memories FTS5 matches it in), kept per
+process: a list read once is brought up to date at each later search by reading only the postings
+above the rowid it was read to and the rows whose text changed since (memories_fts_changes, filled
+by triggers), so a job's ten facts stop reading every posting of every term. A list brought up to
+date equals the list read afresh; a deleted row or a merge of the index empties the cache (a
+rowid can be reused only after a delete), and so do an aged cache, a store that shrank, or one that
+is not the one the cache was filled from.
+
+Reads inside a transaction never use the cache: they see rows a rollback may take back."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from django.db import connection
+
+CHANGES_TABLE_SQL = [
+    # AUTOINCREMENT: a trimmed log never hands out a sequence number a cache has already seen.
+    "CREATE TABLE memories_fts_changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
+    "row INTEGER NOT NULL, deleted INTEGER NOT NULL)",
+    # Saves that leave the text as it was (version bumps, flags) are not changes of the index.
+    "CREATE TRIGGER memories_fts_changed AFTER UPDATE OF content ON memories "
+    "WHEN old.content IS NOT new.content BEGIN "
+    "INSERT INTO memories_fts_changes(row, deleted) VALUES (new.rowid, 0); END",
+    "CREATE TRIGGER memories_fts_removed AFTER DELETE ON memories BEGIN "
+    "INSERT INTO memories_fts_changes(row, deleted) VALUES (old.rowid, 1); END",
+]
+CHANGES_DROP_SQL = [
+    "DROP TRIGGER IF EXISTS memories_fts_removed",
+    "DROP TRIGGER IF EXISTS memories_fts_changed",
+    "DROP TABLE IF EXISTS memories_fts_changes",
+]
+# Logged by a merge of the index (before a purge's VACUUM, which may renumber rowids): every
+# process's cache is emptied, as after a delete.
+EVERYTHING_CHANGED_SQL = "INSERT INTO memories_fts_changes(row, deleted) VALUES (0, 1)"
+# The log keeps this many changes; a cache that has not seen the ones trimmed before it is emptied.
+CHANGES_KEPT = 10_000
+
+# Smaller stores read every list afresh (cheap, and nothing to keep); read at call time, so tests
+# change it here.
+MIN_ROWS = 5000
+# Rowids kept as 32-bit integers: 64 MiB per process at most (a store of a million memories holds
+# about 12 million postings; a job's terms, 2.4 million); more empties the cache.
+MAX_POSTINGS = 16_000_000
+MAX_CHANGES = 256  # rows changed since the cache was filled: more, and it is filled again
+MAX_SECONDS = 300.0
+
+_HEAD_SQL = (
+    "SELECT 0, (SELECT max(rowid) FROM memories), NULL UNION ALL "
+    "SELECT 1, (SELECT min(seq) FROM memories_fts_changes), "
+    "(SELECT max(seq) FROM memories_fts_changes) UNION ALL "
+    "SELECT * FROM (SELECT 2, seq, row * 2 + deleted FROM memories_fts_changes "
+    "WHERE seq > %s ORDER BY seq)"
+)
+_ABOVE_SQL = (
+    "SELECT %s, (SELECT group_concat(rowid) FROM memories_fts WHERE memories_fts MATCH %s "
+    "AND rowid > %s AND rowid <= %s)"
+)
+_AMONG_SQL = (
+    "SELECT %s, (SELECT group_concat(rowid) FROM memories_fts WHERE memories_fts MATCH %s "
+    "AND rowid IN ({rows}))"
+)
+
+
+def _rowids(text: str | None) -> np.ndarray:
+    """A group_concat of rowids as an array (numpy reads the whole string in one call)."""
+    return np.fromstring(text, dtype=np.int64, sep=",") if text else np.zeros(0, np.int64)
+
+
+def read_afresh(cursor, terms: list[str]) -> dict[str, np.ndarray]:
+    """Every term's whole posting list, in one query."""
+    if not terms:
+        return {}
+    cursor.execute(
+        " UNION ALL ".join([_ABOVE_SQL] * len(terms)),
+        [value for i, term in enumerate(terms) for value in (i, f'"{term}"', 0, 2**62)],
+    )
+    return {terms[int(i)]: _rowids(text) for i, text in cursor.fetchall()}
+
+
+@dataclass
+class _List:
+    rowids: np.ndarray  # ascending, int32
+    high: int  # every posting up to this rowid is in `rowids`
+    seq: int  # with every change up to this one folded in
+
+
+class _Cache:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.empty(None)
+
+    def empty(self, key) -> None:
+        self.key, self.lists, self.size = key, {}, 0
+        self.high = self.seq = 0
+        self.changes: list[tuple[int, int]] = []  # (seq, row) of the changed rows seen
+        self.filled_at = time.monotonic()
+
+    def is_stale(self, key, high: int, first: int | None, last: int | None) -> bool:
+        return (
+            key != self.key
+            or high < self.high  # rows went away: another store, or one restored from a copy
+            or (last or 0) < self.seq
+            or (first is not None and first > self.seq + 1 and bool(self.lists))  # trimmed past
+            or time.monotonic() - self.filled_at > MAX_SECONDS
+            or self.size > MAX_POSTINGS
+        )
+
+
+_CACHE = _Cache()
+
+
+def postings(cursor, terms: list[str], rows: int) -> dict[str, np.ndarray]:
+    """Every term's posting list as the index holds it now: from the process's cache, brought up
+    to date in two queries, on a store of MIN_ROWS or more outside a transaction; read afresh
+    otherwise."""
+    if rows < MIN_ROWS or connection.in_atomic_block or not terms:
+        return read_afresh(cursor, terms)
+    with _CACHE.lock:
+        return _up_to_date(cursor, terms)
+
+
+def _up_to_date(cursor, terms: list[str]) -> dict[str, np.ndarray]:
+    cache = _CACHE
+    high, first, last, changed = _head(cursor, cache.seq)
+    key = connection.settings_dict["NAME"]
+    if high >= 2**31:  # rowids past what the kept lists hold
+        return read_afresh(cursor, terms)
+    if (
+        cache.is_stale(key, high, first, last)
+        or any(deleted for _, _, deleted in changed)
+        or len(cache.changes) + len(changed) > MAX_CHANGES
+    ):
+        # Every list is read afresh below, up to `high`: the changes so far are in them.
+        cache.empty(key)
+        changed = []
+    cache.changes += [(seq, row) for seq, row, _ in changed]
+    cache.seq = max(cache.seq, last or 0)
+    statements, params = [], []
+    for i, term in enumerate(terms):
+        held = cache.lists.get(term)
+        statements.append(_ABOVE_SQL)
+        params += [i, f'"{term}"', held.high if held else 0, high]
+        among = _changed_rows(cache, held)
+        if among:
+            statements.append(_AMONG_SQL.format(rows=",".join(map(str, among))))
+            params += [len(terms) + i, f'"{term}"']
+    cursor.execute(" UNION ALL ".join(statements), params)
+    above, now_among = {}, {}
+    for i, text in cursor.fetchall():
+        if i < len(terms):
+            above[terms[i]] = _rowids(text)
+        else:
+            now_among[terms[i - len(terms)]] = _rowids(text)
+    found = {}
+    for term in terms:
+        found[term] = _fold(cache, term, above[term], now_among.get(term), high)
+    cache.high = max(cache.high, high)
+    return found
+
+
+def _head(cursor, seq: int) -> tuple[int, int | None, int | None, list[tuple[int, int, bool]]]:
+    """The store's highest rowid, the log's first and last change, and the changes after `seq`."""
+    cursor.execute(_HEAD_SQL, [seq])
+    high, first, last, changed = 0, None, None, []
+    for kind, a, b in cursor.fetchall():
+        if kind == 0:
+            high = a or 0
+        elif kind == 1:
+            first, last = a, b
+        else:
+            changed.append((a, b // 2, bool(b % 2)))
+    return high, first, last, changed
+
+
+def _changed_rows(cache: _Cache, held: _List | None) -> list[int]:
+    """Rows at or below a cached list's rowid whose text changed after it was read."""
+    if held is None:
+        return []
+    return sorted({row for seq, row in cache.changes if seq > held.seq and row <= held.high})
+
+
+def _fold(cache: _Cache, term: str, above: np.ndarray, among, high: int) -> np.ndarray:
+    """The term's list now: what was cached, less the changed rows, plus what the index holds of
+    them now and of the rows above the cached ones; kept for the next search."""
+    held = cache.lists.get(term)
+    if held is None:
+        rowids = above.astype(np.int32)
+    else:
+        rowids = held.rowids
+        changed = _changed_rows(cache, held)
+        if changed:
+            rowids = rowids[~np.isin(rowids, changed)]
+            among = among.astype(np.int32) if among is not None else rowids[:0]
+            rowids = np.union1d(rowids, among)
+        if len(above):
+            rowids = np.concatenate([rowids, above.astype(np.int32)])
+        cache.size -= len(held.rowids)
+    cache.lists[term] = _List(rowids, max(high, held.high if held else 0), cache.seq)
+    cache.size += len(rowids)
+    return rowids
