@@ -29,7 +29,7 @@ from memory.keyword.bm25 import (
 
 FTS_TABLE_SQL = [
     "CREATE VIRTUAL TABLE memories_fts USING fts5(content, content='memories', "
-    "content_rowid='rowid', tokenize='porter unicode61 remove_diacritics 2')",
+    f"content_rowid='rowid', tokenize='{sqlite_postings.TOKENIZER}')",
     "CREATE TRIGGER memories_fts_ai AFTER INSERT ON memories BEGIN "
     "INSERT INTO memories_fts(rowid, content) VALUES (new.rowid, new.content); END",
     "CREATE TRIGGER memories_fts_ad AFTER DELETE ON memories BEGIN "
@@ -246,43 +246,85 @@ def search_many(
         postings = sqlite_postings.postings(
             cursor, [t for t in distinct if frequencies.get(t)], stats.rows
         )
-        for text_terms in terms:
-            query = _Query.of(text_terms, frequencies, stats)
-            order = _ByWeight(query, text_terms, postings)
-            rows = _visible(cursor, order, window, agent_id, exclude_id, where)
-            scored = [(memory_id, query.score(content)) for memory_id, content in rows]
+        queries = [_Query.of(text_terms, frequencies, stats) for text_terms in terms]
+        orders = [_ByWeight(q, ts, postings) for q, ts in zip(queries, terms, strict=True)]
+        rows = _Rows(cursor, agent_id, exclude_id, where)
+        for query, visible in zip(queries, _visible(rows, orders, window), strict=True):
+            scored = [(rows.id_of(r), query.score(rows.content_of(r))) for r in visible]
             scored = [hit for hit in scored if hit[1] > 0]
             scored.sort(key=lambda hit: (-hit[1], hit[0]))
             results.append(scored[:limit])
     return results
 
 
-def _visible(cursor, order, window, agent_id, exclude_id, where) -> list[tuple[str, str]]:
-    """(memory id, content) of the first `window` rowids of `order` that the agent sees and
-    `where` admits, reading `order` in growing slices."""
-    exclude = " AND m.id != %s" if exclude_id else ""
-    condition = f" AND ({where[0]})" if where else ""
-    unexpired, now = expiry.unexpired_sql("+m.expires_at")
-    found: list[tuple[str, str]] = []
-    start, size = 0, window
-    while start < len(order) and len(found) < window:
-        part = [int(rowid) for rowid in order.first(start + size)[start:]]
-        start += len(part)
-        for chunk in range(0, len(part), 900):  # under SQLite's bound on parameters
-            piece = part[chunk : chunk + 900]
+class _Rows:
+    """The rows one search reads, each once however many texts' windows hold it: the id and text
+    of those the agent sees and `where` admits (None for the others)."""
+
+    def __init__(self, cursor, agent_id: str, exclude_id: str | None, where) -> None:
+        self.cursor, self.agent_id, self.exclude_id, self.where = (
+            cursor,
+            agent_id,
+            exclude_id,
+            where,
+        )
+        self.seen: dict[int, tuple[str, str] | None] = {}
+
+    def read(self, rowids: list[int]) -> None:
+        """Look up the rows not looked up yet."""
+        wanted = [rowid for rowid in dict.fromkeys(rowids) if rowid not in self.seen]
+        exclude = " AND m.id != %s" if self.exclude_id else ""
+        condition = f" AND ({self.where[0]})" if self.where else ""
+        unexpired, now = expiry.unexpired_sql("+m.expires_at")
+        for chunk in range(0, len(wanted), 900):  # under SQLite's bound on parameters
+            piece = wanted[chunk : chunk + 900]
             sql = _ROWS_SQL.format(
                 marks=",".join(["%s"] * len(piece)),
                 unexpired=unexpired,
                 exclude=exclude,
                 where=condition,
             )
-            params = [*piece, agent_id, *now, *([exclude_id] if exclude_id else [])]
-            cursor.execute(sql, params + (list(where[1]) if where else []))
-            position = {rowid: i for i, rowid in enumerate(piece)}
-            rows = sorted(cursor.fetchall(), key=lambda row: position[row[0]])
-            found += [(memory_id, content) for _, memory_id, content in rows]
-        size = _next_slice(window - len(found), len(found), start)
-    return found[:window]
+            params = [*piece, self.agent_id, *now, *([self.exclude_id] if self.exclude_id else [])]
+            self.cursor.execute(sql, params + (list(self.where[1]) if self.where else []))
+            self.seen.update(dict.fromkeys(piece))
+            self.seen.update(
+                (rowid, (memory_id, content))
+                for rowid, memory_id, content in self.cursor.fetchall()
+            )
+
+    def visible(self, rowid: int) -> bool:
+        return self.seen.get(rowid) is not None
+
+    def id_of(self, rowid: int) -> str:
+        return self.seen[rowid][0]
+
+    def content_of(self, rowid: int) -> str:
+        return self.seen[rowid][1]
+
+
+def _visible(rows: _Rows, orders: list[_ByWeight], window: int) -> list[list[int]]:
+    """Each order's first `window` rowids that the agent sees and `where` admits, reading the
+    orders in growing slices; the rows of every order's next slice are read together."""
+    found: list[list[int]] = [[] for _ in orders]
+    start, size = [0] * len(orders), [window] * len(orders)
+    pending = [i for i, order in enumerate(orders) if len(order)]
+    while pending:
+        parts = {
+            i: [int(r) for r in orders[i].first(start[i] + size[i])[start[i] :]] for i in pending
+        }
+        rows.read([rowid for part in parts.values() for rowid in part])
+        pending = []
+        for i, part in parts.items():
+            start[i] += len(part)
+            for rowid in part:
+                if rows.visible(rowid):
+                    found[i].append(rowid)
+                    if len(found[i]) == window:
+                        break
+            if len(found[i]) < window and start[i] < len(orders[i]):
+                size[i] = _next_slice(window - len(found[i]), len(found[i]), start[i])
+                pending.append(i)
+    return found
 
 
 def _next_slice(missing: int, seen: int, read: int) -> int:

@@ -47,6 +47,9 @@ MIN_ROWS = 5000
 MAX_POSTINGS = 16_000_000
 MAX_CHANGES = 256  # rows changed since the cache was filled: more, and it is filled again
 MAX_SECONDS = 300.0
+MAX_BEHIND = 5000  # rows added since a list was read past which it is read afresh
+# The store's tokenizer (memory.keyword.sqlite builds its index with it), for the scratch index.
+TOKENIZER = "porter unicode61 remove_diacritics 2"
 
 _HEAD_SQL = (
     "SELECT 0, (SELECT max(rowid) FROM memories), NULL UNION ALL "
@@ -59,9 +62,20 @@ _ABOVE_SQL = (
     "SELECT %s, (SELECT group_concat(rowid) FROM memories_fts WHERE memories_fts MATCH %s "
     "AND rowid > %s AND rowid <= %s)"
 )
-_AMONG_SQL = (
-    "SELECT %s, (SELECT group_concat(rowid) FROM memories_fts WHERE memories_fts MATCH %s "
-    "AND rowid IN ({rows}))"
+# The scratch index: in this connection's temporary (in-memory) database, filled and emptied by
+# each search that brings lists up to date; it never touches the store's file or its write lock.
+_RECENT_TABLE_SQL = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.memories_fts_recent USING fts5(content, "
+    f"tokenize='{TOKENIZER}')"
+)
+_RECENT_CLEAR_SQL = "DELETE FROM temp.memories_fts_recent"
+_RECENT_FILL_SQL = (
+    "INSERT INTO temp.memories_fts_recent(rowid, content) SELECT rowid, content FROM "
+    "main.memories WHERE (rowid > %s AND rowid <= %s){changed}"
+)
+_RECENT_SQL = (
+    "SELECT %s, (SELECT group_concat(rowid) FROM temp.memories_fts_recent "
+    "WHERE memories_fts_recent MATCH %s)"
 )
 
 
@@ -139,27 +153,42 @@ def _up_to_date(cursor, terms: list[str]) -> dict[str, np.ndarray]:
         changed = []
     cache.changes += [(seq, row) for seq, row, _ in changed]
     cache.seq = max(cache.seq, last or 0)
+    for term in terms:  # a list far behind is read afresh rather than caught up row by row
+        held = cache.lists.get(term)
+        if held is not None and high - held.high > MAX_BEHIND:
+            cache.size -= len(cache.lists.pop(term).rowids)
+    held = {term: cache.lists[term] for term in terms if term in cache.lists}
+    recent = _recent(cursor, cache, held, high)
     statements, params = [], []
     for i, term in enumerate(terms):
-        held = cache.lists.get(term)
-        statements.append(_ABOVE_SQL)
-        params += [i, f'"{term}"', held.high if held else 0, high]
-        among = _changed_rows(cache, held)
-        if among:
-            statements.append(_AMONG_SQL.format(rows=",".join(map(str, among))))
-            params += [len(terms) + i, f'"{term}"']
-    cursor.execute(" UNION ALL ".join(statements), params)
-    above, now_among = {}, {}
-    for i, text in cursor.fetchall():
-        if i < len(terms):
-            above[terms[i]] = _rowids(text)
+        if term in held:
+            statements.append(_RECENT_SQL)
+            params += [i, f'"{term}"']
         else:
-            now_among[terms[i - len(terms)]] = _rowids(text)
-    found = {}
-    for term in terms:
-        found[term] = _fold(cache, term, above[term], now_among.get(term), high)
+            statements.append(_ABOVE_SQL)
+            params += [i, f'"{term}"', 0, high]
+    cursor.execute(" UNION ALL ".join(statements), params)
+    read = {terms[i]: _rowids(text) for i, text in cursor.fetchall()}
+    if recent:
+        cursor.execute(_RECENT_CLEAR_SQL)  # its copies of the texts are not kept
+    found = {term: _fold(cache, term, read[term], high) for term in terms}
     cache.high = max(cache.high, high)
     return found
+
+
+def _recent(cursor, cache: _Cache, held: dict[str, _List], high: int) -> bool:
+    """Copy into this connection's scratch index the rows the held lists lack: those above the
+    lowest list's rowid, and the changed ones. The scratch index tokenizes as the store's does,
+    and a term is looked up in its few rows at a fraction of a lookup in the whole index."""
+    if not held:
+        return False
+    low = min(list_.high for list_ in held.values())
+    changed = sorted({row for list_ in held.values() for row in _changed_rows(cache, list_)})
+    cursor.execute(_RECENT_TABLE_SQL)
+    cursor.execute(_RECENT_CLEAR_SQL)
+    rows = f" OR rowid IN ({','.join(map(str, changed))})" if changed else ""
+    cursor.execute(_RECENT_FILL_SQL.format(changed=rows), [low, high])
+    return True
 
 
 def _head(cursor, seq: int) -> tuple[int, int | None, int | None, list[tuple[int, int, bool]]]:
@@ -183,21 +212,21 @@ def _changed_rows(cache: _Cache, held: _List | None) -> list[int]:
     return sorted({row for seq, row in cache.changes if seq > held.seq and row <= held.high})
 
 
-def _fold(cache: _Cache, term: str, above: np.ndarray, among, high: int) -> np.ndarray:
-    """The term's list now: what was cached, less the changed rows, plus what the index holds of
-    them now and of the rows above the cached ones; kept for the next search."""
+def _fold(cache: _Cache, term: str, read: np.ndarray, high: int) -> np.ndarray:
+    """The term's list now, kept for the next search: read afresh, or what was kept less its
+    changed rows, plus those of them and of the rows above it that the scratch index matched."""
     held = cache.lists.get(term)
     if held is None:
-        rowids = above.astype(np.int32)
+        rowids = read.astype(np.int32)
     else:
         rowids = held.rowids
         changed = _changed_rows(cache, held)
         if changed:
             rowids = rowids[~np.isin(rowids, changed)]
-            among = among.astype(np.int32) if among is not None else rowids[:0]
-            rowids = np.union1d(rowids, among)
+            rowids = np.union1d(rowids, read[np.isin(read, changed)].astype(np.int32))
+        above = read[(read > held.high) & (read <= high)]
         if len(above):
-            rowids = np.concatenate([rowids, above.astype(np.int32)])
+            rowids = np.concatenate([rowids, np.sort(above).astype(np.int32)])
         cache.size -= len(held.rowids)
     cache.lists[term] = _List(rowids, max(high, held.high if held else 0), cache.seq)
     cache.size += len(rowids)
