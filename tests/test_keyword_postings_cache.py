@@ -3,13 +3,17 @@ date equals the list read afresh after memories are added, their text changes (a
 marker), a row is deleted or the index is merged; the keyword leg ranks the same with the cache as
 without it; reads inside a transaction never touch it; and the log of changed texts is trimmed."""
 
+from datetime import timedelta
+
 import pytest
 from django.db import connection, transaction
+from django.utils import timezone
 
 from memory import backend, keyword
 from memory.keyword import sqlite_postings
 from memory.keyword.sqlite import merge_index, trim_changes
 from memory.models import Memory
+from pipeline.writes.jobs import purge_old
 from tests.test_keyword_recall import bulk_store
 
 pytestmark = [
@@ -127,3 +131,11 @@ def test_the_log_of_changed_texts_keeps_only_its_last_entries(monkeypatch):
     assert trim_changes() >= 7
     assert logged() == 5
     assert through_cache() == afresh()
+
+
+def test_maintenance_trims_the_log_of_changed_texts(monkeypatch):
+    for index, memory in enumerate(bulk_store(texts(8))):
+        Memory.objects.filter(pk=memory.pk).update(content=f"changed again {index}")
+    monkeypatch.setattr(sqlite_postings, "CHANGES_KEPT", 3)
+    purge_old(timezone.now() - timedelta(days=30))
+    assert logged() == 3

@@ -10,6 +10,7 @@ Reads inside a transaction never use the cache: they see rows a rollback may tak
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -125,6 +126,8 @@ class _Cache:
 
 
 _CACHE = _Cache()
+# A child forked while another thread held the lock would wait on it forever: it starts empty.
+os.register_at_fork(after_in_child=_CACHE.__init__)
 
 
 def postings(cursor, terms: list[str], rows: int) -> dict[str, np.ndarray]:
