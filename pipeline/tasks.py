@@ -42,7 +42,7 @@ def run_job(job_id: str) -> str | None:
         outcome = compute(claim, calls)
     except Exception as exc:  # any failure is retried; the raw memory is never touched
         if isinstance(exc, ProviderError) and getattr(exc, "call", None) is not None:
-            calls.append(exc.call)
+            calls.extend([exc.call])  # logged by fail_job after the calls before it, in order
         log.warning("job %s attempt %s failed: %s", job_id, claim.attempts, exc)
         return jobs.fail_job(claim, f"{type(exc).__name__}: {exc}", calls)
     if outcome is None:  # source forgotten or expired before any model call
@@ -72,8 +72,6 @@ def compute(claim: Claim, calls: list[CallRecord], client=None) -> JobOutcome | 
     config = get_config()
     client = client or get_chat_client()
     extracted = extraction.extract(client, source.content)
-    if extracted.call is not None:  # None: input too short, no model call made
-        calls.append(extracted.call)
     warnings = list(extracted.warnings)
 
     embedder = get_embedder()
@@ -84,6 +82,8 @@ def compute(claim: Claim, calls: list[CallRecord], client=None) -> JobOutcome | 
     # The thread cannot see a transaction this one holds: check here, where the caller is.
     ensure_outside_transaction("embedding call")
     embedding = process_pool("embed", 1).submit(_embed_call, embedder, texts)
+    if extracted.call is not None:  # None: input too short, no model call made
+        calls.append(extracted.call)  # its log's write, while the embedding call is out
     keyword_hits = decision.keyword_candidates(
         extracted.facts, agent_id=source.agent_id, source_id=source.id
     )
@@ -171,15 +171,17 @@ def _embedded(
         prompt=f"{len(texts)} texts",
         duration_ms=duration_ms,
     )
+    # Logged with the job's write (or its failure), as the decisions are: a write of its own here
+    # would sit between the embedding's return and the candidate search.
     if isinstance(values, ProviderError):
         record.error = str(values)
-        calls.append(record)
+        calls.extend([record])
         warnings.append(f"Embedding prefetch failed: {values}")
         return []
     record.raw_response = (
         f"{len(values)} vectors of {values[0].shape[0] if values else 0} dimensions"
     )
-    calls.append(record)
+    calls.extend([record])
     return [Vector(v, embedder.model) for v in values]
 
 
