@@ -164,3 +164,28 @@ def test_on_postgresql_a_jobs_keyword_leg_runs_on_a_connection_of_its_own_beside
         # inside a transaction another connection would not see its writes: run here
         assert [list(found) for found in keyword_leg(texts, k=5, soon=True)] == hits
     assert any("search_vector" in sql for sql in seen)
+
+
+@pytest.mark.skipif(TEST_ENGINE == "postgres", reason="SQLite's window of rows")
+def test_an_excluded_memory_among_the_best_costs_the_window_only_the_rows_it_lacks(monkeypatch):
+    """A job's own raw memory is among each fact's best-weighed memories and is excluded: the
+    window reads the one row it lacks, not eight windows more (issue 24)."""
+    from memory.keyword import sqlite
+
+    monkeypatch.setattr(keyword, "CANDIDATE_WINDOW", 10)
+    source = remember("Vera celery gamma delta queue note, the whole raw memory")
+    for i in range(120):
+        remember(f"Vera celery note {i}")
+    read = []
+    original = sqlite._Rows.read
+
+    def counted(self, rowids):
+        read.append(len(rowids))
+        return original(self, rowids)
+
+    monkeypatch.setattr(sqlite._Rows, "read", counted)
+    hits = keyword.search_many(
+        ["Vera celery gamma"], agent_id="default", limit=10, exclude_id=source.id
+    )
+    assert len(hits[0]) == 10 and source.id not in ids(hits[0])
+    assert sum(read) <= 10 + 10, read
