@@ -139,3 +139,13 @@ def test_maintenance_trims_the_log_of_changed_texts(monkeypatch):
     monkeypatch.setattr(sqlite_postings, "CHANGES_KEPT", 3)
     purge_old(timezone.now() - timedelta(days=30))
     assert logged() == 3
+
+
+def test_the_scratch_index_keeps_no_copy_of_the_texts_after_a_search():
+    bulk_store(texts(30))
+    through_cache()
+    bulk_store(texts(10, offset=30))  # caught up through the scratch index
+    assert through_cache() == afresh()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT COUNT(*) FROM temp.memories_fts_recent")
+        assert cursor.fetchone()[0] == 0

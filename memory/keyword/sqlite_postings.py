@@ -170,10 +170,12 @@ def _up_to_date(cursor, terms: list[str]) -> dict[str, np.ndarray]:
         else:
             statements.append(_ABOVE_SQL)
             params += [i, f'"{term}"', 0, high]
-    cursor.execute(" UNION ALL ".join(statements), params)
-    read = {terms[i]: _rowids(text) for i, text in cursor.fetchall()}
-    if recent:
-        cursor.execute(_RECENT_CLEAR_SQL)  # its copies of the texts are not kept
+    try:
+        cursor.execute(" UNION ALL ".join(statements), params)
+        read = {terms[i]: _rowids(text) for i, text in cursor.fetchall()}
+    finally:
+        if recent:
+            cursor.execute(_RECENT_CLEAR_SQL)  # its copies of the texts are not kept
     found = {term: _fold(cache, term, read[term], high) for term in terms}
     cache.high = max(cache.high, high)
     return found
