@@ -262,12 +262,8 @@ class _Rows:
     of those the agent sees and `where` admits (None for the others)."""
 
     def __init__(self, cursor, agent_id: str, exclude_id: str | None, where) -> None:
-        self.cursor, self.agent_id, self.exclude_id, self.where = (
-            cursor,
-            agent_id,
-            exclude_id,
-            where,
-        )
+        self.cursor = cursor
+        self.agent_id, self.exclude_id, self.where = agent_id, exclude_id, where
         self.seen: dict[int, tuple[str, str] | None] = {}
 
     def read(self, rowids: list[int]) -> None:
