@@ -1,7 +1,8 @@
 """Each query term's posting list on SQLite (the rowids of the memories FTS5 matches it in), kept per
-process: a list read once is brought up to date at each later search by reading only the postings
-above the rowid it was read to and the rows whose text changed since (memories_fts_changes, filled
-by triggers), so a job's ten facts stop reading every posting of every term. A list brought up to
+process: a list read once is brought up to date at each later search from the rows added above
+the rowid it was read to and the rows whose text changed since (memories_fts_changes, filled by
+triggers), looked up in a scratch index of those rows alone, so a job's ten facts stop reading
+every posting of every term. A list brought up to
 date equals the list read afresh; a deleted row or a merge of the index empties the cache (a
 rowid can be reused only after a delete), and so do an aged cache, a store that shrank, or one that
 is not the one the cache was filled from.
@@ -132,8 +133,8 @@ os.register_at_fork(after_in_child=_CACHE.__init__)
 
 def postings(cursor, terms: list[str], rows: int) -> dict[str, np.ndarray]:
     """Every term's posting list as the index holds it now: from the process's cache, brought up
-    to date in two queries, on a store of MIN_ROWS or more outside a transaction; read afresh
-    otherwise."""
+    to date (the log's new entries, the scratch index, one lookup of every term), on a store of
+    MIN_ROWS or more outside a transaction; read afresh otherwise."""
     if rows < MIN_ROWS or connection.in_atomic_block or not terms:
         return read_afresh(cursor, terms)
     with _CACHE.lock:
