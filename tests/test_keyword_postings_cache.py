@@ -141,11 +141,45 @@ def test_maintenance_trims_the_log_of_changed_texts(monkeypatch):
     assert logged() == 3
 
 
+def _temp_pages_holding(word: str) -> int:
+    """Pages of the connection's temporary database holding `word`, free ones included."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT COUNT(*) FROM sqlite_dbpage('temp') WHERE instr(data, CAST(%s AS BLOB)) > 0",
+            [word],
+        )
+        return cursor.fetchone()[0]
+
+
 def test_the_scratch_index_keeps_no_copy_of_the_texts_after_a_search():
+    """Not in a row, not in the index's segments, not in a freed page of the temporary database:
+    an emptied FTS5 table kept the words it had indexed, and freed pages their bytes."""
     bulk_store(texts(30))
     through_cache()
-    bulk_store(texts(10, offset=30))  # caught up through the scratch index
-    assert through_cache() == afresh()
+    bulk_store([f"{text} zanzibarquokka" for text in texts(10, offset=30)])
+    assert through_cache() == afresh()  # caught up through the scratch index
     with connection.cursor() as cursor:
-        cursor.execute("SELECT COUNT(*) FROM temp.memories_fts_recent")
+        cursor.execute("SELECT COUNT(*) FROM temp.sqlite_master WHERE name LIKE 'memories_fts%'")
         assert cursor.fetchone()[0] == 0
+    assert _temp_pages_holding("zanzibarquokka") == 0
+    assert _temp_pages_holding("harbor") == 0
+
+
+def test_the_scratch_index_never_takes_the_stores_writer_turn(file_db, monkeypatch):
+    """Its writes are to the connection's temporary database: a search bringing lists up to date
+    on a store file neither waits for the store's writers nor holds them up."""
+    from memory.backend.base import WriterTurn
+
+    bulk_store(texts(30))
+    through_cache()
+    bulk_store(texts(10, offset=30))
+    taken = []
+    acquire = WriterTurn.acquire
+    monkeypatch.setattr(
+        WriterTurn, "acquire", lambda turn, *a: taken.append(1) or acquire(turn, *a)
+    )
+    assert through_cache() == afresh()  # caught up through the scratch index
+    assert sqlite_postings._CACHE.lists and taken == []
+    with connection.cursor() as cursor:  # a write to the store itself still takes it
+        cursor.execute("DELETE FROM memories_fts_changes WHERE seq < 0")
+    assert taken == [1]

@@ -28,6 +28,12 @@ from memory.backend.collector import COLLECTOR_PAUSE
 
 FORMAT_QMARK_REGEX = re.compile(r"(?<!%)%s")
 AUTOCOMMIT_WRITE = re.compile(r"\s*(INSERT|UPDATE|DELETE|REPLACE)\b", re.IGNORECASE)
+# A write to the connection's own temporary database (the keyword leg's scratch index) locks
+# nothing in the store's file: it never waits for, or holds up, the store's writers.
+TEMP_WRITE = re.compile(
+    r"\s*(INSERT(\s+OR\s+\w+)?\s+INTO|REPLACE\s+INTO|DELETE\s+FROM|UPDATE(\s+OR\s+\w+)?)\s+temp\.",
+    re.IGNORECASE,
+)
 
 Database.register_converter("bool", b"1".__eq__)
 Database.register_converter("date", lambda s: parse_date(s.decode()))
@@ -63,7 +69,7 @@ class SQLiteCursorWrapper(Database.Cursor):
             )
 
     def _turn_for(self, query: str):
-        if self.turn is None or not AUTOCOMMIT_WRITE.match(query):
+        if self.turn is None or not AUTOCOMMIT_WRITE.match(query) or TEMP_WRITE.match(query):
             return contextlib.nullcontext()
         return self.turn()
 

@@ -64,13 +64,17 @@ _ABOVE_SQL = (
     "SELECT %s, (SELECT group_concat(rowid) FROM memories_fts WHERE memories_fts MATCH %s "
     "AND rowid > %s AND rowid <= %s)"
 )
-# The scratch index: in this connection's temporary (in-memory) database, filled and emptied by
-# each search that brings lists up to date; it never touches the store's file or its write lock.
+# The scratch index: in this connection's temporary (in-memory) database, made, filled and
+# dropped by each search that brings lists up to date; it never touches the store's file or its
+# write lock (memory.backend.base: writes to `temp.` take no writer's turn). Dropped, not emptied,
+# with the temporary database's secure_delete on: an emptied FTS5 table keeps its deleted tokens
+# in its segments, and freed pages keep their bytes, so a purged text's words would stay behind.
 _RECENT_TABLE_SQL = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS temp.memories_fts_recent USING fts5(content, "
     f"tokenize='{TOKENIZER}')"
 )
-_RECENT_CLEAR_SQL = "DELETE FROM temp.memories_fts_recent"
+_RECENT_SECURE_SQL = "PRAGMA temp.secure_delete = 1"
+_RECENT_DROP_SQL = "DROP TABLE IF EXISTS temp.memories_fts_recent"
 _RECENT_FILL_SQL = (
     "INSERT INTO temp.memories_fts_recent(rowid, content) SELECT rowid, content FROM "
     "main.memories WHERE (rowid > %s AND rowid <= %s){changed}"
@@ -176,7 +180,7 @@ def _up_to_date(cursor, terms: list[str]) -> dict[str, np.ndarray]:
         read = {terms[i]: _rowids(text) for i, text in cursor.fetchall()}
     finally:
         if recent:
-            cursor.execute(_RECENT_CLEAR_SQL)  # its copies of the texts are not kept
+            cursor.execute(_RECENT_DROP_SQL)  # its copies of the texts are not kept
     found = {term: _fold(cache, term, read[term], high) for term in terms}
     cache.high = max(cache.high, high)
     return found
@@ -190,10 +194,14 @@ def _recent(cursor, cache: _Cache, held: dict[str, _List], high: int) -> bool:
         return False
     low = min(list_.high for list_ in held.values())
     changed = sorted({row for list_ in held.values() for row in _changed_rows(cache, list_)})
-    cursor.execute(_RECENT_TABLE_SQL)
-    cursor.execute(_RECENT_CLEAR_SQL)
+    cursor.execute(_RECENT_TABLE_SQL)  # the temporary database exists from here on
+    cursor.execute(_RECENT_SECURE_SQL)  # its freed pages are zeroed (set on it, not on main)
     rows = f" OR rowid IN ({','.join(map(str, changed))})" if changed else ""
-    cursor.execute(_RECENT_FILL_SQL.format(changed=rows), [low, high])
+    try:
+        cursor.execute(_RECENT_FILL_SQL.format(changed=rows), [low, high])
+    except BaseException:
+        cursor.execute(_RECENT_DROP_SQL)
+        raise
     return True
 
 
