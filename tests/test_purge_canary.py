@@ -172,7 +172,9 @@ def test_a_purged_canary_leaves_no_copy_anywhere(
 @pytest.mark.sqlite_only(reason="the one-time VACUUM of a store older than secure_delete")
 def test_a_store_older_than_secure_delete_is_vacuumed_once(file_db, admin_auth, client):
     """A store whose freed pages may predate secure_delete is not marked: its first purge
-    vacuums it (and leaves no byte of earlier versions in any free page), later ones do not."""
+    merges its full-text index (entries deleted before FTS5's secure-delete wait behind delete
+    markers for a merge) and vacuums it (no byte of earlier versions in any free page); later
+    ones do neither."""
     memory = writes.remember(f"Old store note {TOKEN} before the upgrade.", actor=REVIEWER).memory
     writes.modify(memory.id, {"content": "Old store note, reworded."}, actor=REVIEWER, reason="r")
     with connection.cursor() as cursor:
@@ -184,6 +186,9 @@ def test_a_store_older_than_secure_delete_is_vacuumed_once(file_db, admin_auth, 
         **admin_auth,
     ).json()
     assert first["verified"] and files_holding(Path(file_db).parent, TOKEN) == []
+    with connection.cursor() as cursor:  # the full-text index was merged (its marker logged)
+        cursor.execute("SELECT COUNT(*) FROM memories_fts_changes WHERE row = 0 AND deleted = 1")
+        assert cursor.fetchone()[0] == 1
     tombstone = MemoryHistory.objects.get(id=first["tombstone"])
     assert any("vacuumed once" in check for check in tombstone.metadata["receipt"]["checks"])
     other = writes.remember("A second note to purge later on.", actor=REVIEWER).memory
@@ -195,3 +200,6 @@ def test_a_store_older_than_secure_delete_is_vacuumed_once(file_db, admin_auth, 
     ).json()
     checks = MemoryHistory.objects.get(id=second["tombstone"]).metadata["receipt"]["checks"]
     assert second["verified"] and not any("vacuumed once" in check for check in checks)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT COUNT(*) FROM memories_fts_changes WHERE row = 0 AND deleted = 1")
+        assert cursor.fetchone()[0] == 1

@@ -91,7 +91,8 @@ def writer_held():
 
 def settle(tables: list[str]) -> Settled:
     """After the purge's commit (inside `writer_held`): SQLite gets its log read, checkpointed
-    and truncated (and a VACUUM once, when the file is not yet marked secure); PostgreSQL
+    and truncated (and, once, when the file is not yet marked secure, its full-text index merged
+    and a VACUUM); PostgreSQL
     vacuums the tables the purge touched. Problems are reported, not raised."""
     if is_postgres():
         return _vacuum_postgres(tables)
@@ -102,6 +103,11 @@ def settle(tables: list[str]) -> Settled:
     settled.pages = wal_pages(path)
     settled.truncated = checkpoint(settled)
     if not is_marked():
+        # Entries deleted before FTS5's secure-delete was on stay in the index's segments behind
+        # delete markers until a merge: merged first, then the whole file rewritten.
+        from memory import keyword  # the store's index above the backend: at call time
+
+        keyword.merge_index()
         with connection.cursor() as cursor:
             cursor.execute("VACUUM")
             cursor.execute(f"PRAGMA user_version = {SECURE_MARK}")
