@@ -71,19 +71,22 @@ def compute(claim: Claim, calls: list[CallRecord], client=None) -> JobOutcome | 
         return None
     config = get_config()
     client = client or get_chat_client()
+    # Before the first model call: nothing between the extraction's reply and its log may fail.
+    embedder = get_embedder()
+    # The embedding thread cannot see a transaction this one holds: check here, where the caller is.
+    ensure_outside_transaction("embedding call")
     extracted = extraction.extract(client, source.content)
     warnings = list(extracted.warnings)
 
-    embedder = get_embedder()
     texts = [source.content] + [fact.content for fact in extracted.facts]
     # One embedding call for the memory and every fact, on the wire in another thread (HTTP only)
     # while the keyword leg of the candidate search runs, which needs no vector (here; on
     # PostgreSQL in a thread with its own connection, on to the vector search's end).
-    # The thread cannot see a transaction this one holds: check here, where the caller is.
-    ensure_outside_transaction("embedding call")
-    embedding = process_pool("embed", 1).submit(_embed_call, embedder, texts)
-    if extracted.call is not None:  # None: input too short, no model call made
-        calls.append(extracted.call)  # its log's write, while the embedding call is out
+    try:
+        embedding = process_pool("embed", 1).submit(_embed_call, embedder, texts)
+    finally:
+        if extracted.call is not None:  # None: input too short, no model call made
+            calls.append(extracted.call)  # its log's write, while the embedding call is out
     keyword_hits = decision.keyword_candidates(
         extracted.facts, agent_id=source.agent_id, source_id=source.id
     )

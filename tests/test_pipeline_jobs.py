@@ -601,6 +601,19 @@ def test_a_provider_error_during_a_decision_fails_the_whole_job(fake_ollama, sto
     assert not Proposal.objects.exists() and unchanged(store.postgres)
 
 
+def test_an_embedder_that_cannot_be_built_fails_the_job_before_any_model_call(
+    fake_ollama, settings
+):
+    """Nothing between the extraction's reply and its log may fail: a model call made and never
+    logged would hide what the model saw. A misconfigured embedder stops the job first."""
+    settings.MEMORY_EMBEDDING_PROVIDER = "no-such-provider"
+    result = raw(RAW_TEXT)
+    assert tasks.run_job(result.job.id) == "pending"
+    assert fake_ollama.calls("/api/chat") == [] and fake_ollama.calls("/api/embed") == []
+    assert not LlmCall.objects.filter(job=result.job).exists()
+    assert "no-such-provider" in Job.objects.get(id=result.job.id).error
+
+
 def test_after_max_attempts_the_job_is_dead_and_the_raw_memory_is_kept(fake_ollama):
     fake_ollama.script(
         "/api/chat", *[Script({"error": f"failure number {n}"}, 500) for n in (1, 2, 3)]
