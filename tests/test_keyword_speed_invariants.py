@@ -189,3 +189,32 @@ def test_an_excluded_memory_among_the_best_costs_the_window_only_the_rows_it_lac
     )
     assert len(hits[0]) == 10 and source.id not in ids(hits[0])
     assert sum(read) <= 10 + 10, read
+
+
+@pytest.mark.skipif(TEST_ENGINE == "postgres", reason="SQLite's window of rows")
+def test_a_window_few_of_whose_rows_are_visible_widens_geometrically_and_misses_none():
+    """An agent holding 5 of 40,000 matching memories: the window reads the order in slices that
+    grow by four times or more, not 80 rows per missing place (25 rounds, each sorting the order
+    again), and still finds every visible memory in order."""
+    import numpy as np
+
+    from memory.keyword.bm25 import _Query, _Stats
+    from memory.keyword.sqlite import _ByWeight, _visible
+
+    rowids = np.arange(1, 40_001, dtype=np.int32)
+    order = _ByWeight(_Query({"cat": 1.0}, _Stats(40_000, 5.0)), ["cat"], {"cat": rowids})
+    mine = {7, 9_000, 21_000, 33_333, 39_999}
+
+    class Rows:
+        rounds = 0
+
+        def read(self, wanted):
+            self.rounds += 1
+
+        def visible(self, rowid):
+            return rowid in mine
+
+    rows = Rows()
+    found = _visible(rows, [order], window=10)
+    assert found == [sorted(mine)]
+    assert rows.rounds <= 8, rows.rounds

@@ -326,9 +326,12 @@ def _visible(rows: _Rows, orders: list[_ByWeight], window: int) -> list[list[int
 def _next_slice(missing: int, seen: int, read: int) -> int:
     """How many more rowids of the order to read for `missing` more visible memories, when `seen`
     of the `read` so far were visible: the excluded source alone takes one place, and a reread of
-    eight windows for it cost more than the whole search; a thin filter still widens fast."""
-    rate = max(seen / read, 1 / 64) if read else 1.0
-    return max(missing * 2, int(missing / rate * 1.25) + 8)
+    eight windows for it cost more than the whole search. When few rows are visible (an agent with
+    few of the store's memories, a thin filter) it at least quadruples what was read: the order
+    may run to the whole store, and each slice sorts the order up to its end again."""
+    rate = seen / read if read else 1.0
+    wanted = max(missing * 2, int(missing / max(rate, 1 / 64) * 1.25) + 8)
+    return max(wanted, read * 3) if rate < 1 / 8 else wanted
 
 
 def scores_for_many(texts: list[str], memory_ids: list[list[str]]) -> list[dict[str, float]]:
