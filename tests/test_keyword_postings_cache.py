@@ -159,10 +159,29 @@ def test_the_scratch_index_keeps_no_copy_of_the_texts_after_a_search():
     bulk_store([f"{text} zanzibarquokka" for text in texts(10, offset=30)])
     assert through_cache() == afresh()  # caught up through the scratch index
     with connection.cursor() as cursor:
-        cursor.execute("SELECT COUNT(*) FROM temp.sqlite_master WHERE name LIKE 'memories_fts%'")
+        cursor.execute("SELECT COUNT(*) FROM temp.memories_fts_recent")
         assert cursor.fetchone()[0] == 0
     assert _temp_pages_holding("zanzibarquokka") == 0
     assert _temp_pages_holding("harbor") == 0
+
+
+def test_a_search_bringing_lists_up_to_date_changes_no_schema():
+    """The scratch index is made once per connection: a CREATE or DROP at each search expires
+    every prepared statement of the connection, and the job's write parsed all of its again."""
+    bulk_store(texts(30))
+    through_cache()
+    bulk_store(texts(5, offset=30))
+    through_cache()  # the scratch index made
+    bulk_store(texts(5, offset=35))
+    seen = []
+
+    def watch(execute, sql, params, many, context):
+        seen.append(sql.lstrip().split()[0].upper())
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(watch):
+        assert through_cache() == afresh()
+    assert "INSERT" in seen and not {"CREATE", "DROP", "ALTER"} & set(seen), seen
 
 
 def test_the_scratch_index_never_takes_the_stores_writer_turn(file_db, monkeypatch):

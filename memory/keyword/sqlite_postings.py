@@ -64,17 +64,21 @@ _ABOVE_SQL = (
     "SELECT %s, (SELECT group_concat(rowid) FROM memories_fts WHERE memories_fts MATCH %s "
     "AND rowid > %s AND rowid <= %s)"
 )
-# The scratch index: in this connection's temporary (in-memory) database, made, filled and
-# dropped by each search that brings lists up to date; it never touches the store's file or its
-# write lock (memory.backend.base: writes to `temp.` take no writer's turn). Dropped, not emptied,
-# with the temporary database's secure_delete on: an emptied FTS5 table keeps its deleted tokens
-# in its segments, and freed pages keep their bytes, so a purged text's words would stay behind.
-_RECENT_TABLE_SQL = (
+# The scratch index: in this connection's temporary (in-memory) database, made once, then filled
+# and emptied by each search that brings lists up to date; it never touches the store's file or
+# its write lock (memory.backend.base: writes to `temp.` take no writer's turn). Emptied with
+# FTS5's secure-delete on it and the temporary database's secure_delete on: without either, the
+# words of a purged text stayed in its segments or in its freed pages. Not dropped and made again
+# by each search: DDL expires every prepared statement of the connection (the job's write then
+# parsed all its statements again: its lock hold doubled).
+_RECENT_EXISTS_SQL = "SELECT 1 FROM temp.sqlite_master WHERE name = 'memories_fts_recent'"
+_RECENT_MAKE_SQL = [
     "CREATE VIRTUAL TABLE IF NOT EXISTS temp.memories_fts_recent USING fts5(content, "
-    f"tokenize='{TOKENIZER}')"
-)
-_RECENT_SECURE_SQL = "PRAGMA temp.secure_delete = 1"
-_RECENT_DROP_SQL = "DROP TABLE IF EXISTS temp.memories_fts_recent"
+    f"tokenize='{TOKENIZER}')",
+    "PRAGMA temp.secure_delete = 1",  # the temporary database exists from here on
+    "INSERT INTO temp.memories_fts_recent(memories_fts_recent, rank) VALUES ('secure-delete', 1)",
+]
+_RECENT_CLEAR_SQL = "DELETE FROM temp.memories_fts_recent"
 _RECENT_FILL_SQL = (
     "INSERT INTO temp.memories_fts_recent(rowid, content) SELECT rowid, content FROM "
     "main.memories WHERE (rowid > %s AND rowid <= %s){changed}"
@@ -180,7 +184,7 @@ def _up_to_date(cursor, terms: list[str]) -> dict[str, np.ndarray]:
         read = {terms[i]: _rowids(text) for i, text in cursor.fetchall()}
     finally:
         if recent:
-            cursor.execute(_RECENT_DROP_SQL)  # its copies of the texts are not kept
+            cursor.execute(_RECENT_CLEAR_SQL)  # its copies of the texts are not kept
     found = {term: _fold(cache, term, read[term], high) for term in terms}
     cache.high = max(cache.high, high)
     return found
@@ -194,13 +198,15 @@ def _recent(cursor, cache: _Cache, held: dict[str, _List], high: int) -> bool:
         return False
     low = min(list_.high for list_ in held.values())
     changed = sorted({row for list_ in held.values() for row in _changed_rows(cache, list_)})
-    cursor.execute(_RECENT_TABLE_SQL)  # the temporary database exists from here on
-    cursor.execute(_RECENT_SECURE_SQL)  # its freed pages are zeroed (set on it, not on main)
+    cursor.execute(_RECENT_EXISTS_SQL)
+    if cursor.fetchone() is None:
+        for sql in _RECENT_MAKE_SQL:
+            cursor.execute(sql)
     rows = f" OR rowid IN ({','.join(map(str, changed))})" if changed else ""
     try:
         cursor.execute(_RECENT_FILL_SQL.format(changed=rows), [low, high])
     except BaseException:
-        cursor.execute(_RECENT_DROP_SQL)
+        cursor.execute(_RECENT_CLEAR_SQL)
         raise
     return True
 
