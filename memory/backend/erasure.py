@@ -92,8 +92,8 @@ def writer_held():
 def settle(tables: list[str]) -> Settled:
     """After the purge's commit (inside `writer_held`): SQLite gets its log read, checkpointed
     and truncated (and, once, when the file is not yet marked secure, its full-text index merged
-    and a VACUUM); PostgreSQL
-    vacuums the tables the purge touched. Problems are reported, not raised."""
+    and a VACUUM); PostgreSQL vacuums the tables the purge touched. Problems are reported, not
+    raised."""
     if is_postgres():
         return _vacuum_postgres(tables)
     path = database_path()

@@ -2,10 +2,9 @@
 process: a list read once is brought up to date at each later search from the rows added above
 the rowid it was read to and the rows whose text changed since (memories_fts_changes, filled by
 triggers), looked up in a scratch index of those rows alone, so a job's ten facts stop reading
-every posting of every term. A list brought up to
-date equals the list read afresh; a deleted row or a merge of the index empties the cache (a
-rowid can be reused only after a delete), and so do an aged cache, a store that shrank, or one that
-is not the one the cache was filled from.
+every posting of every term. A list brought up to date equals the list read afresh; a deleted
+row or a merge of the index empties the cache (a rowid can be reused only after a delete), and
+so do an aged cache, a store that shrank, or one that is not the one the cache was filled from.
 
 Reads inside a transaction never use the cache: they see rows a rollback may take back."""
 
@@ -206,11 +205,8 @@ def _recent(cursor, cache: _Cache, held: dict[str, _List], high: int) -> bool:
         for sql in _RECENT_MAKE_SQL:
             cursor.execute(sql)
     rows = f" OR rowid IN ({','.join(map(str, changed))})" if changed else ""
-    try:
-        cursor.execute(_RECENT_FILL_SQL.format(changed=rows), [low, high])
-    except BaseException:
-        cursor.execute(_RECENT_CLEAR_SQL)
-        raise
+    # One statement in autocommit: if it fails, it leaves no row behind.
+    cursor.execute(_RECENT_FILL_SQL.format(changed=rows), [low, high])
     return True
 
 
