@@ -13,7 +13,7 @@ from django.db import connection
 from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 
-from memory import jobs, keyword, vectors
+from memory import graph, jobs, keyword, vectors
 from memory.content import normalize
 from memory.erasure import HASHERS, PURGED, Copies, How, Place, Texts, scrub, text_values_purged
 from memory.models import (
@@ -250,7 +250,11 @@ def scrub_copies_in_transaction(
             for place in rehash:
                 if place.of in changes:
                     changes[place.field] = HASHERS[place.hasher](changes[place.of])
-            model._default_manager.filter(pk=pk).update(**changes)
+            if model is Entity and "canonical_name" in changes:
+                # Two names scrubbed to one marker would break the name's uniqueness.
+                graph.rename_entity(pk, changes)
+            else:
+                model._default_manager.filter(pk=pk).update(**changes)
             done += 1
         if done:
             counts[model._meta.db_table] = done

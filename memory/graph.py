@@ -155,3 +155,25 @@ def _upsert_relations(edges: dict[tuple[int, int, str], list[float]], at) -> Non
             "mentions = relations.mentions + excluded.mentions, updated_at = excluded.updated_at",
             params,
         )
+
+
+def rename_entity(pk: int, changes: dict[str, str]) -> None:
+    """Give an entity the name a scrub wrote (`changes`: name and canonical_name). When another
+    entity of its agent already has that canonical name (two names redacted to one marker), it
+    takes the first free "name (2)", "name (3)"...: the graph keeps two entities apart rather
+    than merging what the text told apart (and the name stays unique per agent)."""
+    row = Entity.objects.filter(pk=pk).values_list("agent_id", "name", "canonical_name").first()
+    if row is None:
+        return
+    agent_id, *names = row
+    first = [changes.get("name", names[0]), changes.get("canonical_name", names[1])]
+    taken = set(
+        Entity.objects.filter(agent_id=agent_id, canonical_name__startswith=first[1])
+        .exclude(pk=pk)
+        .values_list("canonical_name", flat=True)
+    )
+    name, canonical, number = *first, 1
+    while canonical in taken:
+        number += 1
+        name, canonical = (f"{part} ({number})" for part in first)
+    Entity.objects.filter(pk=pk).update(**{**changes, "name": name, "canonical_name": canonical})

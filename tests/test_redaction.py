@@ -13,7 +13,18 @@ import pytest
 
 from memory import writes
 from memory.content import normalize
-from memory.models import Embedding, Job, JobStatus, Memory, MemoryCold, MemoryHistory
+from memory.graph import Triple
+from memory.models import (
+    Embedding,
+    Entity,
+    Job,
+    JobStatus,
+    Memory,
+    MemoryCold,
+    MemoryEntityMention,
+    MemoryHistory,
+    Relation,
+)
 from memory.redaction import REDACTED_EVENT
 from memory.search import hybrid_search
 from memory.writes import Actor, Refused
@@ -262,3 +273,50 @@ def test_a_job_running_on_the_old_text_is_cancelled_and_queued_again(fake_ollama
     assert job.status == JobStatus.CANCELLED and "BlueFalcon77" not in (job.error or "")
     fresh = Job.objects.exclude(id=job.id).get(memory=memory)
     assert fresh.status == JobStatus.PENDING
+
+
+def _person(name: str, **kwargs) -> Memory:
+    return seed(
+        f"{name} rotates the ledger keys",
+        triples=[Triple(name, "rotates", "ledger keys", "person")],
+        **kwargs,
+    )
+
+
+def test_names_redacted_to_one_marker_stay_apart_as_numbered_entities():
+    people = {name: _person(name) for name in ("Dana Whitfield", "Bob Marsh", "Ines Okafor")}
+    for name, memory in people.items():
+        assert redact(memory.id, name, "pii", reason="a colleague's name").verified
+    mentions = MemoryEntityMention.objects.filter(entity__entity_type="person")
+    names = dict(mentions.values_list("memory_id", "entity__name"))
+    # Each memory still names its own entity: the graph keeps the three people apart.
+    assert sorted(names.values()) == [
+        "[redacted:pii]",
+        "[redacted:pii] (2)",
+        "[redacted:pii] (3)",
+    ]
+    assert set(names) == {memory.id for memory in people.values()}
+    edges = Relation.objects.filter(target__canonical_name="ledger keys")
+    assert sorted(edges.values_list("source__name", "mentions")) == [
+        ("[redacted:pii]", 1),
+        ("[redacted:pii] (2)", 1),
+        ("[redacted:pii] (3)", 1),
+    ]
+    for name in people:
+        assert every_value_holding(name) == []
+    # Another agent's redacted name is no neighbour of these: it keeps the plain marker.
+    other = _person("Dana Whitfield", agent_id="ops-bot")
+    redact(other.id, "Dana Whitfield", "pii", reason="a colleague's name")
+    assert Entity.objects.get(agent_id="ops-bot", entity_type="person").name == "[redacted:pii]"
+
+
+def test_names_purged_to_one_marker_stay_apart_as_numbered_entities():
+    # A memory that is only a name: purging it scrubs the name from the entity that a kept
+    # memory still mentions.
+    for name in ("Dana Whitfield", "Bob Marsh"):
+        _person(name)
+        gone = seed(name)
+        review.purge(review.purging.Request("memory", gone.id), reason="gone", actor=REVIEWER)
+    assert sorted(
+        Entity.objects.filter(entity_type="person").values_list("name", "canonical_name")
+    ) == [("[purged]", "[purged]"), ("[purged] (2)", "[purged] (2)")]
