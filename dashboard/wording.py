@@ -63,6 +63,7 @@ FROZEN_NOW = "held: the emergency brake is on, nobody can apply it until an admi
 BRAKE_LIFTED = (
     "waits for a reviewer: recorded while the emergency brake was on; the brake is lifted now"
 )
+FINDING_REDACTED = "waits for a reviewer: held for a safety finding, redacted since"
 # An htmx request arrived without a session (dashboard.access.session_ended): nothing was done.
 SESSION_ENDED = "Your session ended — sign in again. Nothing was saved."
 
@@ -142,6 +143,8 @@ def waiting(proposal: Proposal, banner_key: str | None = None) -> str:
     reason = proposal.blocked_reason
     if reason == "mutations_frozen":
         return BRAKE_LIFTED  # recorded under the brake, which is off now
+    if reason == "safety_review" and not proposal.safety_kinds:
+        return FINDING_REDACTED  # the finding it was held for is gone from its text
     return WAITING.get(reason, f"waiting: {reason}") if reason else ""
 
 

@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from dashboard import wording
 from memory import writes
 from memory.content import normalize
 from memory.graph import Triple
@@ -167,9 +168,15 @@ def test_the_redacted_event_names_who_why_and_the_kind_never_the_span_or_its_has
 def test_a_proposal_held_for_its_password_is_approvable_once_redacted(fake_ollama):
     memory = story(fake_ollama, edit=False)  # an edit would make it stale on its own
     held = Proposal.objects.get(source_memory=memory, fact_content=FACT)
+    assert wording.waiting(held) == wording.WAITING["safety_review"]
     redact(memory.id, proposal_id=held.id)
     held.refresh_from_db()
     assert not held.source_changed and not held.needs_confirmation  # not stale, no finding
+    # Held for the finding when it was recorded (its blockedReason says so); it no longer has one.
+    assert held.blocked_reason == "safety_review"
+    assert (
+        wording.waiting(held) == "waits for a reviewer: held for a safety finding, redacted since"
+    )
     review.decide(held.id, REVIEWER, "approve")  # no "approve it anyway?" any more
     held.refresh_from_db()
     assert held.status == ProposalStatus.APPLIED
