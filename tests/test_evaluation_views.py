@@ -235,6 +235,18 @@ def test_a_dead_workers_run_is_reclaimed_and_goes_on_after_its_recorded_outcomes
     assert failed.status == "failed" and "worker" in failed.error
 
 
+def test_a_run_whose_hand_off_was_lost_is_handed_off_again_after_five_quiet_minutes(fake_ollama):
+    client = get_chat_client("ollama", "qwen3:4b")
+    run = runs.start_run("shipped", client, requested_by="ada", limit=2)
+    OrmQ.objects.all().delete()  # the process died before the queue had its task
+    assert "evalRuns" not in tasks.sweep()
+    EvalRun.objects.filter(id=run.id).update(created_at=timezone.now() - timedelta(minutes=6))
+    assert tasks.sweep()["evalRuns"] == {"retried": 1, "failed": 0}
+    assert queued_evals() == [("pipeline.tasks.run_eval", (run.id,))]
+    assert "evalRuns" not in tasks.sweep()  # not handed off again every minute
+    assert tasks.run_eval(run.id) == "done"
+
+
 def test_a_server_that_answers_nothing_fails_the_run_and_the_page_says_so(
     admin_client_role, fake_ollama, drain_queue, settings
 ):

@@ -97,3 +97,31 @@ def test_a_command_run_left_running_by_a_dead_command_is_failed_not_requeued(tmp
     run.refresh_from_db()
     assert run.status == "failed" and "run it again" in run.error
     assert "pipeline.imports.runs.run_task" not in {q.task["func"] for q in OrmQ.objects.all()}
+
+
+def test_an_upload_whose_hand_off_was_lost_is_handed_off_again_after_five_quiet_minutes(
+    drain_queue,
+):
+    run = start()
+    OrmQ.objects.all().delete()  # the process died between queueing the run and its hand-off
+    assert "importRuns" not in sweep()  # queued a moment ago: its task may still be on the way
+    ImportRun.objects.filter(id=run.id).update(created_at=timezone.now() - timedelta(minutes=6))
+    assert sweep()["importRuns"] == {"retried": 1, "failed": 0}
+    assert [q.task["func"] for q in OrmQ.objects.all()] == ["pipeline.imports.runs.run_task"]
+    assert "importRuns" not in sweep()  # handed off just now: not again every minute
+    drain_all(drain_queue)
+    run.refresh_from_db()
+    assert (run.status, run.imported) == ("done", 7)
+
+
+def test_a_run_handed_back_after_its_time_slice_counts_as_queued_from_then(
+    drain_queue, monkeypatch, settings
+):
+    monkeypatch.setattr(runs, "BATCH_ITEMS", 3)
+    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "timeout": 0}  # one batch per task
+    run = start()
+    ImportRun.objects.filter(id=run.id).update(created_at=timezone.now() - timedelta(hours=1))
+    assert drain_queue() == 1
+    assert ImportRun.objects.get(id=run.id).status == "queued"
+    # Its next task is in the queue: the sweep leaves it alone, however old the run.
+    assert "importRuns" not in sweep()

@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from memory import imported
@@ -131,7 +132,8 @@ def fail_run(run_id: str, error: str) -> None:
 def reclaim_stale_runs(lease_timeout: timedelta, *, max_attempts: int) -> tuple[list[str], int]:
     """Running runs whose heartbeat outlived the lease timeout lost their worker. A queued
     task's run with attempts left goes back to the queue (its id is returned, to be queued
-    again); the others fail saying why (a command's run has no upload to go on with)."""
+    again); the others fail saying why (a command's run has no upload to go on with). An
+    upload's run queued too long without a task is returned too (its hand-off was lost)."""
     stale, cutoff = leased_runs.stale_running(ImportRun, lease_timeout)
     failed = 0
     for run_id, origin in stale.values_list("id", "origin"):
@@ -151,4 +153,6 @@ def reclaim_stale_runs(lease_timeout: timedelta, *, max_attempts: int) -> tuple[
         failed += 1
     ids = list(stale.values_list("id", flat=True))
     leased_runs.requeue(ImportRun, ids, cutoff)
-    return ids, failed
+    # A command's run is never queued; an upload's queued too long lost its hand-off.
+    lost = leased_runs.lost_queued(ImportRun, leased_runs.QUEUED_QUIET, exclude=Q(origin=COMMAND))
+    return ids + lost, failed

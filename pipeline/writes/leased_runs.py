@@ -1,7 +1,8 @@
 """The lease of a queued run (an evaluation's or an import's: `status`, `worker`, `claimed_at`,
-`heartbeat_at`, `attempts`): claimed by one worker, handed back after its time slice, and taken
-back from a worker whose heartbeat outlived the lease. One conditional statement each, so two
-workers never hold one run."""
+`heartbeat_at`, `attempts`): claimed by one worker, handed back after its time slice, taken back
+from a worker whose heartbeat outlived the lease, and handed off again when it waited queued
+too long (its hand-off lost). One conditional statement each, so two workers never hold one run.
+A queued run's `heartbeat_at` is when it was last queued (None: since it was created)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from django.db.models import F, Model, Q, QuerySet
 from django.utils import timezone
 
 from pipeline.models import ReplayStatus
+
+# A queued run waits this long for a task before its hand-off counts as lost (jobs wait as long).
+QUEUED_QUIET = timedelta(minutes=5)
 
 
 def stale(cutoff) -> Q:
@@ -42,7 +46,7 @@ def release(model: type[Model], run_id: str, worker: str) -> bool:
     attempts reset (it made progress; attempts count the workers that died on it)."""
     return bool(
         model.objects.filter(id=run_id, status=ReplayStatus.RUNNING, worker=worker).update(
-            status=ReplayStatus.QUEUED, worker="", heartbeat_at=None, attempts=0
+            status=ReplayStatus.QUEUED, worker="", heartbeat_at=timezone.now(), attempts=0
         )
     )
 
@@ -57,5 +61,24 @@ def requeue(model: type[Model], ids: list[str], cutoff) -> None:
     """Back to the queue, conditional like a claim: a run claimed since it was read keeps its
     new heartbeat."""
     model.objects.filter(stale(cutoff), id__in=ids, status=ReplayStatus.RUNNING).update(
-        status=ReplayStatus.QUEUED, worker="", heartbeat_at=None
+        status=ReplayStatus.QUEUED, worker="", heartbeat_at=timezone.now()
     )
+
+
+def lost_queued(model: type[Model], quiet: timedelta, *, exclude: Q | None = None) -> list[str]:
+    """Queued runs no task claimed for `quiet` since they were queued (a process that died between
+    queueing a run and handing it off, a queue that lost the task): each marked queued now, one
+    conditional statement each so one sweep takes it, and returned to be handed off again. A
+    second task for a run is harmless: only one claims it."""
+    cutoff = timezone.now() - quiet
+    waiting = Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, created_at__lt=cutoff)
+    found = model.objects.filter(waiting, status=ReplayStatus.QUEUED)
+    if exclude is not None:
+        found = found.exclude(exclude)
+    lost = []
+    for run_id in found.order_by("created_at").values_list("id", flat=True)[:100]:
+        if model.objects.filter(waiting, id=run_id, status=ReplayStatus.QUEUED).update(
+            heartbeat_at=timezone.now()
+        ):
+            lost.append(run_id)
+    return lost
