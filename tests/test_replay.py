@@ -512,3 +512,23 @@ def test_a_running_run_whose_worker_died_is_reclaimed_by_the_sweep_then_failed_o
     assert tasks.sweep()["replayRuns"] == {"retried": 0, "failed": 1}
     failed = ReplayRun.objects.get()
     assert failed.status == "failed" and failed.finished_at and "worker" in failed.error
+
+
+def test_a_queued_run_whose_hand_off_was_lost_is_handed_off_again_after_five_quiet_minutes():
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from pipeline import tasks
+    from pipeline.writes import replay as replay_writes
+
+    run = replay_writes.create_run(
+        requested_by="rita", provider="offline", model="offline", proposal_ids=["gone"], total=1
+    )
+    # Created, and the process died before the hand-off: no task will ever claim it.
+    assert "replayRuns" not in tasks.sweep()
+    ReplayRun.objects.filter(id=run.id).update(created_at=timezone.now() - timedelta(minutes=6))
+    assert tasks.sweep()["replayRuns"] == {"retried": 1, "failed": 0}
+    assert queued_replays() == [("pipeline.replay.run_replay", (run.id,))]
+    assert "replayRuns" not in tasks.sweep()  # handed off just now: not again every minute
+    assert replay.run_replay(run.id) == "done"

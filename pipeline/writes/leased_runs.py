@@ -65,20 +65,28 @@ def requeue(model: type[Model], ids: list[str], cutoff) -> None:
     )
 
 
-def lost_queued(model: type[Model], quiet: timedelta, *, exclude: Q | None = None) -> list[str]:
+def lost_queued(
+    model: type[Model],
+    quiet: timedelta,
+    *,
+    exclude: Q | None = None,
+    stamp: str = "heartbeat_at",
+) -> list[str]:
     """Queued runs no task claimed for `quiet` since they were queued (a process that died between
-    queueing a run and handing it off, a queue that lost the task): each marked queued now, one
-    conditional statement each so one sweep takes it, and returned to be handed off again. A
-    second task for a run is harmless: only one claims it."""
+    queueing a run and handing it off, a queue that lost the task): each marked queued now in
+    `stamp` (None: queued when created), one conditional statement each so one sweep takes it, and
+    returned to be handed off again. A second task for a run is harmless: only one claims it."""
     cutoff = timezone.now() - quiet
-    waiting = Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, created_at__lt=cutoff)
+    waiting = Q(**{f"{stamp}__lt": cutoff}) | Q(
+        **{f"{stamp}__isnull": True, "created_at__lt": cutoff}
+    )
     found = model.objects.filter(waiting, status=ReplayStatus.QUEUED)
     if exclude is not None:
         found = found.exclude(exclude)
     lost = []
     for run_id in found.order_by("created_at").values_list("id", flat=True)[:100]:
         if model.objects.filter(waiting, id=run_id, status=ReplayStatus.QUEUED).update(
-            heartbeat_at=timezone.now()
+            **{stamp: timezone.now()}
         ):
             lost.append(run_id)
     return lost

@@ -13,6 +13,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from pipeline.models import Proposal, ReplayRun, ReplayStatus
+from pipeline.writes import leased_runs
 
 
 def create_run(
@@ -76,7 +77,8 @@ def save_results(run_id: str, results: list[dict]) -> None:
 
 def reclaim_stale_runs(lease_timeout: timedelta, *, max_attempts: int) -> tuple[list[str], int]:
     """Running runs whose lease expired lost their worker: those with attempts left go back to
-    queued (their ids are returned, to be queued again), the others fail saying why."""
+    queued (their ids are returned, to be queued again), the others fail saying why. Runs queued
+    too long without a task are returned too (their hand-off was lost)."""
     now = timezone.now()
     stale = ReplayRun.objects.filter(_stale(now - lease_timeout), status=ReplayStatus.RUNNING)
     failed = stale.filter(attempts__gte=max_attempts).update(
@@ -90,10 +92,12 @@ def reclaim_stale_runs(lease_timeout: timedelta, *, max_attempts: int) -> tuple[
     )
     ids = list(stale.values_list("id", flat=True))
     # Conditional like a claim: a run claimed since it was read keeps its new lease.
+    # A queued run's leased_at says when it was queued (None: when it was created).
     ReplayRun.objects.filter(
         _stale(now - lease_timeout), id__in=ids, status=ReplayStatus.RUNNING
-    ).update(status=ReplayStatus.QUEUED, leased_at=None)
-    return ids, failed
+    ).update(status=ReplayStatus.QUEUED, leased_at=now)
+    lost = leased_runs.lost_queued(ReplayRun, leased_runs.QUEUED_QUIET, stamp="leased_at")
+    return ids + lost, failed
 
 
 def finish_run(run_id: str, error: str = "") -> None:
