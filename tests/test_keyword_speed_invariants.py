@@ -218,3 +218,41 @@ def test_a_window_few_of_whose_rows_are_visible_widens_geometrically_and_misses_
     found = _visible(rows, [order], window=10)
     assert found == [sorted(mine)]
     assert rows.rounds <= 8, rows.rounds
+
+
+def _order_by_walking_every_posting(weights: dict[str, float], lists: dict[str, list[int]]):
+    """The order _ByWeight must give, the slow way: each memory's weight summed posting by
+    posting in the terms' order, then sorted by weight (best first) and rowid."""
+    sums: dict[int, float] = {}
+    for term, rowids in lists.items():
+        for rowid in rowids:
+            sums[rowid] = sums.get(rowid, 0.0) + weights[term]
+    return sorted(sums, key=lambda rowid: (-sums[rowid], rowid))
+
+
+@pytest.mark.skipif(TEST_ENGINE == "postgres", reason="SQLite's weighing of posting lists")
+@pytest.mark.parametrize("terms", [1, 3, 8, 9, 16, 17, 24])
+def test_the_order_by_weight_equals_a_walk_of_every_posting_ties_included(terms):
+    import numpy as np
+
+    from memory.keyword.bm25 import _Query, _Stats
+    from memory.keyword.sqlite import _ByWeight
+
+    rng = np.random.default_rng(terms)
+    for _ in range(5):
+        # Close weights, some equal (terms of one document frequency), lists of very unequal
+        # length over a store with gaps: many memories tie on every weight.
+        names = [f"term{i}" for i in range(terms)]
+        weights = {name: float(rng.choice([2.2, 2.7, 3.1, 3.1, 4.9])) for name in names}
+        lists = {
+            name: np.sort(rng.choice(5000, int(rng.integers(0, 1500)), replace=False)).astype(
+                np.int32
+            )
+            for name in names
+        }
+        expected = _order_by_walking_every_posting(weights, {n: list(v) for n, v in lists.items()})
+        order = _ByWeight(_Query(weights, _Stats(5000, 5.0)), names, lists)
+        assert len(order) == len(expected)
+        # Read in growing slices, as the window reads it, then whole.
+        for n in (1, 7, 100, 101, 1000, len(expected) // 2, len(expected), len(expected) + 5):
+            assert list(order.first(n)) == expected[:n]

@@ -183,7 +183,12 @@ _ROWS_SQL = (
 class _ByWeight:
     """Every rowid matching a term, best first by the summed IDF of the query's terms it holds
     (ties by rowid): one pass over every posting, so no matching memory is cut before it is
-    weighed. Only as much of the order as is read gets sorted."""
+    weighed. Only as much of the order as is read gets sorted.
+
+    A memory's weight depends only on which of the query's terms it holds: each posting sets its
+    term's bit in the memory's code, the distinct codes (a few dozen) are weighed once, and the
+    order is found from how many memories hold each weight, without a float per memory or a
+    partition of them (the cost that grew with the store)."""
 
     def __init__(self, query: _Query, terms: list[str], postings: dict[str, np.ndarray]):
         lists, weights, seen = [], [], set()
@@ -192,12 +197,28 @@ class _ByWeight:
             if key in seen or key not in query.weights:  # "deploy", "deployed": one posting list
                 continue
             seen.add(key)
-            lists.append(postings[term])
-            weights.append(np.full(len(postings[term]), query.weights[key]))
-        rowids = np.concatenate(lists) if lists else np.zeros(0, dtype=np.int64)
-        self.sums = np.bincount(rowids, weights=np.concatenate(weights)) if len(rowids) else None
-        self.held = np.flatnonzero(self.sums) if self.sums is not None else rowids
+            if len(postings[term]):
+                lists.append(postings[term])
+                weights.append(query.weights[key])
         self.sorted = 0
+        if not lists:
+            self.held = self.order = np.zeros(0, dtype=np.int64)
+            return
+        # The terms' bits of every memory holding one (a list holds a rowid once).
+        codes = np.zeros(max(int(ids.max()) for ids in lists) + 1, dtype=_code_type(len(lists)))
+        for bit, ids in enumerate(lists):
+            codes[ids] |= codes.dtype.type(1 << bit)
+        self.held = np.flatnonzero(codes != 0)  # a bool mask: numpy finds its set bytes 6x faster
+        held_codes = codes[self.held]
+        present, inverse, counts = _distinct(held_codes, len(lists))
+        # A code's weight, summed term by term in the terms' order: the float a sum over the
+        # postings in that order gives.
+        weight = np.zeros(len(present))
+        for bit, idf in enumerate(weights):
+            weight = weight + np.where((present >> bit) & 1, idf, 0.0)
+        levels, level_of = np.unique(-weight, return_inverse=True)  # best weight first
+        self.rank = level_of[inverse]  # each held memory's weight, as its rank among the weights
+        self.below = np.cumsum(np.bincount(level_of, weights=counts, minlength=len(levels)))
         self.order = self.held[:0]
 
     def __len__(self) -> int:
@@ -206,18 +227,35 @@ class _ByWeight:
     def first(self, n: int) -> np.ndarray:
         """The first n rowids of the order."""
         if n > self.sorted:
-            held, weights = self.held, self.sums[self.held]
+            held, rank = self.held, self.rank
             if n >= len(held):
-                self.order = held[np.lexsort((held, -weights))]
+                self.order = held[np.lexsort((held, rank))]
             else:
-                # Everything above the n-th weight, sorted, then its ties in rowid order.
-                cut = -np.partition(-weights, n - 1)[n - 1]
-                above = held[weights > cut]
-                ties = held[weights == cut][: n - len(above)]
-                above = above[np.lexsort((above, -self.sums[above]))]
+                # Every weight above the n-th one, sorted, then its ties in rowid order.
+                cut = int(np.searchsorted(self.below, n))
+                better = rank < cut
+                above, above_rank = held[better], rank[better]
+                above = above[np.lexsort((above, above_rank))]
+                ties = held[rank == cut][: n - len(above)]
                 self.order = np.concatenate([above, ties])
             self.sorted = len(self.order)
         return self.order[:n]
+
+
+def _code_type(bits: int):
+    return np.uint8 if bits <= 8 else np.uint16 if bits <= 16 else np.uint32
+
+
+def _distinct(codes: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the distinct codes, each code's index among them, how many hold each), counted without a
+    sort while the codes fit a small table."""
+    if bits > 16:
+        return np.unique(codes, return_inverse=True, return_counts=True)
+    counts = np.bincount(codes, minlength=1 << bits)
+    present = np.flatnonzero(counts)
+    index = np.zeros(1 << bits, dtype=np.int64)
+    index[present] = np.arange(len(present))
+    return present, index[codes], counts[present]
 
 
 def search_many(
