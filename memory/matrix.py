@@ -145,8 +145,13 @@ class MatrixIndex:
                 self.mapping = self._update(cursor, self.mapping, None, model, dims)
                 return
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # The sections this process's own mapping of the file was summed with when mapped
+            # (the writer, opened at every catch-up, summed 14 MB again at 1M rows: 4 ms a job).
+            summed = (
+                current.index_identity() if current is not None and current.path == path else None
+            )
             with self._exclusive(path):
-                writable = _Mapping.open(path, writable=True)
+                writable = _Mapping.open(path, writable=True, summed=summed)
                 if writable is not None and not self._belongs(writable, model, dims, name):
                     writable.close()
                     writable = None

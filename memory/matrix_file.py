@@ -125,9 +125,14 @@ class _Mapping:
         crc = zlib.crc32(self.starts, crc)
         return zlib.crc32(self.by_id[: self.indexed], crc)
 
-    def check_index(self) -> None:
-        """Raise MatrixDamaged unless the index sections are those written with the file."""
-        if self.index_checksum() != self.checksum:
+    def index_identity(self) -> tuple[int, int, int, int]:
+        """(inode, lists, indexed rows, checksum): the index sections a file was sealed with."""
+        return self.inode, self.layout.nlist, self.indexed, self.checksum
+
+    def check_index(self, *, sums: bool = True) -> None:
+        """Raise MatrixDamaged unless the index sections are those written with the file (without
+        `sums`, their order only: the caller has already summed these sections)."""
+        if sums and self.index_checksum() != self.checksum:
             raise MatrixDamaged("the index sections do not match their checksum")
         starts = self.starts
         if self.layout.nlist and (
@@ -168,8 +173,10 @@ class _Mapping:
         return mapping
 
     @classmethod
-    def open(cls, path: Path, *, writable: bool) -> _Mapping | None:
-        """The file mapped, or None when it is missing, short or not a matrix (it is rebuilt)."""
+    def open(cls, path: Path, *, writable: bool, summed: tuple | None = None) -> _Mapping | None:
+        """The file mapped, or None when it is missing, short or not a matrix (it is rebuilt).
+        `summed`: the index_identity of a mapping of this file whose sections this process has
+        already summed; the same sections (the same file, sealed alike) are not summed again."""
         handle = buffer = mapping = None
         try:
             handle = open(path, "r+b" if writable else "rb")  # noqa: SIM115 (kept by the mapping)
@@ -180,7 +187,7 @@ class _Mapping:
             inode = os.fstat(handle.fileno()).st_ino
             mapping = cls(buffer, writable=writable, path=path, inode=inode, handle=handle)
             try:
-                mapping.check_index()
+                mapping.check_index(sums=summed != mapping.index_identity())
             except MatrixDamaged as exc:
                 raise ValueError(str(exc)) from exc
             if writable and inode not in _ALLOCATED:

@@ -271,6 +271,29 @@ def test_damaged_index_sections_are_caught_when_mapped_and_by_the_sweep(stored):
     assert [eid for eid, _ in fresh.nearest(query, model="m1", k=5)] == exact_top(ids, units, query)
 
 
+def test_a_catch_up_sums_the_index_once_per_file_and_a_new_mapping_sums_it_again(
+    stored, monkeypatch
+):
+    ids, units = stored
+    index = matrix.INDEX
+    index.nearest(units[0], model="m1", k=1)
+    summed = []
+    original = matrix_file._Mapping.index_checksum
+    monkeypatch.setattr(
+        matrix_file._Mapping,
+        "index_checksum",
+        lambda mapping: summed.append(mapping.writable) or original(mapping),
+    )
+    for n in range(3):  # each write is caught up through a writer mapping of the same file
+        store(clustered(np.random.default_rng(30 + n), 2), start=ROWS + 2 * n)
+        index.nearest(units[0], model="m1", k=1)
+    assert index.mapping.seq and summed == []
+    # A mapping of its own (another process's, or this one's after a rewrite) sums them again:
+    # a damaged section is refused when mapped (the test above).
+    assert matrix_file._Mapping.open(index.mapping.path, writable=False) is not None
+    assert summed == [False]
+
+
 def test_a_tail_row_in_no_list_is_reported_by_the_sweep_and_rebuilt(stored):
     ids, units = stored
     index = matrix.INDEX
