@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.utils.text import capfirst
 
 from memory.writes import Refused
+from pipeline import safety
 from pipeline.config import FROZEN
 from pipeline.models import Action, Proposal, ProposalStatus
 from pipeline.review import Decision
@@ -143,8 +144,8 @@ def waiting(proposal: Proposal, banner_key: str | None = None) -> str:
     reason = proposal.blocked_reason
     if reason == "mutations_frozen":
         return BRAKE_LIFTED  # recorded under the brake, which is off now
-    if reason == "safety_review" and not proposal.safety_kinds:
-        return FINDING_REDACTED  # the finding it was held for is gone from its text
+    if reason == "safety_review" and not safety.needs_review(proposal.safety):
+        return FINDING_REDACTED  # no finding that holds a proposal is left in its text
     return WAITING.get(reason, f"waiting: {reason}") if reason else ""
 
 

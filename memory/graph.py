@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from django.db import connection
 
 from memory import linker
+from memory.backend import lock_contents
 from memory.batch import mention_row, write_mentions
 from memory.models import Entity, Memory, MemoryEntityMention
 
@@ -160,20 +161,33 @@ def _upsert_relations(edges: dict[tuple[int, int, str], list[float]], at) -> Non
 def rename_entity(pk: int, changes: dict[str, str]) -> None:
     """Give an entity the name a scrub wrote (`changes`: name and canonical_name). When another
     entity of its agent already has that canonical name (two names redacted to one marker), it
-    takes the first free "name (2)", "name (3)"...: the graph keeps two entities apart rather
-    than merging what the text told apart (and the name stays unique per agent)."""
+    takes the first free "name (2)", "name (3)"...: the entities stay apart as they were (and the
+    name stays unique per agent)."""
     row = Entity.objects.filter(pk=pk).values_list("agent_id", "name", "canonical_name").first()
     if row is None:
         return
-    agent_id, *names = row
-    first = [changes.get("name", names[0]), changes.get("canonical_name", names[1])]
+    agent_id, _, canonical = row
+    canonical = changes.get("canonical_name", canonical)
+    # Only the lowercase form held the text (the name's case differed): the name would keep it.
+    name = changes.get("name", canonical)
+    # On PostgreSQL two renames of one agent's entities wait for each other: both would see the
+    # same numbers taken, and the second would fail on the name's uniqueness.
+    lock_contents(agent_id, ["entity renames"])
     taken = set(
-        Entity.objects.filter(agent_id=agent_id, canonical_name__startswith=first[1])
+        Entity.objects.filter(agent_id=agent_id, canonical_name__startswith=canonical[:200])
         .exclude(pk=pk)
         .values_list("canonical_name", flat=True)
     )
-    name, canonical, number = *first, 1
-    while canonical in taken:
+    numbered, number = (name, canonical), 1
+    while numbered[1] in taken:
         number += 1
-        name, canonical = (f"{part} ({number})" for part in first)
-    Entity.objects.filter(pk=pk).update(**{**changes, "name": name, "canonical_name": canonical})
+        suffix = f" ({number})"
+        numbered = tuple(
+            f"{part[: _NAME_LENGTH - len(suffix)]}{suffix}" for part in (name, canonical)
+        )
+    Entity.objects.filter(pk=pk).update(
+        **{**changes, "name": numbered[0], "canonical_name": numbered[1]}
+    )
+
+
+_NAME_LENGTH = 300  # Entity.name and canonical_name

@@ -7,8 +7,9 @@ them.
 A file also carries its inverted-file index (memory.matrix_lists builds it): the first `indexed`
 rows are sorted by list, list l holding rows starts[l]:starts[l + 1], with the lists' centroids and
 the rows' order by embedding id. Those sections are written once, before the file is published,
-and a checksum of them is checked whenever the file is mapped; rows appended later (the tail) carry
-their list number in `lists`."""
+and a checksum of them is checked whenever a process maps the file (its writer mapping at each
+catch-up reuses the sum of the same file's mapping; the sweep checks the whole file every ten
+minutes); rows appended later (the tail) carry their list number in `lists`."""
 
 from __future__ import annotations
 

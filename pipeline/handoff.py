@@ -29,6 +29,12 @@ def hand_off(func: str, run_id: str, *, kind: str, fail: Callable[[str, str], No
         fail(run_id, f"the run could not be queued: {exc}")
 
 
+def stay_queued(run_id: str, message: str) -> None:
+    """The `fail` of a hand-off the sweep makes again: the run stays queued (it may have a task
+    in the queue after all) and the next sweep tries again."""
+    log.warning("run %s stays queued: %s", run_id, message)
+
+
 def claim(claim_run: Callable, run_id: str) -> tuple | None:
     """(the run, this worker's name) when `claim_run` (a leased_runs claim) lets this task run it,
     under the jobs' lease timeout and attempts."""

@@ -493,7 +493,9 @@ class ReplayRun(QueuedRun):
     results = models.JSONField(default=list, blank=True)  # one comparison per proposal, in order
     started_at = models.DateTimeField(null=True, blank=True)
     # Like a job's lease: renewed at each claim and each saved result; a running run whose lease is
-    # older than the lease timeout lost its worker, and the sweep retries or fails it.
+    # older than the lease timeout lost its worker, and the sweep retries or fails it. A queued
+    # run's says when it was queued (None: when it was created): five minutes and no task took
+    # it, the sweep hands it off again.
     leased_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -510,7 +512,9 @@ class LeasedRun(QueuedRun):
     Evaluations and imports share it."""
 
     # The lease: who holds the run and its heartbeat, renewed by every record; a running run whose
-    # heartbeat outlived the lease timeout lost its worker and the sweep queues it again.
+    # heartbeat outlived the lease timeout lost its worker and the sweep queues it again. A queued
+    # run's heartbeat says when it was queued (None: when it was created): five minutes and no
+    # task took it, the sweep hands it off again.
     worker = models.CharField(max_length=200, blank=True, default="")
     claimed_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)

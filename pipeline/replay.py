@@ -278,9 +278,11 @@ def ask_second_opinion(
     return run
 
 
-def _hand_off(run_id: str) -> None:
-    """Queue `run_replay(run_id)`; a run that cannot be queued fails with the reason."""
-    handoff.hand_off("pipeline.replay.run_replay", run_id, kind="replay", fail=writes.finish_run)
+def _hand_off(run_id: str, *, again: bool = False) -> None:
+    """Queue `run_replay(run_id)`; a run that cannot be queued fails with the reason (handed off
+    `again` by the sweep, it stays queued for the next sweep)."""
+    fail = handoff.stay_queued if again else writes.finish_run
+    handoff.hand_off("pipeline.replay.run_replay", run_id, kind="replay", fail=fail)
 
 
 def run_replay(run_id: str) -> str | None:
@@ -333,7 +335,10 @@ def reclaim_stale_runs() -> dict[str, int]:
     )
     for run_id in retried:
         _hand_off(run_id)
-    return {"retried": len(retried), "failed": failed}
+    lost = writes.lost_runs()  # queued five minutes and no task took them
+    for run_id in lost:
+        _hand_off(run_id, again=True)
+    return {"retried": len(retried) + len(lost), "failed": failed}
 
 
 def results_of(run: ReplayRun) -> SliceReplay:

@@ -123,5 +123,22 @@ def test_a_run_handed_back_after_its_time_slice_counts_as_queued_from_then(
     ImportRun.objects.filter(id=run.id).update(created_at=timezone.now() - timedelta(hours=1))
     assert drain_queue() == 1
     assert ImportRun.objects.get(id=run.id).status == "queued"
-    # Its next task is in the queue: the sweep leaves it alone, however old the run.
+    # Queued again just now, its next task in the queue: the sweep leaves it alone for five
+    # minutes, however old the run.
     assert "importRuns" not in sweep()
+
+
+def test_a_lost_run_the_queue_cannot_take_again_stays_queued_for_the_next_sweep(monkeypatch):
+    from pipeline import handoff
+
+    run = start()
+    ImportRun.objects.filter(id=run.id).update(created_at=timezone.now() - timedelta(minutes=6))
+
+    def queue_down(*args, **kwargs):
+        raise ConnectionError("broker unreachable")
+
+    monkeypatch.setattr(handoff, "async_task", queue_down)
+    assert sweep()["importRuns"] == {"retried": 1, "failed": 0}
+    run.refresh_from_db()
+    # Its first task may still be in the queue: a failed second hand-off does not fail it.
+    assert (run.status, run.error) == ("queued", "")

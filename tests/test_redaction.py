@@ -327,3 +327,16 @@ def test_names_purged_to_one_marker_stay_apart_as_numbered_entities():
     assert sorted(
         Entity.objects.filter(entity_type="person").values_list("name", "canonical_name")
     ) == [("[purged]", "[purged]"), ("[purged] (2)", "[purged] (2)")]
+
+
+def test_a_name_whose_lowercase_form_held_the_span_is_renamed_from_its_scrubbed_form():
+    # The entity was named "Dana Whitfield" by a triple; the text holds the name in lowercase, as
+    # the entity's canonical name does: scrubbing the canonical name renames the entity too.
+    memory = seed(
+        "ask dana whitfield before rotating the ledger keys",
+        triples=[Triple("Dana Whitfield", "rotates", "ledger keys", "person")],
+    )
+    assert redact(memory.id, "dana whitfield", "pii", reason="a colleague's name").verified
+    entity = Entity.objects.get(entity_type="person")
+    assert (entity.name, entity.canonical_name) == ("[redacted:pii]", "[redacted:pii]")
+    assert every_value_holding("Dana Whitfield") == []

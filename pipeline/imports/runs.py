@@ -83,9 +83,11 @@ def start_upload(
     return run
 
 
-def hand_off(run_id: str) -> None:
-    """Queue `run_task(run_id)`; a run that cannot be queued fails with the reason."""
-    handoff.hand_off("pipeline.imports.runs.run_task", run_id, kind="import", fail=writes.fail_run)
+def hand_off(run_id: str, *, again: bool = False) -> None:
+    """Queue `run_task(run_id)`; a run that cannot be queued fails with the reason (handed off
+    `again` by the sweep, it stays queued for the next sweep)."""
+    fail = handoff.stay_queued if again else writes.fail_run
+    handoff.hand_off("pipeline.imports.runs.run_task", run_id, kind="import", fail=fail)
 
 
 def _claim(run_id: str) -> tuple[ImportRun, str] | None:
@@ -263,4 +265,7 @@ def reclaim_stale_runs() -> dict[str, int]:
     )
     for run_id in retried:
         hand_off(run_id)
-    return {"retried": len(retried), "failed": failed}
+    lost = writes.lost_runs()  # queued five minutes and no task took them
+    for run_id in lost:
+        hand_off(run_id, again=True)
+    return {"retried": len(retried) + len(lost), "failed": failed}

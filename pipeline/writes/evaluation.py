@@ -114,7 +114,7 @@ def fail_run(run_id: str, error: str) -> None:
 def reclaim_stale_runs(lease_timeout: timedelta, *, max_attempts: int) -> tuple[list[str], int]:
     """Running runs whose heartbeat outlived the lease timeout lost their worker: those with
     attempts left go back to the queue (their ids are returned, to be queued again), the others
-    fail saying why. Runs queued too long without a task are returned too (their hand-off lost)."""
+    fail saying why."""
     stale, cutoff = leased_runs.stale_running(EvalRun, lease_timeout)
     out_of_attempts = list(stale.filter(attempts__gte=max_attempts).values_list("id", flat=True))
     for run_id in out_of_attempts:
@@ -125,4 +125,9 @@ def reclaim_stale_runs(lease_timeout: timedelta, *, max_attempts: int) -> tuple[
         )
     ids = list(stale.values_list("id", flat=True))
     leased_runs.requeue(EvalRun, ids, cutoff)
-    return ids + leased_runs.lost_queued(EvalRun, leased_runs.QUEUED_QUIET), len(out_of_attempts)
+    return ids, len(out_of_attempts)
+
+
+def lost_runs() -> list[str]:
+    """Runs queued too long without a task taking them (their hand-off lost): to hand off again."""
+    return leased_runs.lost_queued(EvalRun, leased_runs.QUEUED_QUIET)

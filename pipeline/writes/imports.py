@@ -132,8 +132,7 @@ def fail_run(run_id: str, error: str) -> None:
 def reclaim_stale_runs(lease_timeout: timedelta, *, max_attempts: int) -> tuple[list[str], int]:
     """Running runs whose heartbeat outlived the lease timeout lost their worker. A queued
     task's run with attempts left goes back to the queue (its id is returned, to be queued
-    again); the others fail saying why (a command's run has no upload to go on with). An
-    upload's run queued too long without a task is returned too (its hand-off was lost)."""
+    again); the others fail saying why (a command's run has no upload to go on with)."""
     stale, cutoff = leased_runs.stale_running(ImportRun, lease_timeout)
     failed = 0
     for run_id, origin in stale.values_list("id", "origin"):
@@ -153,6 +152,10 @@ def reclaim_stale_runs(lease_timeout: timedelta, *, max_attempts: int) -> tuple[
         failed += 1
     ids = list(stale.values_list("id", flat=True))
     leased_runs.requeue(ImportRun, ids, cutoff)
-    # A command's run is never queued; an upload's queued too long lost its hand-off.
-    lost = leased_runs.lost_queued(ImportRun, leased_runs.QUEUED_QUIET, exclude=Q(origin=COMMAND))
-    return ids + lost, failed
+    return ids, failed
+
+
+def lost_runs() -> list[str]:
+    """Uploads queued too long without a task taking them (their hand-off lost): to hand off
+    again. A command's run is never queued."""
+    return leased_runs.lost_queued(ImportRun, leased_runs.QUEUED_QUIET, exclude=Q(origin=COMMAND))

@@ -77,8 +77,7 @@ def save_results(run_id: str, results: list[dict]) -> None:
 
 def reclaim_stale_runs(lease_timeout: timedelta, *, max_attempts: int) -> tuple[list[str], int]:
     """Running runs whose lease expired lost their worker: those with attempts left go back to
-    queued (their ids are returned, to be queued again), the others fail saying why. Runs queued
-    too long without a task are returned too (their hand-off was lost)."""
+    queued (their ids are returned, to be queued again), the others fail saying why."""
     now = timezone.now()
     stale = ReplayRun.objects.filter(_stale(now - lease_timeout), status=ReplayStatus.RUNNING)
     failed = stale.filter(attempts__gte=max_attempts).update(
@@ -96,8 +95,12 @@ def reclaim_stale_runs(lease_timeout: timedelta, *, max_attempts: int) -> tuple[
     ReplayRun.objects.filter(
         _stale(now - lease_timeout), id__in=ids, status=ReplayStatus.RUNNING
     ).update(status=ReplayStatus.QUEUED, leased_at=now)
-    lost = leased_runs.lost_queued(ReplayRun, leased_runs.QUEUED_QUIET, stamp="leased_at")
-    return ids + lost, failed
+    return ids, failed
+
+
+def lost_runs() -> list[str]:
+    """Runs queued too long without a task taking them (their hand-off lost): to hand off again."""
+    return leased_runs.lost_queued(ReplayRun, leased_runs.QUEUED_QUIET, stamp="leased_at")
 
 
 def finish_run(run_id: str, error: str = "") -> None:
