@@ -256,3 +256,21 @@ def test_the_order_by_weight_equals_a_walk_of_every_posting_ties_included(terms)
         # Read in growing slices, as the window reads it, then whole.
         for n in (1, 7, 100, 101, 1000, len(expected) // 2, len(expected), len(expected) + 5):
             assert list(order.first(n)) == expected[:n]
+
+
+@pytest.mark.skipif(TEST_ENGINE == "postgres", reason="SQLite's weighing of posting lists")
+def test_a_batch_weighed_on_two_threads_ranks_as_one_thread_does(small_budget, monkeypatch):
+    from memory.keyword import sqlite
+
+    for i in range(40):
+        remember(f"Vera moved the billing deploy to staging, note {i}")
+        remember(f"Celery workers on staging restart at {i} past, says Omar")
+    texts = ["billing deploy staging", "celery workers restart", "Vera Omar note", "nothing here"]
+    monkeypatch.setattr(sqlite, "PARALLEL_POSTINGS", 10**12)
+    alone = keyword.search_many(texts, agent_id="default", limit=5)
+    used = []
+    pool = sqlite.process_pool
+    monkeypatch.setattr(sqlite, "process_pool", lambda *a: used.append(a) or pool(*a))
+    monkeypatch.setattr(sqlite, "PARALLEL_POSTINGS", 0)
+    assert keyword.search_many(texts, agent_id="default", limit=5) == alone
+    assert used and all(len(hits) for hits in alone[:3])
