@@ -20,19 +20,18 @@ from pipeline.config import get_config
 log = logging.getLogger(__name__)
 
 
-def hand_off(func: str, run_id: str, *, kind: str, fail: Callable[[str, str], None]) -> None:
-    """Queue `func(run_id)` in the group `kind`; `fail(run_id, message)` when it cannot be."""
+def hand_off(
+    func: str, run_id: str, *, kind: str, fail: Callable[[str, str], None], again: bool = False
+) -> None:
+    """Queue `func(run_id)` in the group `kind`; `fail(run_id, message)` when it cannot be. A run
+    the sweep hands off `again` is not failed: it may have a task in the queue after all, and the
+    next sweep tries again."""
     try:
         async_task(func, run_id, task_name=f"{kind}-{run_id}", q_options={"group": kind})
     except Exception as exc:
         log.exception("could not queue %s run %s", kind, run_id)
-        fail(run_id, f"the run could not be queued: {exc}")
-
-
-def stay_queued(run_id: str, message: str) -> None:
-    """The `fail` of a hand-off the sweep makes again: the run stays queued (it may have a task
-    in the queue after all) and the next sweep tries again."""
-    log.warning("run %s stays queued: %s", run_id, message)
+        if not again:
+            fail(run_id, f"the run could not be queued: {exc}")
 
 
 def claim(claim_run: Callable, run_id: str) -> tuple | None:

@@ -494,7 +494,7 @@ class ReplayRun(QueuedRun):
     started_at = models.DateTimeField(null=True, blank=True)
     # Like a job's lease: renewed at each claim and each saved result; a running run whose lease is
     # older than the lease timeout lost its worker, and the sweep retries or fails it. A queued
-    # run's says when it was queued (None: when it was created): five minutes and no task took
+    # run's leased_at says when it was queued (None: when it was created): five minutes and no task took
     # it, the sweep hands it off again.
     leased_at = models.DateTimeField(null=True, blank=True)
 

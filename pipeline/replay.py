@@ -281,8 +281,9 @@ def ask_second_opinion(
 def _hand_off(run_id: str, *, again: bool = False) -> None:
     """Queue `run_replay(run_id)`; a run that cannot be queued fails with the reason (handed off
     `again` by the sweep, it stays queued for the next sweep)."""
-    fail = handoff.stay_queued if again else writes.finish_run
-    handoff.hand_off("pipeline.replay.run_replay", run_id, kind="replay", fail=fail)
+    handoff.hand_off(
+        "pipeline.replay.run_replay", run_id, kind="replay", fail=writes.finish_run, again=again
+    )
 
 
 def run_replay(run_id: str) -> str | None:

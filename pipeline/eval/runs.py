@@ -94,8 +94,9 @@ def start_run(
 def hand_off(run_id: str, *, again: bool = False) -> None:
     """Queue `run_eval(run_id)`; a run that cannot be queued fails with the reason (handed off
     `again` by the sweep, it stays queued for the next sweep)."""
-    fail = handoff.stay_queued if again else writes.fail_run
-    handoff.hand_off("pipeline.tasks.run_eval", run_id, kind="eval", fail=fail)
+    handoff.hand_off(
+        "pipeline.tasks.run_eval", run_id, kind="eval", fail=writes.fail_run, again=again
+    )
 
 
 def cases_of(run: EvalRun) -> case_format.CaseSet:

@@ -86,8 +86,9 @@ def start_upload(
 def hand_off(run_id: str, *, again: bool = False) -> None:
     """Queue `run_task(run_id)`; a run that cannot be queued fails with the reason (handed off
     `again` by the sweep, it stays queued for the next sweep)."""
-    fail = handoff.stay_queued if again else writes.fail_run
-    handoff.hand_off("pipeline.imports.runs.run_task", run_id, kind="import", fail=fail)
+    handoff.hand_off(
+        "pipeline.imports.runs.run_task", run_id, kind="import", fail=writes.fail_run, again=again
+    )
 
 
 def _claim(run_id: str) -> tuple[ImportRun, str] | None:
