@@ -141,15 +141,25 @@ def test_a_batch_costs_the_same_statements_at_any_store_size(small_budget):
         assert statements() == small == 4
 
 
-@pytest.mark.skipif(TEST_ENGINE != "postgres", reason="a second connection: PostgreSQL only")
+@pytest.mark.skipif(TEST_ENGINE != "postgres", reason="other connections: PostgreSQL only")
 @pytest.mark.django_db(transaction=True)
-def test_on_postgresql_a_jobs_keyword_leg_runs_on_a_connection_of_its_own_beside_the_callers():
+def test_on_postgresql_a_jobs_keyword_leg_runs_in_halves_on_two_connections_beside_the_callers(
+    monkeypatch,
+):
+    from memory.keyword import postgres
     from memory.search import keyword_leg
 
     for n in range(6):
         remember(f"The billing service note {n} mentions Postgres.")
-    texts = ["billing Postgres", "service note"]
-    seen = []
+    texts = ["billing Postgres", "service note", "Postgres note", "billing"]
+    seen, backends = [], []
+    candidates = postgres._candidates_many
+
+    def on_backend(cursor, plans, **options):
+        backends.append((connection.connection.info.backend_pid, len(plans)))
+        return candidates(cursor, plans, **options)
+
+    monkeypatch.setattr(postgres, "_candidates_many", on_backend)
 
     def watch(execute, sql, params, many, context):
         seen.append(sql)
@@ -158,7 +168,11 @@ def test_on_postgresql_a_jobs_keyword_leg_runs_on_a_connection_of_its_own_beside
     with connection.execute_wrapper(watch):
         soon = keyword_leg(texts, k=5, soon=True)
         hits = [list(found) for found in soon]
+        caller = connection.connection.info.backend_pid
     assert not any("search_vector" in sql for sql in seen)  # not on the caller's connection
+    # two texts on each of two other server backends, side by side
+    assert sorted(count for _, count in backends) == [2, 2]
+    assert len({pid for pid, _ in backends} | {caller}) == 3
     assert hits == keyword_leg(texts, k=5) and all(hits)
     with transaction.atomic(), connection.execute_wrapper(watch):
         # inside a transaction another connection would not see its writes: run here
