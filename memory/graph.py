@@ -42,6 +42,12 @@ def persist_triples(
     they are counted with the triples' in the one pass over the entity rows, in id order.
     Returns the ids of the entities the triples name, in id order."""
     linked = linked or []
+    # A marker an erasure left names nobody: linking by it would join the people it hides.
+    triples = [
+        triple
+        for triple in triples
+        if not (linker.is_erasure_marker(triple.source) or linker.is_erasure_marker(triple.target))
+    ]
     if not triples:
         write_mentions(linked, at=at)
         return []

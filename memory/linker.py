@@ -58,6 +58,18 @@ def canonical_name(name: str) -> str:
     return unicodedata.normalize("NFC", " ".join(name.split())).lower()
 
 
+# What an erasure writes where a name was (memory.redaction.marker, memory.erasure.PURGED), with
+# the number memory.graph.rename_entity gives a second entity so named.
+_ERASURE_MARKER = re.compile(r"\[(?:redacted:[^\]\s]*|purged)\](?: \(\d+\))?")
+
+
+def is_erasure_marker(name: str) -> bool:
+    """The name is only what a redaction or a purge wrote in place of one (`[redacted:pii]`,
+    `[purged]`, `[redacted:pii] (2)`): a placeholder that stands for different people, so no
+    entity is linked by it."""
+    return _ERASURE_MARKER.fullmatch(canonical_name(name)) is not None
+
+
 def _capitalised(word: str) -> bool:
     # Any script's capitals count ("Émile", "Łukasz"); the second letter shows it is not an acronym.
     # "O'Brien" and "D’Angelo" are capitalised after their apostrophe.

@@ -8,6 +8,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from memory import linker
+
 MAX_INPUT_CHARS = 12000
 MAX_FACTS = 20
 MIN_FACT_CHARS = 10
@@ -350,6 +352,9 @@ def _validate_entity(item: object, warnings: list[str]) -> EntityTriple | None:
         warnings.append("Entity missing relationship")
         return None
     label = f'Entity "{_shorten(f"{source} {relationship} {target}", 40)}"'
+    if linker.is_erasure_marker(source) or linker.is_erasure_marker(target):
+        warnings.append(f"{label} names an erased text's marker, not a name: dropped")
+        return None
     return EntityTriple(
         source,
         _entity_type(item, "source_type", "sourceType"),

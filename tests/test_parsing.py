@@ -666,3 +666,18 @@ def test_a_percentage_confidence_does_not_pass_the_write_gate_as_certainty():
     decision, warnings = parse_decision(reply, CANDIDATES)
     assert decision.confidence == 0.4
     assert warnings == ['Decision: confidence "40" read as a percentage (0.4)']
+
+
+def test_an_entity_named_by_an_erasure_marker_is_dropped_with_a_warning():
+    facts, entities, warnings = parsing.validate_extraction(
+        {
+            "facts": [],
+            "entities": [
+                {"source": "[redacted:pii]", "relationship": "approved", "target": "deploy"},
+                {"source": "Ops", "relationship": "owns", "target": "[Purged] (2)"},
+                {"source": "Dana", "relationship": "approved", "target": "deploy"},
+            ],
+        }
+    )
+    assert [(e.source, e.target) for e in entities] == [("Dana", "deploy")]
+    assert len(warnings) == 2 and all("erased text's marker" in w for w in warnings)

@@ -340,3 +340,40 @@ def test_a_name_whose_lowercase_form_held_the_span_is_renamed_from_its_scrubbed_
     entity = Entity.objects.get(entity_type="person")
     assert (entity.name, entity.canonical_name) == ("[redacted:pii]", "[redacted:pii]")
     assert every_value_holding("Dana Whitfield") == []
+
+
+def test_a_later_triple_naming_the_bare_marker_links_to_no_redacted_entity():
+    first, second = _person("Dana Whitfield"), _person("Bob Marsh")
+    for memory, name in ((first, "Dana Whitfield"), (second, "Bob Marsh")):
+        assert redact(memory.id, name, "pii", reason="a colleague's name").verified
+    hidden = {entity.pk: entity.name for entity in Entity.objects.filter(entity_type="person")}
+    assert sorted(hidden.values()) == ["[redacted:pii]", "[redacted:pii] (2)"]
+    # A text written after the redaction that names the marker (a model reading the redacted
+    # text, an agent copying it): the marker stands for two people, so it links to neither.
+    later = seed(
+        "[redacted:pii] approved the ledger rotation",
+        triples=[
+            Triple("[redacted:pii]", "approved", "ledger rotation", "person"),
+            Triple("[Redacted:PII] (2)", "approved", "ledger rotation", "person"),
+            Triple("Ines Okafor", "approved", "ledger rotation", "person"),
+        ],
+    )
+    linked = set(
+        MemoryEntityMention.objects.filter(memory=later).values_list("entity__name", flat=True)
+    )
+    assert linked == {"Ines Okafor", "ledger rotation"}
+    assert not Relation.objects.filter(source_id__in=hidden, target__name="ledger rotation")
+    assert Entity.objects.filter(pk__in=hidden).count() == 2  # and no new marker entity
+    assert not Entity.objects.filter(canonical_name="[redacted:pii] (3)")
+
+
+def test_the_markers_an_erasure_writes_are_the_ones_no_entity_is_linked_by():
+    from memory.erasure import PURGED
+    from memory.linker import is_erasure_marker
+    from memory.redaction import marker
+
+    for kind in ("pii", "password", "secret", "address"):
+        assert is_erasure_marker(marker(kind)) and is_erasure_marker(f"{marker(kind)} (12)")
+    assert is_erasure_marker(PURGED) and is_erasure_marker(f" {PURGED.upper()}  (2)")
+    for name in ("Dana [redacted:pii]", "[redacted:pii] Ops", "redacted", "[purged", "Purged"):
+        assert not is_erasure_marker(name)
