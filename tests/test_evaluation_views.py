@@ -247,6 +247,24 @@ def test_a_run_whose_hand_off_was_lost_is_handed_off_again_after_five_quiet_minu
     assert tasks.run_eval(run.id) == "done"
 
 
+def test_a_queued_run_left_with_no_attempt_is_failed_by_the_sweep_not_handed_off_forever(
+    fake_ollama,
+):
+    client = get_chat_client("ollama", "qwen3:4b")
+    run = runs.start_run("shipped", client, requested_by="ada", limit=2)
+    OrmQ.objects.all().delete()
+    # Its worker died on its last attempt but one, and the attempts allowed were lowered since.
+    allowed = get_config().max_attempts
+    EvalRun.objects.filter(id=run.id).update(
+        attempts=allowed, created_at=timezone.now() - timedelta(minutes=6)
+    )
+    assert tasks.run_eval(run.id) is None  # no task can claim it
+    assert tasks.sweep()["evalRuns"] == {"retried": 0, "failed": 1}
+    failed = EvalRun.objects.get()
+    assert failed.status == "failed" and "no attempt left" in failed.error
+    assert not queued_evals()
+
+
 def test_a_server_that_answers_nothing_fails_the_run_and_the_page_says_so(
     admin_client_role, fake_ollama, drain_queue, settings
 ):

@@ -10,6 +10,7 @@ from django.utils import timezone
 from django_q.models import OrmQ
 
 from memory.models import Memory, MemoryHistory
+from pipeline.config import get_config
 from pipeline.imports import runs
 from pipeline.imports.models import ImportRun
 from pipeline.tasks import sweep
@@ -112,6 +113,18 @@ def test_an_upload_whose_hand_off_was_lost_is_handed_off_again_after_five_quiet_
     drain_all(drain_queue)
     run.refresh_from_db()
     assert (run.status, run.imported) == ("done", 7)
+
+
+def test_a_queued_upload_left_with_no_attempt_is_failed_by_the_sweep_not_handed_off_forever():
+    run = start()
+    OrmQ.objects.all().delete()
+    ImportRun.objects.filter(id=run.id).update(
+        attempts=get_config().max_attempts, created_at=timezone.now() - timedelta(minutes=6)
+    )
+    assert sweep()["importRuns"] == {"retried": 0, "failed": 1}
+    run.refresh_from_db()
+    assert run.status == "failed" and "no attempt left" in run.error
+    assert not OrmQ.objects.exists()
 
 
 def test_a_run_handed_back_after_its_time_slice_counts_as_queued_from_then(

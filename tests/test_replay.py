@@ -532,3 +532,25 @@ def test_a_queued_run_whose_hand_off_was_lost_is_handed_off_again_after_five_qui
     assert queued_replays() == [("pipeline.replay.run_replay", (run.id,))]
     assert "replayRuns" not in tasks.sweep()  # handed off just now: not again every minute
     assert replay.run_replay(run.id) == "done"
+
+
+def test_a_queued_run_left_with_no_attempt_is_failed_by_the_sweep_not_handed_off_forever():
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from pipeline import tasks
+    from pipeline.config import get_config
+    from pipeline.writes import replay as replay_writes
+
+    run = replay_writes.create_run(
+        requested_by="rita", provider="offline", model="offline", proposal_ids=["gone"], total=1
+    )
+    ReplayRun.objects.filter(id=run.id).update(
+        attempts=get_config().max_attempts, created_at=timezone.now() - timedelta(minutes=6)
+    )
+    assert replay.run_replay(run.id) is None  # no task can claim it
+    assert tasks.sweep()["replayRuns"] == {"retried": 0, "failed": 1}
+    failed = ReplayRun.objects.get()
+    assert failed.status == "failed" and failed.finished_at and "no attempt left" in failed.error
+    assert not queued_replays()

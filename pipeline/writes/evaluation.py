@@ -123,9 +123,12 @@ def reclaim_stale_runs(lease_timeout: timedelta, *, max_attempts: int) -> tuple[
             f"the worker running it stopped on each of its {max_attempts} attempts; "
             "start the evaluation again",
         )
+    stuck = leased_runs.queued_out_of_attempts(EvalRun, max_attempts)
+    for run_id in stuck:
+        fail_run(run_id, f"{leased_runs.no_attempt_left(max_attempts)}; start the evaluation again")
     ids = list(stale.values_list("id", flat=True))
     leased_runs.requeue(EvalRun, ids, cutoff)
-    return ids, len(out_of_attempts)
+    return ids, len(out_of_attempts) + len(stuck)
 
 
 def lost_runs() -> list[str]:

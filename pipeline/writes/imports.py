@@ -150,6 +150,13 @@ def reclaim_stale_runs(lease_timeout: timedelta, *, max_attempts: int) -> tuple[
             "upload the file again: the memories it imported are deduplicated",
         )
         failed += 1
+    for run_id in leased_runs.queued_out_of_attempts(ImportRun, max_attempts):
+        fail_run(
+            run_id,
+            f"{leased_runs.no_attempt_left(max_attempts)}; upload the file again: the memories "
+            "it imported are deduplicated",
+        )
+        failed += 1
     ids = list(stale.values_list("id", flat=True))
     leased_runs.requeue(ImportRun, ids, cutoff)
     return ids, failed

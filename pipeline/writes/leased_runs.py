@@ -57,6 +57,22 @@ def stale_running(model: type[Model], lease_timeout: timedelta) -> tuple[QuerySe
     return model.objects.filter(stale(cutoff), status=ReplayStatus.RUNNING), cutoff
 
 
+def queued_out_of_attempts(model: type[Model], max_attempts: int) -> list[str]:
+    """Queued runs that used every attempt allowed now (the setting was lowered while a run that
+    lost a worker waited): no task can claim them, so the sweep fails them rather than hand them
+    off again."""
+    return list(
+        model.objects.filter(status=ReplayStatus.QUEUED, attempts__gte=max_attempts).values_list(
+            "id", flat=True
+        )
+    )
+
+
+def no_attempt_left(max_attempts: int) -> str:
+    """Why such a run failed, for its page (the caller says how to start it again)."""
+    return f"it waited in the queue with no attempt left ({max_attempts} allowed now)"
+
+
 def requeue(model: type[Model], ids: list[str], cutoff) -> None:
     """Back to the queue, conditional like a claim: a run claimed since it was read keeps its
     new heartbeat."""

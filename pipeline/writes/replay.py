@@ -89,6 +89,15 @@ def reclaim_stale_runs(lease_timeout: timedelta, *, max_attempts: int) -> tuple[
         finished_at=now,
         leased_at=None,
     )
+    stuck = leased_runs.queued_out_of_attempts(ReplayRun, max_attempts)
+    failed += ReplayRun.objects.filter(
+        id__in=stuck, status=ReplayStatus.QUEUED, attempts__gte=max_attempts
+    ).update(
+        status=ReplayStatus.FAILED,
+        error=f"{leased_runs.no_attempt_left(max_attempts)}; ask for the second opinion again",
+        finished_at=now,
+        leased_at=None,
+    )
     ids = list(stale.values_list("id", flat=True))
     # Conditional like a claim: a run claimed since it was read keeps its new lease.
     # A queued run's leased_at says when it was queued (None: when it was created).
