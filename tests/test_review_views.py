@@ -656,3 +656,24 @@ def test_a_bulk_post_with_several_ids_values_previews_and_decides_every_one(
     assert "Done</strong> 3 rejected of 3." in body.content.decode()
     assert set(Proposal.objects.filter(id__in=ids).values_list("status", flat=True)) == {"rejected"}
     assert Proposal.objects.filter(status="pending").count() == pending - 3
+
+
+def test_a_bulk_chunk_draws_its_rows_again_with_one_run_of_the_context_processors(
+    reviewer_client, queue, hx
+):
+    """The rows come back out of band in one render: the banner's reads (the settings row and
+    the review counts) do not run again for every ticked row."""
+    ids = list(queue.values_list("id", flat=True)[:5])
+    assert len(ids) == 5
+
+    def reads_of_the_banner(chosen: list[str]) -> int:
+        data = {"decision": "reject", "scope": "selected", "reason": "not durable", "ids": chosen}
+        with CaptureQueriesContext(connection) as ctx:
+            body = reviewer_client.post(
+                "/review/bulk/", {**data, "step": "apply", "total": len(chosen)}, **hx
+            ).content.decode()
+        assert body.count("<template>") == len(chosen)  # every ticked row, with its outcome
+        assert all(f'id="p-{i}"' in body for i in chosen)
+        return sum('"pipeline_config"' in q["sql"] or "pipeline_config " in q["sql"] for q in ctx)
+
+    assert reads_of_the_banner(ids[:1]) == reads_of_the_banner(ids[1:]) > 0

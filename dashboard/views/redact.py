@@ -26,6 +26,7 @@ from pipeline.models import Proposal
 
 PAGE = "dashboard/redact.html"
 ROW = "dashboard/review.html#row"
+ROWS_OUT_OF_BAND = "dashboard/review.html#rows-out-of-band"
 LISTED = 10  # memories the confirmation lists (the count says how many in all)
 
 
@@ -111,11 +112,8 @@ def _other_rows(request, receipt, shown_id: str) -> str:
         .select_related("target_memory", "source_memory", "claim")
         .prefetch_related("approvals")[:200]
     )
-    context = {"can_review": True, "oob": True}
-    return "".join(
-        f"<template>{render_to_string(ROW, {**context, 'p': p}, request)}</template>"
-        for p in others
-    )
+    context = {"rows": [{"p": p} for p in others], "can_review": True, "oob": True}
+    return render_to_string(ROWS_OUT_OF_BAND, context, request)
 
 
 @require_GET

@@ -90,6 +90,7 @@ def review(request):
 
 # --- one decision ---------------------------------------------------------------------------------
 
+ROWS_OUT_OF_BAND = "dashboard/review.html#rows-out-of-band"
 ANSWERS = {  # where a decision came from -> the fragment that answers it
     "row": "dashboard/review.html#row",
     "card": "dashboard/contradictions.html#card",
@@ -190,16 +191,9 @@ def _rows_out_of_band(request, outcomes: list[reviewing.BulkOutcome], actor) -> 
         if proposal is None:
             continue
         note = wording.outcome(proposal, actor.name) if outcome.done else outcome.error
-        context = {
-            "p": proposal,
-            "note": note,
-            "note_css": "ok" if outcome.done else "bad",
-            "can_review": True,
-            "oob": True,
-        }
-        # <template>: a <tr> parses only inside a table or a template, not after the panel's <div>.
-        rows.append(f"<template>{render_to_string(ANSWERS['row'], context, request)}</template>")
-    return "".join(rows).encode()
+        rows.append({"p": proposal, "note": note, "note_css": "ok" if outcome.done else "bad"})
+    context = {"rows": rows, "can_review": True, "oob": True}
+    return render_to_string(ROWS_OUT_OF_BAND, context, request).encode()
 
 
 def _counts_out_of_band(request, matching) -> bytes:
