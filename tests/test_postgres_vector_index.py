@@ -299,3 +299,47 @@ def test_a_knn_over_ten_thousand_vectors_is_answered_by_the_hnsw_index():
         )
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert vectors_postgres.INDEX_NAME in plan, plan
+
+
+@pytest.mark.django_db(transaction=True)
+def test_after_a_purge_vacuums_the_table_a_search_inside_the_hnsw_index_skips_the_purged_row():
+    """The purge deletes the vector's row and vacuums the table, which takes the row out of the
+    HNSW graph: a search walked through the index afterwards still answers from the live rows,
+    nearest first, and never with the purged memory."""
+    from pipeline import review
+
+    base = unit(100)
+    near = []
+    for n in range(40):  # a neighbourhood around `base`, then the rest of the store
+        vector = base + (0.2 + 0.02 * n) * unit(200 + n)
+        near.append((stored(f"Neighbour {n} of the ledger service", vector), vector))
+    for n in range(60):
+        stored(f"Unrelated note {n}", unit(300 + n))
+    settled()
+    gone, gone_vector = near[0]
+    receipt = review.purge(
+        review.purging.Request("memory", gone.id), reason="erasure request", actor=Actor("rita")
+    )
+    assert receipt.verified
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT last_vacuum FROM pg_stat_user_tables WHERE relname = 'embeddings'")
+        assert cursor.fetchone()[0] is not None  # the purge vacuumed it
+    assert not Embedding.objects.filter(content_hash=gone.content_hash).exists()
+    with transaction.atomic(), connection.cursor() as cursor:
+        # A table this small is cheaper to scan and sort: make the planner walk the graph.
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL enable_sort = off")
+        cursor.execute(
+            "EXPLAIN " + vectors_postgres.NEAREST_SQL,
+            [[vectors_postgres.literal(gone_vector)], MODEL, 40, MODEL, DIMS, 1000],
+        )
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+        assert vectors_postgres.INDEX_NAME in plan, plan
+        hits = vectors.search(gone_vector, model=MODEL, agent_id="default", limit=5)
+    ids = [memory_id for memory_id, _ in hits]
+    assert gone.id not in ids
+    # The purged row's nearest neighbours are still reached through the repaired graph.
+    exact = sorted(
+        near[1:], key=lambda pair: -float(pair[1] @ gone_vector / np.linalg.norm(pair[1]))
+    )
+    assert ids == [memory.id for memory, _ in exact[:5]]
