@@ -205,12 +205,12 @@ class _Query:
         return self._bm25(counts, len(tokens))
 
     def _bm25(self, counts: dict[str, int], tokens: int) -> float:
+        """The normalised score of a text of `tokens` words holding the query's stems `counts`
+        times each."""
         length = tokens / self.stats.average_length
         raw = 0.0
-        for (
-            key,
-            idf,
-        ) in self.weights.items():  # the same terms in the same order: the same float sum
+        # The same terms in the same order: the same float sum on every path and engine.
+        for key, idf in self.weights.items():
             tf = counts.get(key, 0)
             if tf:
                 raw += idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length))
