@@ -141,6 +141,14 @@ def test_a_batch_costs_the_same_statements_at_any_store_size(small_budget):
         assert statements() == small == 4
 
 
+def _statements_on_this_connection(seen: list[str]):
+    def watch(execute, sql, params, many, context):
+        seen.append(sql)
+        return execute(sql, params, many, context)
+
+    return connection.execute_wrapper(watch)
+
+
 @pytest.mark.skipif(TEST_ENGINE != "postgres", reason="other connections: PostgreSQL only")
 @pytest.mark.django_db(transaction=True)
 def test_on_postgresql_a_jobs_keyword_leg_runs_in_halves_on_two_connections_beside_the_callers(
@@ -160,12 +168,7 @@ def test_on_postgresql_a_jobs_keyword_leg_runs_in_halves_on_two_connections_besi
         return candidates(cursor, plans, **options)
 
     monkeypatch.setattr(postgres, "_candidates_many", on_backend)
-
-    def watch(execute, sql, params, many, context):
-        seen.append(sql)
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(watch):
+    with _statements_on_this_connection(seen):
         soon = keyword_leg(texts, k=5, soon=True)
         hits = [list(found) for found in soon]
         caller = connection.connection.info.backend_pid
@@ -174,7 +177,7 @@ def test_on_postgresql_a_jobs_keyword_leg_runs_in_halves_on_two_connections_besi
     assert sorted(count for _, count in backends) == [2, 2]
     assert len({pid for pid, _ in backends} | {caller}) == 3
     assert hits == keyword_leg(texts, k=5) and all(hits)
-    with transaction.atomic(), connection.execute_wrapper(watch):
+    with transaction.atomic(), _statements_on_this_connection(seen):
         # inside a transaction another connection would not see its writes: run here
         assert [list(found) for found in keyword_leg(texts, k=5, soon=True)] == hits
     assert any("search_vector" in sql for sql in seen)
