@@ -1,5 +1,7 @@
 """Embedding clients over real HTTP to the fake Ollama server, and the provider choice."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -51,6 +53,26 @@ def test_openai_compatible_embeddings_keep_input_order(fake_ollama, settings):
 def test_every_embedding_failure_becomes_one_provider_error(fake_ollama, script, message):
     fake_ollama.script("/api/embed", script)
     with pytest.raises(ProviderError, match=message):
+        get_embedder().embed(["a", "b"])
+
+
+def test_an_embedding_answer_reads_as_the_standard_library_reads_it_even_where_orjson_refuses(
+    fake_ollama,
+):
+    """Embedding answers are read by orjson, and by json where orjson refuses one: a byte order
+    mark and UTF-16 (json reads both) still give the vectors, a NaN is still a malformed vector,
+    and every float is the float json reads."""
+    rng = np.random.default_rng(7)
+    rows = [[float(f"{x:.9g}") for x in rng.normal(size=768)] for _ in range(2)]
+    expected = [np.asarray(row, dtype=np.float32) for row in rows]
+    expected = [row / np.linalg.norm(row) for row in expected]
+    plain = json.dumps({"embeddings": rows})
+    for body in (plain, b"\xef\xbb\xbf" + plain.encode(), plain.encode("utf-16")):
+        fake_ollama.script("/api/embed", Script(body))
+        vectors = get_embedder().embed(["a", "b"])
+        assert all(np.array_equal(v, e) for v, e in zip(vectors, expected, strict=True))
+    fake_ollama.script("/api/embed", Script('{"embeddings": [[0.1, NaN], [0.2, 0.3]]}'))
+    with pytest.raises(ProviderError, match="malformed vector"):
         get_embedder().embed(["a", "b"])
 
 

