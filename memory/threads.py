@@ -51,6 +51,12 @@ class ConnectedThread:
             self.ready.notify_all()
         return future
 
+    def idle(self) -> bool:
+        """No task queued or running now (a forked child's copy is idle: its thread is not made
+        yet). A caller that finds it idle may still queue behind a task submitted meanwhile."""
+        with self.ready:
+            return self.pid != os.getpid() or not (self.tasks or self.busy)
+
     def wait(self, timeout: float = 30.0, *, disconnected: bool = False) -> bool:
         """Until no task is queued or running (and with `disconnected`, until the idle thread gave
         its connection back); False when `timeout` passed first."""
@@ -89,6 +95,17 @@ class ConnectedThread:
 
 
 _connected: list[ConnectedThread] = []
+
+# Two threads with connections of their own for a search's legs on PostgreSQL, where one server
+# backend runs one statement on one core: a job's keyword leg goes to both (half its texts each)
+# while the caller searches the vectors, and the vector search sends half its queries to one of
+# them when it is idle (its keyword half done).
+BESIDE = (ConnectedThread("beside-1"), ConnectedThread("beside-2"))
+
+
+def idle_beside() -> ConnectedThread | None:
+    """One of BESIDE with nothing to do now, or None."""
+    return next((thread for thread in BESIDE if thread.idle()), None)
 
 
 def release_connections(timeout: float = 10.0) -> bool:

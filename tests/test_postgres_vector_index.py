@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from datetime import timedelta
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from django.utils import timezone
 
 from memory import vectors, writes
 from memory.models import Embedding, Memory
+from memory.threads import BESIDE
 from memory.vectors import postgres as vectors_postgres
 from memory.writes import Actor, Vector
 from pipeline import tasks
@@ -148,6 +150,61 @@ def test_unindexed_vectors_are_compared_exactly_in_the_same_knn_statement():
     assert [eid for eid, _ in nearest[1]].count(ids[0]) <= 1 and len(nearest[1]) == 3
     distances = [d for _, d in nearest[1]]
     assert distances == sorted(distances)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_of_queries_runs_in_halves_on_the_callers_connection_and_an_idle_one_beside_it(
+    monkeypatch,
+):
+    """Each half's statement compares the vectors not indexed yet (one here) itself, and the
+    split answers what one statement answers; busy connections beside it or an open transaction
+    keep the whole batch on the caller's."""
+    memories = [stored(f"Runbook page {n} for the payments team.", unit(200 + n)) for n in range(8)]
+    settled()
+    with connection.cursor() as cursor:  # as if its insert had not run yet
+        cursor.execute(
+            "UPDATE embeddings SET embedding = NULL WHERE content_hash = %s",
+            [memories[5].content_hash],
+        )
+    queries = [unit(200 + n) for n in range(8)]
+    backends: list[tuple[int, int]] = []
+    one_part = vectors_postgres._nearest_part
+
+    def on_backend(queries, usable, model, k):
+        connection.ensure_connection()
+        backends.append((connection.connection.info.backend_pid, len(usable)))
+        return one_part(queries, usable, model, k)
+
+    monkeypatch.setattr(vectors_postgres, "_nearest_part", on_backend)
+    split = vectors_postgres.nearest_many(queries, model=MODEL, k=3)
+    caller = connection.connection.info.backend_pid
+    assert sorted(count for _, count in backends) == [4, 4]
+    pids = {pid for pid, _ in backends}
+    assert caller in pids and len(pids) == 2  # side by side on two server backends
+    ids = [memory_embedding_id(memory) for memory in memories]
+    assert [hits[0][0] for hits in split] == ids  # the unindexed one too, in the other half
+
+    backends.clear()
+    with monkeypatch.context() as patch:
+        patch.setattr(vectors_postgres, "SPLIT_QUERIES", 100)
+        assert vectors_postgres.nearest_many(queries, model=MODEL, k=3) == split
+    assert backends == [(caller, 8)]
+
+    backends.clear()
+    release = threading.Event()
+    for thread in BESIDE:  # both busy (a job's keyword halves, say)
+        thread.submit(release.wait, 10)
+    try:
+        assert vectors_postgres.nearest_many(queries, model=MODEL, k=3) == split
+    finally:
+        release.set()
+    assert backends == [(caller, 8)]
+
+    backends.clear()
+    assert all(thread.wait(10) for thread in BESIDE)
+    with transaction.atomic():  # another connection would not see this transaction's writes
+        assert vectors_postgres.nearest_many(queries, model=MODEL, k=3) == split
+    assert backends == [(caller, 8)]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -20,7 +20,7 @@ from memory.keyword.bm25 import (  # noqa: F401 (re-exported: callers use keywor
     stem,
 )
 from memory.keyword.sqlite import match_expression  # noqa: F401 (re-exported for its tests)
-from memory.threads import ConnectedThread
+from memory.threads import BESIDE
 
 # Every memory holding a query term is weighed (summed IDF of the terms it holds); this many of the
 # best-weighed ones the agent sees are scored exactly. Recall@10 against the exhaustive BM25
@@ -83,19 +83,14 @@ class Soon(Sequence):
         return len(self._all())
 
 
-# PostgreSQL's keyword leg beside the caller's vector search, on two connections of its own: a
-# server backend runs one statement on one core, and a job's ten texts cost the server about 60 ms
-# at 100k memories, so each half of them goes to its own backend (and core).
-_BESIDE = (ConnectedThread("keyword-leg"), ConnectedThread("keyword-leg-2"))
-
-
 def search_many_soon(
     texts: list[str], *, agent_id: str, limit: int, exclude_id: str | None = None
 ) -> Sequence[list[tuple[str, float]]]:
     """`search_many`, started now. On PostgreSQL, outside a transaction (a connection of its own
     would not see what one wrote), it runs in threads with connections of their own (half the
     texts each: every text is ranked on its own) while the caller goes on, and is waited for when
-    first read; elsewhere it runs here."""
+    first read; elsewhere it runs here. A job's ten texts cost the server about 60 ms at 100k
+    memories: each half goes to its own backend (and core)."""
     if backend.is_postgres() and not connection.in_atomic_block:
         half = (len(texts) + 1) // 2
         parts = [part for part in (texts[:half], texts[half:]) if part]
@@ -104,7 +99,7 @@ def search_many_soon(
                 thread.submit(
                     search_many, part, agent_id=agent_id, limit=limit, exclude_id=exclude_id
                 )
-                for thread, part in zip(_BESIDE, parts, strict=False)
+                for thread, part in zip(BESIDE, parts, strict=False)
             ]
         )
     return search_many(texts, agent_id=agent_id, limit=limit, exclude_id=exclude_id)
