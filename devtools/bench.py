@@ -27,6 +27,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from devtools import cpu_steal
 from memory import backend
 
 SEED = 42
@@ -288,6 +289,33 @@ class Report:
             mark = "" if r.ok is None else ("ok" if r.ok else "OVER")
             lines.append(f"{r.figure:<{width}}{r.value:>{vwidth}}  {r.budget:<{bwidth}}{mark}")
         return "\n".join(lines)
+
+
+STEAL_ROWS = {
+    "whole_run": "CPU time the host gave to other guests (steal), whole run",
+    "job_phases": "  of it during the job phases (overhead, lock hold, latency)",
+}
+
+
+def report_steal(report: Report, shares: dict[str, float | None]) -> dict[str, float | None]:
+    """Rows for the steal shares (devtools.cpu_steal; the first one checked against a quiet
+    machine's), and a note when the run was not quiet; the shares rounded, for the JSON."""
+    for index, (key, share) in enumerate(shares.items()):
+        checked = index == 0 and share is not None
+        report.add(
+            STEAL_ROWS[key],
+            "n/a" if share is None else f"{share * 100:.1f} %",
+            f"<= {cpu_steal.QUIET_SHARE * 100:g} % (quiet)" if checked else "",
+            share <= cpu_steal.QUIET_SHARE if checked else None,
+        )
+    whole = next(iter(shares.values()), None)
+    if whole is not None and whole > cpu_steal.QUIET_SHARE:
+        report.notes.append(
+            f"NOT A QUIET MACHINE: the host ran other guests for {whole * 100:.0f} % of the CPU "
+            "time this run wanted, so every phase ran slower; judge the time budgets on a run "
+            "where the steal share is ok."
+        )
+    return {key: None if share is None else round(share, 3) for key, share in shares.items()}
 
 
 BUDGETS = {
@@ -1528,6 +1556,7 @@ class Bench:
 
     # -- run ------------------------------------------------------------------------------------------
     def run(self) -> dict:
+        whole_run = cpu_steal.Watch()
         self.report.notes.append(
             "Load average (1/5/15 min) at start: " + " ".join(f"{v:.2f}" for v in os.getloadavg())
         )
@@ -1550,7 +1579,9 @@ class Bench:
             self.measure_export(size)
         self.measure_purge()
         self.measure_remember()
+        job_phases = cpu_steal.Watch()
         self.measure_jobs()
+        jobs_share = job_phases.share()
         self.measure_eval()
         if self.o.skip_load:
             self.results["remember_under_load"] = {"p99_ms": None}
@@ -1562,6 +1593,9 @@ class Bench:
             self.measure_load()
         # Last: it adds its memories to the store every other phase measured.
         self.measure_import(min(IMPORT_MAX, sizes[-1]))
+        self.results["cpu_steal"] = report_steal(
+            self.report, {"whole_run": whole_run.share(), "job_phases": jobs_share}
+        )
         self.report.notes.append(
             "Load average (1/5/15 min) at end: " + " ".join(f"{v:.2f}" for v in os.getloadavg())
         )
@@ -1586,6 +1620,7 @@ class Bench:
             "export": self.results["export"],
             "import": self.results["import"],
             "purge": self.results["purge"],
+            "cpu_steal": self.results["cpu_steal"],
         }
 
 

@@ -33,6 +33,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from devtools import cpu_steal
 from devtools.bench import (
     AGENT,
     BUDGETS,
@@ -45,6 +46,7 @@ from devtools.bench import (
     ms_since,
     on_postgres,
     pct,
+    report_steal,
     timed,
 )
 
@@ -290,6 +292,7 @@ class ScaleBench:
 
     def run(self) -> dict:
         started = time.perf_counter()
+        whole_run = cpu_steal.Watch()
         bench = self.bench
         if on_postgres():
             raise RuntimeError("--scale runs on SQLite (the shared matrix)")
@@ -311,6 +314,7 @@ class ScaleBench:
             self.figures[str(size)] = {"load": loaded, **self.measure(size)}
         minutes = (time.perf_counter() - started) / 60
         self.report(sizes, minutes)
+        steal = report_steal(bench.report, {"whole_run": whole_run.share()})
         bench.report.notes.append(
             "Load average (1/5/15 min) at end: " + " ".join(f"{v:.2f}" for v in os.getloadavg())
         )
@@ -319,6 +323,7 @@ class ScaleBench:
             "sizes": self.figures,
             "growth_per_10x": self.growth(sizes),
             "minutes": round(minutes, 1),
+            "cpu_steal": steal,
         }
 
     # -- one size ------------------------------------------------------------------------------

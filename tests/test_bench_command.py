@@ -69,7 +69,20 @@ def test_bench_writes_every_figure_and_leaves_no_database_behind(tmp_path):
         "export",
         "import",
         "purge",
+        "cpu_steal",
     }
+    # The share of the run's CPU time the host gave to other guests: measured on Linux, checked
+    # against a quiet machine's for the whole run, printed for the job phases.
+    steal = figures["cpu_steal"]
+    assert set(steal) == {"whole_run", "job_phases"}
+    assert all(share is None or 0 <= share <= 1 for share in steal.values())
+    assert steal["whole_run"] is not None  # a run of a minute wants far more than MIN_TICKS
+    assert re.search(
+        r"CPU time the host gave to other guests \(steal\), whole run\s+[\d.]+ %\s+"
+        r"<= 5 % \(quiet\)\s+(ok|OVER)",
+        output,
+    )
+    assert ("NOT A QUIET MACHINE" in output) == (steal["whole_run"] > 0.05)
     purge = figures["purge"]
     assert set(purge) == {"p50_ms", "max_ms", "audit_rows", "verified"}
     assert purge["audit_rows"] == 50 and purge["verified"] is True
@@ -346,7 +359,9 @@ def test_the_growth_run_reports_every_figure_per_size_and_its_growth_per_10x(tmp
     )
     output = out.getvalue()
     figures = json.loads(json_path.read_text())
-    assert set(figures) == {"engine", "sizes", "growth_per_10x", "minutes"}
+    assert set(figures) == {"engine", "sizes", "growth_per_10x", "minutes", "cpu_steal"}
+    assert set(figures["cpu_steal"]) == {"whole_run"}
+    assert "CPU time the host gave to other guests (steal), whole run" in output
     assert set(figures["sizes"]) == {"300", "3000"}
     for size in ("300", "3000"):
         shown = figures["sizes"][size]
