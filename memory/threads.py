@@ -4,11 +4,14 @@ own, for store work side by side with the caller's."""
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+
+log = logging.getLogger(__name__)
 
 _pools: dict[tuple[int, str, int], ThreadPoolExecutor] = {}
 _lock = threading.Lock()
@@ -71,13 +74,29 @@ class ConnectedThread:
             )
 
     def _run(self) -> None:
+        try:
+            self._serve()
+        except BaseException as exc:
+            log.exception("%s stopped; the next task starts it again", self.name)
+            # Callers wait on their Futures without a timeout: a thread that dies must fail what
+            # is queued and let the next submit start a thread again, never look idle forever.
+            with self.ready:
+                if self.pid == os.getpid():
+                    self.pid, self.busy, self.connected = 0, False, False
+                while self.tasks:
+                    future = self.tasks.popleft()[0]
+                    if future.set_running_or_notify_cancel():
+                        future.set_exception(exc)
+                self.ready.notify_all()
+
+    def _serve(self) -> None:
         from django.db import close_old_connections, connection
 
         while True:
             with self.ready:
                 idle = self.IDLE_SECONDS if self.connected else None
                 if not self.ready.wait_for(lambda: self.tasks, idle):
-                    connection.close()
+                    _close_quietly(connection)
                     self.connected = False
                     self.ready.notify_all()
                     continue
@@ -92,6 +111,17 @@ class ConnectedThread:
             with self.ready:
                 self.busy = False
                 self.ready.notify_all()
+
+
+def _close_quietly(connection) -> None:
+    """Give the connection back; one the server already dropped may raise on close, and Django
+    forgets it either way, so the next task opens a fresh one."""
+    from django.db import DatabaseError
+
+    try:
+        connection.close()
+    except DatabaseError:
+        pass
 
 
 _connected: list[ConnectedThread] = []
