@@ -298,17 +298,18 @@ STEAL_ROWS = {
 
 
 def report_steal(report: Report, shares: dict[str, float | None]) -> dict[str, float | None]:
-    """Rows for the steal shares (devtools.cpu_steal; the first one checked against a quiet
-    machine's), and a note when the run was not quiet; the shares rounded, for the JSON."""
-    for index, (key, share) in enumerate(shares.items()):
-        checked = index == 0 and share is not None
+    """Rows for the steal shares (devtools.cpu_steal; the whole run's, "whole_run", checked
+    against a quiet machine's), and a note when the run was not quiet; the shares rounded, for
+    the JSON."""
+    for key, share in shares.items():
+        checked = key == "whole_run" and share is not None
         report.add(
             STEAL_ROWS[key],
             "n/a" if share is None else f"{share * 100:.1f} %",
             f"<= {cpu_steal.QUIET_SHARE * 100:g} % (quiet)" if checked else "",
             share <= cpu_steal.QUIET_SHARE if checked else None,
         )
-    whole = next(iter(shares.values()), None)
+    whole = shares.get("whole_run")
     if whole is not None and whole > cpu_steal.QUIET_SHARE:
         report.notes.append(
             f"NOT A QUIET MACHINE: the host ran other guests for {whole * 100:.0f} % of the CPU "

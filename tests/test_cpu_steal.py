@@ -4,7 +4,7 @@ share of the CPU time wanted between two samples that the host gave to other gue
 from pathlib import Path
 
 from devtools import cpu_steal
-from devtools.bench import Report, report_steal
+from devtools.bench import STEAL_ROWS, Report, report_steal
 
 # user nice system idle iowait irq softirq steal guest guest_nice
 LINE = "cpu  {user} 10 {system} 90000 400 0 {softirq} {steal} 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n"
@@ -56,3 +56,11 @@ def test_a_noisy_run_is_reported_over_with_a_note_and_a_quiet_one_ok():
     report_steal(quiet, {"whole_run": 0.01, "job_phases": None})
     assert [(row.value, row.ok) for row in quiet.rows] == [("1.0 %", True), ("n/a", None)]
     assert quiet.notes == []
+
+
+def test_only_the_whole_runs_share_is_checked_whatever_order_the_shares_come_in():
+    report = Report()
+    report_steal(report, {"job_phases": 0.5, "whole_run": 0.02})
+    checked = {row.figure: row.ok for row in report.rows}
+    assert checked == {STEAL_ROWS["job_phases"]: None, STEAL_ROWS["whole_run"]: True}
+    assert report.notes == []  # the job phases were noisy, the run as a whole was not
