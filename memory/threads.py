@@ -4,6 +4,7 @@ own, for store work side by side with the caller's."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -83,11 +84,12 @@ class ConnectedThread:
             with self.ready:
                 if self.pid == os.getpid():
                     self.pid, self.busy, self.connected = 0, False, False
-                while self.tasks:
-                    future = self.tasks.popleft()[0]
-                    if future.set_running_or_notify_cancel():
-                        future.set_exception(exc)
+                queued = [task[0] for task in self.tasks]
+                self.tasks.clear()
                 self.ready.notify_all()
+            for future in queued:  # outside the lock: a Future's callbacks run in set_exception
+                if future.set_running_or_notify_cancel():
+                    future.set_exception(exc)
 
     def _serve(self) -> None:
         from django.db import close_old_connections, connection
@@ -118,10 +120,8 @@ def _close_quietly(connection) -> None:
     forgets it either way, so the next task opens a fresh one."""
     from django.db import DatabaseError
 
-    try:
+    with contextlib.suppress(DatabaseError):
         connection.close()
-    except DatabaseError:
-        pass
 
 
 _connected: list[ConnectedThread] = []
