@@ -49,8 +49,11 @@ class ConnectedThread:
         future: Future = Future()
         with self.ready:
             if self.pid != os.getpid():  # first use, or a forked child: a thread of its own
-                self.pid, self.tasks, self.busy, self.connected = os.getpid(), deque(), False, False
+                self.tasks, self.busy, self.connected = deque(), False, False
+                # Marked started only once it is: a start() that raises (the thread limit) must
+                # leave the next submit to try again, not queue behind a thread never made.
                 threading.Thread(target=self._run, name=self.name, daemon=True).start()
+                self.pid = os.getpid()
             self.tasks.append((future, work, args, kwargs))
             self.ready.notify_all()
         return future
@@ -97,13 +100,20 @@ class ConnectedThread:
         while True:
             with self.ready:
                 idle = self.IDLE_SECONDS if self.connected else None
-                if not self.ready.wait_for(lambda: self.tasks, idle):
-                    _close_quietly(connection)
+                task = (
+                    self.tasks.popleft() if self.ready.wait_for(lambda: self.tasks, idle) else None
+                )
+                if task is not None:
+                    self.busy = self.connected = True
+            if task is None:
+                # Closed outside the lock: a close waits on the network, and idle() (asked by
+                # every search) must not wait behind it.
+                close_quietly(connection)
+                with self.ready:
                     self.connected = False
                     self.ready.notify_all()
-                    continue
-                future, work, args, kwargs = self.tasks.popleft()
-                self.busy = self.connected = True
+                continue
+            future, work, args, kwargs = task
             if future.set_running_or_notify_cancel():
                 try:
                     close_old_connections()  # one the server dropped, or that failed, is renewed
@@ -115,7 +125,7 @@ class ConnectedThread:
                 self.ready.notify_all()
 
 
-def _close_quietly(connection) -> None:
+def close_quietly(connection) -> None:
     """Give the connection back; one the server already dropped may raise on close, and Django
     forgets it either way, so the next task opens a fresh one."""
     from django.db import DatabaseError
@@ -125,6 +135,18 @@ def _close_quietly(connection) -> None:
 
 
 _connected: list[ConnectedThread] = []
+
+
+def _forget_threads_after_fork() -> None:
+    """In a forked child, each ConnectedThread starts over with a lock of its own: the parent's
+    lock may have been held by one of its threads at the fork, and that thread is not here to
+    let it go."""
+    for thread in _connected:
+        thread.ready = threading.Condition()
+        thread.tasks, thread.pid, thread.busy, thread.connected = deque(), 0, False, False
+
+
+os.register_at_fork(after_in_child=_forget_threads_after_fork)
 
 # Two threads with connections of their own for a search's legs on PostgreSQL, where one server
 # backend runs one statement on one core: a job's keyword leg goes to both (half its texts each)

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
 from memory import vectors, writes
@@ -28,6 +28,7 @@ from memory.writes import Actor, Vector
 from pipeline import tasks
 from pipeline.tasks import run_job
 from tests.conftest import TEST_ENGINE, database_env
+from tests.connection_faults import close_normally_again, fail_every_close
 from tests.pipeline_support import set_mode
 
 pytestmark = pytest.mark.skipif(
@@ -122,6 +123,34 @@ def test_a_writer_indexes_its_own_vectors_when_the_indexers_backlog_is_full(monk
     with connection.execute_wrapper(writes_seen):
         memory = stored("Hotfixes go through the same review.", unit(13))
     assert len(writes_seen.seen) == 1 and indexed(memory)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_flush_stopped_by_a_failing_close_leaves_the_next_write_to_start_indexing_again(
+    monkeypatch,
+):
+    settled()
+    indexer = vectors_postgres.INDEXER
+    indexer.thread.submit(fail_every_close, RuntimeError("broken driver")).result(timeout=10)
+    really_set_vectors, refused = vectors_postgres._set_vectors, []
+
+    def refuse_the_first_batch(rows):
+        if not refused:
+            refused.append(rows)
+            raise OperationalError("server closed the connection unexpectedly")
+        return really_set_vectors(rows)
+
+    monkeypatch.setattr(vectors_postgres, "_set_vectors", refuse_the_first_batch)
+    try:
+        left_to_the_repair = stored("Deploys freeze on Fridays.", unit(21))
+        settled()
+        assert refused and not indexed(left_to_the_repair)
+
+        after = stored("The on-call rota changes on Mondays.", unit(22))
+        settled()
+        assert indexed(after), "the flag of the stopped flush was left set: indexing stopped"
+    finally:
+        indexer.thread.submit(close_normally_again).result(timeout=10)
 
 
 @pytest.mark.django_db(transaction=True)

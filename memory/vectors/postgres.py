@@ -20,7 +20,7 @@ from pgvector import Vector as PgVector
 
 from memory import expiry
 from memory.guard import runs_after_commit
-from memory.threads import ConnectedThread, idle_beside
+from memory.threads import ConnectedThread, close_quietly, idle_beside
 
 log = logging.getLogger(__name__)
 
@@ -248,6 +248,16 @@ class _Indexer:
         return self.thread.wait(timeout)
 
     def _flush(self) -> None:
+        try:
+            self._flush_batches()
+        except BaseException:
+            # Whatever stopped this flush, the next write must start one again: a flag left
+            # set would stop indexing in this process for good (rows still queued go to that one).
+            with self.lock:
+                self.flushing = False
+            raise
+
+    def _flush_batches(self) -> None:
         while True:
             with self.lock:
                 batch, self.rows = self.rows[: self.BATCH], self.rows[self.BATCH :]
@@ -264,10 +274,13 @@ class _Indexer:
                 REPAIR.run_if_due()
             except Exception:  # the rows stay unindexed: searched exactly, repaired later
                 log.exception("could not index %d vectors; the repair will", len(batch))
-                connection.close()
+                close_quietly(connection)
 
 
 INDEXER = _Indexer()
+# A forked child's lock is its own: the parent's may have been held by its indexer thread at the
+# fork, and that thread is not in the child to let it go.
+os.register_at_fork(after_in_child=lambda: setattr(INDEXER, "lock", threading.Lock()))
 
 
 def index_pending(*, older_than: float = 0.0, batch: int = 500) -> int:
