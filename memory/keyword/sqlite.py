@@ -206,20 +206,23 @@ class _ByWeight:
             self.held = self.order = self.rank = np.zeros(0, dtype=np.int64)
             self.below = np.zeros(0)
             return
-        # The terms' bits of every memory holding one (a list holds a rowid once).
+        # The terms' bits of every memory holding one (a list holds a rowid once). Indexes are
+        # given to numpy as intp: with the lists' int32 it takes a slower path (at 1M memories,
+        # 31 against 19-23 ms of a job's scatters).
         codes = np.zeros(max(int(ids.max()) for ids in lists) + 1, dtype=_code_type(len(lists)))
         for bit, ids in enumerate(lists):
-            codes[ids] |= codes.dtype.type(1 << bit)
+            codes[ids.astype(np.intp)] |= codes.dtype.type(1 << bit)
         self.held = np.flatnonzero(codes != 0)  # a bool mask: numpy finds its set bytes 6x faster
         held_codes = codes[self.held]
-        present, inverse, counts = _distinct(held_codes, len(lists))
+        present, counts = _distinct(held_codes, len(lists))
         # A code's weight, summed term by term in the terms' order: the float a sum over the
         # postings in that order gives.
         weight = np.zeros(len(present))
         for bit, idf in enumerate(weights):
             weight = weight + np.where((present >> bit) & 1, idf, 0.0)
         levels, level_of = np.unique(-weight, return_inverse=True)  # best weight first
-        self.rank = level_of[inverse]  # each held memory's weight, as its rank among the weights
+        # Each held memory's weight, as its rank among the weights.
+        self.rank = _rank_of(held_codes, present, level_of, len(lists))
         self.below = np.cumsum(np.bincount(level_of, weights=counts, minlength=len(levels)))
         self.order = self.held[:0]
 
@@ -248,16 +251,24 @@ def _code_type(bits: int):
     return np.uint8 if bits <= 8 else np.uint16 if bits <= 16 else np.uint32
 
 
-def _distinct(codes: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(the distinct codes, each code's index among them, how many hold each), counted without a
-    sort while the codes fit a small table."""
+def _distinct(codes: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct codes, in order, how many hold each), counted without a sort while the codes
+    fit a small table."""
     if bits > 16:
-        return np.unique(codes, return_inverse=True, return_counts=True)
+        return np.unique(codes, return_counts=True)
     counts = np.bincount(codes, minlength=1 << bits)
     present = np.flatnonzero(counts)
-    index = np.zeros(1 << bits, dtype=np.int64)
-    index[present] = np.arange(len(present))
-    return present, index[codes], counts[present]
+    return present, counts[present]
+
+
+def _rank_of(codes: np.ndarray, present: np.ndarray, level_of: np.ndarray, bits: int) -> np.ndarray:
+    """Each code's level (`level_of` the level of each of the distinct codes `present`): one look
+    up in a table of every code while the codes fit a small one."""
+    if bits > 16:
+        return level_of[np.searchsorted(present, codes)]
+    table = np.zeros(1 << bits, dtype=np.int64)
+    table[present] = level_of
+    return table[codes.astype(np.intp)]
 
 
 def search_many(
