@@ -3,6 +3,7 @@ decision calls at once, never more than MEMORY_LLM_PARALLEL of this process at a
 logged with its own reply and duration; timeouts, failures, dropped connections, proxies and
 the transaction guard behave as for a call on its own."""
 
+import asyncio
 import threading
 import time
 
@@ -209,3 +210,42 @@ def test_side_by_side_calls_refuse_to_start_inside_a_transaction(fake_ollama):
         with pytest.raises(ModelCallInTransaction):
             list(post_json_each([Post(fake_ollama.url + "/api/tags", {}, 1.0)], parallel=2))
     assert fake_ollama.requests == []
+
+
+# The stopped loop's thread ends with SystemExit, and its unfinished post is dropped with it.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_caller_whose_model_call_loop_stopped_gets_an_error_instead_of_waiting_for_ever(
+    fake_ollama, monkeypatch
+):
+    monkeypatch.setattr(transport, "LOOP_CHECK_SECONDS", 0.05, raising=False)
+    fake_ollama.script("/api/tags", Script({"models": []}, delay=3.0))
+    shared = transport._loop()
+
+    def stop_the_loop():
+        raise SystemExit  # as any callback raising it would: run_forever ends, and its thread
+
+    shared.loop.call_soon_threadsafe(shared.loop.call_later, 0.3, stop_the_loop)
+    outcome: list = []
+
+    def call():
+        try:
+            outcome.append(
+                list(post_json_each([Post(fake_ollama.url + "/api/tags", {}, 10)], parallel=1))
+            )
+        except ProviderError as exc:
+            outcome.append(exc)
+
+    caller = threading.Thread(target=call, daemon=True)
+    caller.start()
+    caller.join(2.0)  # well before the server's answer (3 s), and its timeout (10 s)
+    assert outcome, "the caller was still waiting on a loop that had stopped"
+    assert isinstance(outcome[0], ProviderError) and "event loop stopped" in str(outcome[0])
+    assert not shared.thread.is_alive()
+    for task in asyncio.all_tasks(shared.loop):  # the dropped post, finished here and now
+        task.cancel()
+    shared.loop.run_until_complete(asyncio.sleep(0.01))
+    shared.loop.close()
+
+    ((_, answer, _),) = post_json_each([Post(fake_ollama.url + "/api/tags", {}, 10)], parallel=1)
+    assert isinstance(answer, dict) and "models" in answer  # a new loop serves the next call

@@ -170,7 +170,8 @@ class _Loop:
         self.idle: dict[tuple[str, str, int], list[_Connection]] = {}
         self.limits: dict[tuple[str, int], asyncio.Semaphore] = {}
         self.tls: ssl.SSLContext | None = None
-        threading.Thread(target=self.loop.run_forever, name="model-http", daemon=True).start()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="model-http", daemon=True)
+        self.thread.start()
 
     async def post(
         self, post: Post, lane: str, parallel: int
@@ -246,13 +247,31 @@ _loops: dict[int, _Loop] = {}
 _loops_lock = threading.Lock()
 
 
+# How often a caller waiting on answers checks that the loop's thread is still there.
+LOOP_CHECK_SECONDS = 1.0
+
+
 def _loop() -> _Loop:
-    """This process's loop (made again after a fork: the parent's thread is not in the child)."""
+    """This process's loop (made again after a fork: the parent's thread is not in the child; and
+    after its thread stopped)."""
     with _loops_lock:
         found = _loops.get(os.getpid())
-        if found is None:
+        if found is None or not found.thread.is_alive():
             found = _loops[os.getpid()] = _Loop()
         return found
+
+
+def _next_answer(answers: queue.SimpleQueue, shared: _Loop):
+    """The next (position, finished future) of a post_json_each; ProviderError when the loop's
+    thread stopped first: its posts would never answer, and the caller would wait for ever."""
+    while True:
+        try:
+            return answers.get(timeout=LOOP_CHECK_SECONDS)
+        except queue.Empty:
+            if not shared.thread.is_alive():
+                raise ProviderError(
+                    "the model calls' event loop stopped before answering"
+                ) from None
 
 
 def post_json_each(
@@ -274,7 +293,7 @@ def post_json_each(
         futures.append(future)
     try:
         for _ in posts:
-            position, done = answers.get()
+            position, done = _next_answer(answers, shared)
             answer, elapsed_ms = done.result()
             yield position, answer, elapsed_ms
     finally:
