@@ -46,21 +46,35 @@ class ConnectedThread:
         _connected.append(self)
 
     def submit(self, work: Callable, *args, **kwargs) -> Future:
-        future: Future = Future()
+        """Queue `work` for this thread; a Future of its result."""
         with self.ready:
-            if self.pid != os.getpid():  # first use, or a forked child: a thread of its own
-                self.tasks, self.busy, self.connected = deque(), False, False
-                # Marked started only once it is: a start() that raises (the thread limit) must
-                # leave the next submit to try again, not queue behind a thread never made.
-                threading.Thread(target=self._run, name=self.name, daemon=True).start()
-                self.pid = os.getpid()
-            self.tasks.append((future, work, args, kwargs))
-            self.ready.notify_all()
+            return self._queue(work, args, kwargs)
+
+    def submit_if_idle(self, work: Callable, *args, **kwargs) -> Future | None:
+        """`submit` when nothing is queued or running now, else None (nothing queued): the check
+        and the queueing under one lock, so two callers never both take the thread as idle."""
+        with self.ready:
+            if self.pid == os.getpid() and (self.tasks or self.busy):
+                return None
+            return self._queue(work, args, kwargs)
+
+    def _queue(self, work: Callable, args: tuple, kwargs: dict) -> Future:
+        """Under self.ready: `work` queued (the thread started first if this process has none)."""
+        if self.pid != os.getpid():  # first use, or a forked child: a thread of its own
+            self.tasks, self.busy, self.connected = deque(), False, False
+            # Marked started only once it is: a start() that raises (the thread limit) must
+            # leave the next submit to try again, not queue behind a thread never made.
+            threading.Thread(target=self._run, name=self.name, daemon=True).start()
+            self.pid = os.getpid()
+        future: Future = Future()
+        self.tasks.append((future, work, args, kwargs))
+        self.ready.notify_all()
         return future
 
     def idle(self) -> bool:
         """No task queued or running now (a forked child's copy is idle: its thread is not made
-        yet). A caller that finds it idle may still queue behind a task submitted meanwhile."""
+        yet). A caller that finds it idle may still queue behind a task submitted meanwhile
+        (submit_if_idle claims it)."""
         with self.ready:
             return self.pid != os.getpid() or not (self.tasks or self.busy)
 
@@ -138,9 +152,11 @@ _connected: list[ConnectedThread] = []
 
 
 def _forget_threads_after_fork() -> None:
-    """In a forked child, each ConnectedThread starts over with a lock of its own: the parent's
-    lock may have been held by one of its threads at the fork, and that thread is not here to
-    let it go."""
+    """In a forked child, each ConnectedThread (and the pools' table) starts over with a lock of
+    its own: the parent's lock may have been held by one of its threads at the fork, and that
+    thread is not here to let it go."""
+    global _lock
+    _lock = threading.Lock()
     for thread in _connected:
         thread.ready = threading.Condition()
         thread.tasks, thread.pid, thread.busy, thread.connected = deque(), 0, False, False
@@ -155,9 +171,18 @@ os.register_at_fork(after_in_child=_forget_threads_after_fork)
 BESIDE = (ConnectedThread("beside-1"), ConnectedThread("beside-2"))
 
 
-def idle_beside() -> ConnectedThread | None:
-    """One of BESIDE with nothing to do now, or None."""
-    return next((thread for thread in BESIDE if thread.idle()), None)
+def submit_beside(work: Callable, *args, **kwargs) -> Future | None:
+    """`work` given to one of BESIDE with nothing to do now (claimed under its lock: a caller
+    that finds none idle runs the work itself rather than wait behind another's); None when
+    none was."""
+    for thread in BESIDE:
+        try:
+            future = thread.submit_if_idle(work, *args, **kwargs)
+        except RuntimeError:  # its thread could not be started (the thread limit): not idle
+            continue
+        if future is not None:
+            return future
+    return None
 
 
 def release_connections(timeout: float = 10.0) -> bool:

@@ -1,7 +1,8 @@
 """A thread with a connection of its own keeps serving whatever befalls it: when giving its
 connection back fails, when it could not be started, and in a child forked while another thread
-held its lock. A caller waiting on its Future (the vector search's half beside the caller's, with
-no timeout) must never wait on a thread that died, or was never made, while it looked idle."""
+held its lock; and of callers racing for it while idle, one claims it. A caller waiting on its
+Future (the vector search's half beside the caller's, with no timeout) must never wait on a
+thread that died, or was never made, while it looked idle."""
 
 import os
 import threading
@@ -91,3 +92,65 @@ def test_a_forked_child_gets_a_thread_of_its_own_even_when_the_lock_was_held_at_
         os.waitpid(child, 0)
         pytest.fail("the child waited for ever on a lock its parent's thread held at the fork")
     assert os.waitstatus_to_exitcode(done[1]) == 0
+
+
+def test_of_callers_racing_for_an_idle_thread_one_claims_it_and_the_others_run_their_own(
+    quick_thread,
+):
+    # Each release of the lock is followed by a pause, so a check and a queueing made under two
+    # holds of it (idle(), then submit()) would let the other racers check in between.
+    quick_thread.ready = _SlowToLetGo()
+    release, start, claimed = threading.Event(), threading.Barrier(8), []
+
+    def race():
+        start.wait(10)
+        future = quick_thread.submit_if_idle(release.wait, 10)
+        if future is not None:
+            claimed.append(future)
+
+    racers = [threading.Thread(target=race) for _ in range(8)]
+    for racer in racers:
+        racer.start()
+    for racer in racers:
+        racer.join(10)
+
+    assert len(claimed) == 1  # the others got None and queued nothing behind it
+    assert quick_thread.submit_if_idle(select_one) is None
+    release.set()
+    assert claimed[0].result(timeout=10) is True
+    assert quick_thread.wait(10)
+    assert quick_thread.submit_if_idle(select_one).result(timeout=10) == 1
+
+
+class _SlowToLetGo(threading.Condition):
+    def __exit__(self, *exc):
+        let_go = super().__exit__(*exc)
+        time.sleep(0.02)
+        return let_go
+
+
+def test_a_slow_close_of_the_idle_connection_keeps_no_caller_waiting(quick_thread):
+    closing, let_close = threading.Event(), threading.Event()
+
+    def slow_close_later():
+        from django.db import connection
+
+        connection.ensure_connection()
+        really_close = connection._close
+
+        def slow_close():
+            closing.set()
+            let_close.wait(10)
+            really_close()
+
+        connection._close = slow_close
+
+    quick_thread.submit(slow_close_later).result(timeout=10)
+    assert closing.wait(10)  # the thread went idle and is giving its connection back
+    try:
+        asked = time.monotonic()
+        assert quick_thread.idle()
+        assert time.monotonic() - asked < 0.5, "idle() waited for the close"
+    finally:
+        let_close.set()
+    assert quick_thread.wait(10, disconnected=True)

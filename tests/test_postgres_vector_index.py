@@ -153,6 +153,34 @@ def test_a_flush_stopped_by_a_failing_close_leaves_the_next_write_to_start_index
         indexer.thread.submit(close_normally_again).result(timeout=10)
 
 
+def test_a_child_forked_while_the_indexer_held_its_locks_gets_locks_of_its_own():
+    held, let_go = threading.Event(), threading.Event()
+
+    def hold_them():  # as the indexer thread does around a batch and its repair check
+        with vectors_postgres.INDEXER.lock, vectors_postgres.REPAIR.lock:
+            held.set()
+            let_go.wait(10)
+
+    holder = threading.Thread(target=hold_them)
+    holder.start()
+    assert held.wait(10)
+    child = os.fork()
+    if child == 0:
+        code = 1
+        try:
+            took = [
+                lock.acquire(timeout=2)
+                for lock in (vectors_postgres.INDEXER.lock, vectors_postgres.REPAIR.lock)
+            ]
+            code = 0 if all(took) else 1
+        finally:
+            os._exit(code)
+    let_go.set()
+    holder.join()
+    _, status = os.waitpid(child, 0)  # the child gives up after 2 s a lock, at worst
+    assert os.waitstatus_to_exitcode(status) == 0, "a lock held at the fork stayed held"
+
+
 @pytest.mark.django_db(transaction=True)
 def test_unindexed_vectors_are_compared_exactly_in_the_same_knn_statement():
     memories = [

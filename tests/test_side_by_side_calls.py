@@ -225,7 +225,6 @@ def test_a_caller_whose_model_call_loop_stopped_gets_an_error_instead_of_waiting
     def stop_the_loop():
         raise SystemExit  # as any callback raising it would: run_forever ends, and its thread
 
-    shared.loop.call_soon_threadsafe(shared.loop.call_later, 0.3, stop_the_loop)
     outcome: list = []
 
     def call():
@@ -238,7 +237,11 @@ def test_a_caller_whose_model_call_loop_stopped_gets_an_error_instead_of_waiting
 
     caller = threading.Thread(target=call, daemon=True)
     caller.start()
-    caller.join(2.0)  # well before the server's answer (3 s), and its timeout (10 s)
+    deadline = time.monotonic() + 5
+    while not fake_ollama.requests and time.monotonic() < deadline:  # the post is out
+        time.sleep(0.01)
+    shared.loop.call_soon_threadsafe(stop_the_loop)
+    caller.join(2.0)  # well before the server's answer (3 s), and the post's timeout (10 s)
     assert outcome, "the caller was still waiting on a loop that had stopped"
     assert isinstance(outcome[0], ProviderError) and "event loop stopped" in str(outcome[0])
     assert not shared.thread.is_alive()

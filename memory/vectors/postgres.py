@@ -20,7 +20,7 @@ from pgvector import Vector as PgVector
 
 from memory import expiry
 from memory.guard import runs_after_commit
-from memory.threads import ConnectedThread, close_quietly, idle_beside
+from memory.threads import ConnectedThread, close_quietly, submit_beside
 
 log = logging.getLogger(__name__)
 
@@ -278,9 +278,6 @@ class _Indexer:
 
 
 INDEXER = _Indexer()
-# A forked child's lock is its own: the parent's may have been held by its indexer thread at the
-# fork, and that thread is not in the child to let it go.
-os.register_at_fork(after_in_child=lambda: setattr(INDEXER, "lock", threading.Lock()))
 
 
 def index_pending(*, older_than: float = 0.0, batch: int = 500) -> int:
@@ -343,6 +340,17 @@ class _Repair:
 
 
 REPAIR = _Repair()
+
+
+def _locks_of_our_own() -> None:
+    """A forked child's locks are its own: the parent's may have been held by its indexer thread
+    at the fork (the indexer's, then the repair's after each batch), and that thread is not in
+    the child to let them go."""
+    INDEXER.lock = threading.Lock()
+    REPAIR.lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_locks_of_our_own)
 
 
 def bulk_index(pairs: Iterable[tuple[int, np.ndarray]], *, db=connection) -> int:
@@ -416,17 +424,16 @@ def nearest_many(queries: list[np.ndarray], *, model: str, k: int) -> list[list[
     vectors written but not indexed yet are compared exactly and count as any other."""
     results: list[list[tuple[int, float]]] = [[] for _ in queries]
     usable = [i for i, query in enumerate(queries) if indexable(query)]
-    side = None
+    parts, beside = ([usable] if usable else []), None
     # A connection of its own would not see what an open transaction wrote.
     if len(usable) >= SPLIT_QUERIES and not connection.in_atomic_block:
-        side = idle_beside()
-    if side is None:
-        parts = [usable] if usable else []
-    else:
-        parts = [usable[: len(usable) // 2], usable[len(usable) // 2 :]]
-    # Each part's statement sees one snapshot: the vectors it finds through HNSW and the unindexed
-    # ones it compares exactly are never a vector that one part's index holds and the other's not.
-    beside = side.submit(_nearest_part, queries, parts[1], model, k) if side else None
+        # Each part's statement sees one snapshot: the vectors it finds through HNSW and the
+        # unindexed ones it compares exactly are never a vector that one part's index holds and
+        # the other's not.
+        half = len(usable) // 2
+        beside = submit_beside(_nearest_part, queries, usable[half:], model, k)
+        if beside is not None:
+            parts = [usable[:half], usable[half:]]
     found = [_nearest_part(queries, parts[0], model, k)] if parts else []
     if beside is not None:
         found.append(beside.result())

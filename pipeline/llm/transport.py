@@ -5,6 +5,7 @@ probe; every failure becomes ProviderError."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import queue
@@ -247,6 +248,16 @@ _loops: dict[int, _Loop] = {}
 _loops_lock = threading.Lock()
 
 
+def _lock_of_our_own() -> None:
+    """A forked child's lock is its own: a parent thread may have held it at the fork (while
+    starting a loop), and that thread is not in the child to let it go."""
+    global _loops_lock
+    _loops_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_lock_of_our_own)
+
+
 # How often a caller waiting on answers checks that the loop's thread is still there.
 LOOP_CHECK_SECONDS = 1.0
 
@@ -269,6 +280,9 @@ def _next_answer(answers: queue.SimpleQueue, shared: _Loop):
             return answers.get(timeout=LOOP_CHECK_SECONDS)
         except queue.Empty:
             if not shared.thread.is_alive():
+                # An answer queued between the wait and the check still counts.
+                with contextlib.suppress(queue.Empty):
+                    return answers.get_nowait()
                 raise ProviderError(
                     "the model calls' event loop stopped before answering"
                 ) from None
