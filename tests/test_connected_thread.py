@@ -13,6 +13,7 @@ from django.db import OperationalError
 
 from memory.threads import ConnectedThread
 from tests.connection_faults import close_normally_again, fail_every_close, select_one
+from tests.fork_support import child_answer_while_held
 
 
 @pytest.fixture
@@ -65,33 +66,13 @@ def test_a_thread_that_could_not_be_started_is_tried_again_by_the_next_task(
 def test_a_forked_child_gets_a_thread_of_its_own_even_when_the_lock_was_held_at_the_fork():
     thread = ConnectedThread("test-fork")
     assert thread.submit(os.getpid).result(timeout=10) == os.getpid()
-    held, let_go = threading.Event(), threading.Event()
 
-    def hold_the_lock():
-        with thread.ready:
-            held.set()
-            let_go.wait(10)
+    def served_in_the_child() -> bool:
+        return thread.submit(os.getpid).result(timeout=5) == os.getpid()
 
-    holder = threading.Thread(target=hold_the_lock)
-    holder.start()
-    assert held.wait(10)
-    child = os.fork()
-    if child == 0:  # the holder thread is not in the child; its hold of the lock is
-        code = 1
-        try:
-            code = 0 if thread.submit(os.getpid).result(timeout=5) == os.getpid() else 1
-        finally:
-            os._exit(code)
-    let_go.set()
-    holder.join()
-    deadline = time.monotonic() + 10
-    while (done := os.waitpid(child, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if done[0] == 0:
-        os.kill(child, 9)
-        os.waitpid(child, 0)
-        pytest.fail("the child waited for ever on a lock its parent's thread held at the fork")
-    assert os.waitstatus_to_exitcode(done[1]) == 0
+    answer = child_answer_while_held([thread.ready], served_in_the_child)
+    assert answer is not None, "the child waited for ever on a lock its parent's thread held"
+    assert answer
 
 
 def test_of_callers_racing_for_an_idle_thread_one_claims_it_and_the_others_run_their_own(

@@ -29,6 +29,7 @@ from pipeline import tasks
 from pipeline.tasks import run_job
 from tests.conftest import TEST_ENGINE, database_env
 from tests.connection_faults import close_normally_again, fail_every_close
+from tests.fork_support import child_answer_while_held
 from tests.pipeline_support import set_mode
 
 pytestmark = pytest.mark.skipif(
@@ -154,31 +155,14 @@ def test_a_flush_stopped_by_a_failing_close_leaves_the_next_write_to_start_index
 
 
 def test_a_child_forked_while_the_indexer_held_its_locks_gets_locks_of_its_own():
-    held, let_go = threading.Event(), threading.Event()
+    # Held as the indexer thread holds them around a batch and its repair check.
+    locks = [vectors_postgres.INDEXER.lock, vectors_postgres.REPAIR.lock]
 
-    def hold_them():  # as the indexer thread does around a batch and its repair check
-        with vectors_postgres.INDEXER.lock, vectors_postgres.REPAIR.lock:
-            held.set()
-            let_go.wait(10)
+    def taken_in_the_child() -> bool:
+        indexer, repair = vectors_postgres.INDEXER.lock, vectors_postgres.REPAIR.lock
+        return indexer.acquire(timeout=2) and repair.acquire(timeout=2)
 
-    holder = threading.Thread(target=hold_them)
-    holder.start()
-    assert held.wait(10)
-    child = os.fork()
-    if child == 0:
-        code = 1
-        try:
-            took = [
-                lock.acquire(timeout=2)
-                for lock in (vectors_postgres.INDEXER.lock, vectors_postgres.REPAIR.lock)
-            ]
-            code = 0 if all(took) else 1
-        finally:
-            os._exit(code)
-    let_go.set()
-    holder.join()
-    _, status = os.waitpid(child, 0)  # the child gives up after 2 s a lock, at worst
-    assert os.waitstatus_to_exitcode(status) == 0, "a lock held at the fork stayed held"
+    assert child_answer_while_held(locks, taken_in_the_child), "a lock held at the fork stayed held"
 
 
 @pytest.mark.django_db(transaction=True)
