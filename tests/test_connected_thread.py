@@ -12,7 +12,12 @@ import pytest
 from django.db import OperationalError
 
 from memory.threads import ConnectedThread
-from tests.connection_faults import close_normally_again, fail_every_close, select_one
+from tests.connection_faults import (
+    close_normally_again,
+    fail_every_close,
+    hold_every_close,
+    select_one,
+)
 from tests.fork_support import child_answer_while_held
 
 
@@ -41,7 +46,7 @@ def test_a_thread_killed_by_an_unexpected_error_is_started_again_by_the_next_tas
     first = quick_thread.submit(fail_every_close, RuntimeError("broken driver")).result(10)
 
     assert quick_thread.wait(10, disconnected=True)
-    assert quick_thread.idle()  # it looks idle (after wait(), no race), and it is: see below
+    assert quick_thread.idle()  # it looks idle, and it is: the next task gets a thread again
     assert quick_thread.submit(close_normally_again).result(timeout=10) == 1
     assert quick_thread.submit(threading.current_thread).result(timeout=10) is not first
     assert "test-connected stopped" in caplog.text
@@ -112,21 +117,7 @@ class _SlowToLetGo(threading.Condition):
 
 def test_a_slow_close_of_the_idle_connection_keeps_no_caller_waiting(quick_thread):
     closing, let_close = threading.Event(), threading.Event()
-
-    def slow_close_later():
-        from django.db import connection
-
-        connection.ensure_connection()
-        really_close = connection._close
-
-        def slow_close():
-            closing.set()
-            let_close.wait(10)
-            really_close()
-
-        connection._close = slow_close
-
-    quick_thread.submit(slow_close_later).result(timeout=10)
+    quick_thread.submit(hold_every_close, closing, let_close).result(timeout=10)
     assert closing.wait(10)  # the thread went idle and is giving its connection back
     try:
         asked = time.monotonic()
