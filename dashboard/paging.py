@@ -60,10 +60,12 @@ def cursor_page(
     *,
     after: str | None = None,
     before: str | None = None,
+    count: int | None = None,
 ) -> CursorPage:
     """The page after row `after` (or before row `before`; else the first page) of `query` in
     `order`, which must end with a unique key. The cursor row may have left the query since (a
-    decided proposal): its sort values still place the page. An unknown id gives the first page."""
+    decided proposal): its sort values still place the page. An unknown id gives the first page.
+    `count`, when the caller already counted `query`, saves counting it again."""
     names = [key.lstrip("-") for key in order]
     anchor_id = after or before
     anchor = (
@@ -71,7 +73,8 @@ def cursor_page(
         if anchor_id
         else None
     )
-    count = query.count()
+    if count is None:
+        count = query.count()
     rows: list = []
     if anchor is not None and before and not after:
         earlier_rows = query.filter(beyond(order, anchor, forward=False))
@@ -88,8 +91,11 @@ def cursor_page(
         has_next, rows = len(rows) > size, rows[:size]
     if not rows:
         return CursorPage([], count, 1, has_next=False, has_previous=count > 0)
-    first = {name: getattr(rows[0], name) for name in names}
-    earlier = query.filter(beyond(order, first, forward=False)).count()
+    if anchor is None:
+        earlier = 0  # the first page: no row comes before the first in `order` (a unique key)
+    else:
+        first = {name: getattr(rows[0], name) for name in names}
+        earlier = query.filter(beyond(order, first, forward=False)).count()
     return CursorPage(
         rows,
         count,

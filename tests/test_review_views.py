@@ -378,6 +378,40 @@ def test_the_queue_pages_count_from_where_the_page_starts(reviewer_client, pipel
     assert f"1–25 of {total}" in body and "before=" not in body
 
 
+def _proposal_counts(client, url: str) -> int:
+    with CaptureQueriesContext(connection) as captured:
+        assert client.get(url).status_code == 200
+    return sum(
+        "COUNT(" in q["sql"] and "pipeline_proposals" in q["sql"] for q in captured.captured_queries
+    )
+
+
+def test_the_first_queue_page_counts_nothing_twice_and_no_rows_before_it(
+    reviewer_client, pipeline_run
+):
+    """Page one starts at row one by definition, and the counts by action already add up to
+    its total: at 100k pending each of those two counts cost milliseconds."""
+    update_config({"shadowMode": True}, changed_by="t", reason="t")
+    pipeline_run(*many_raw(15))
+    total = Proposal.objects.filter(status="pending").count()
+    first = reviewer_client.get("/review/?sort=age")
+    second_url = _next_link(first.content.decode())
+    assert f"26–{min(50, total)} of {total}" in reviewer_client.get(second_url).content.decode()
+    # A later page counts the rows before it (its start); the first page does not.
+    assert _proposal_counts(reviewer_client, second_url) == (
+        _proposal_counts(reviewer_client, "/review/?sort=age") + 1
+    )
+    with CaptureQueriesContext(connection) as captured:
+        reviewer_client.get("/review/?sort=age")
+    pending_counts = [
+        q["sql"]
+        for q in captured.captured_queries
+        if q["sql"].startswith('SELECT COUNT(*) AS "__count" FROM "pipeline_proposals" WHERE')
+        and q["sql"].endswith("\"status\" = 'pending'")
+    ]
+    assert len(pending_counts) == 1  # the banner's; the page's total is the counts by action
+
+
 def test_replace_works_when_the_new_fact_is_the_whole_raw_memory(reviewer_client, pipeline_run, hx):
     """The new text already lives in the raw memory: Replace retires the old memory and links it."""
     update_config({"shadowMode": False}, changed_by="t", reason="t")

@@ -65,6 +65,7 @@ def review(request):
     form, query = queue_for(request.GET)
     if request.htmx and request.GET.get("end"):
         return _queue_end(request, form, query)
+    by_action = reviewing.count_by_action(query)
     page = cursor_page(
         query.select_related("target_memory", "source_memory", "claim").prefetch_related(
             "approvals"
@@ -73,6 +74,7 @@ def review(request):
         PAGE_SIZE,
         after=request.GET.get("after"),
         before=request.GET.get("before"),
+        count=sum(by_action.values()),  # the counts by action already read every match
     )
     context = {
         "form": form,
@@ -80,7 +82,7 @@ def review(request):
         "filters": _filters(request),
         "loaded_at": timezone.now().isoformat(),
         "total": page.count,
-        "by_action": reviewing.count_by_action(query),
+        "by_action": by_action,
         "saved_queue": form.saved_queue(),
         "compact": prefs.of(request).compact_rows,
         "claims_poll_seconds": CLAIMS_POLL_SECONDS,
