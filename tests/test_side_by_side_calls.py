@@ -3,7 +3,6 @@ decision calls at once, never more than MEMORY_LLM_PARALLEL of this process at a
 logged with its own reply and duration; timeouts, failures, dropped connections, proxies and
 the transaction guard behave as for a call on its own."""
 
-import asyncio
 import threading
 import time
 
@@ -215,12 +214,27 @@ def test_side_by_side_calls_refuse_to_start_inside_a_transaction(fake_ollama):
 # The stopped loop's thread ends with SystemExit, and its unfinished post is dropped with it.
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_a_caller_whose_model_call_loop_stopped_gets_an_error_instead_of_waiting_for_ever(
-    fake_ollama, monkeypatch
+def test_a_caller_whose_model_call_loop_stopped_gets_an_error_and_the_old_loop_is_closed(
+    settings, monkeypatch
 ):
     monkeypatch.setattr(transport, "LOOP_CHECK_SECONDS", 0.05, raising=False)
+    # A server that keeps connections open (as Ollama does): the first call leaves one idle.
+    fake_ollama = FakeOllama(settings.MEMORY_EMBEDDING_DIMENSIONS, keep_alive=30).start()
+    try:
+        _stop_a_loop_while_a_caller_waits(fake_ollama)
+    finally:
+        fake_ollama.stop()
+
+
+def _stop_a_loop_while_a_caller_waits(fake_ollama) -> None:
+    ((_, kept_alive_call, _),) = post_json_each(
+        [Post(fake_ollama.url + "/api/tags", {}, 10)], parallel=1
+    )
+    assert isinstance(kept_alive_call, dict)
     fake_ollama.script("/api/tags", Script({"models": []}, delay=3.0))
     shared = transport._loop()
+    kept_alive = [c for idle in shared.idle.values() for c in idle]
+    assert kept_alive  # this call's connection at least (earlier tests' may be there too)
 
     def stop_the_loop():
         raise SystemExit  # as any callback raising it would: run_forever ends, and its thread
@@ -238,7 +252,7 @@ def test_a_caller_whose_model_call_loop_stopped_gets_an_error_instead_of_waiting
     caller = threading.Thread(target=call, daemon=True)
     caller.start()
     deadline = time.monotonic() + 5
-    while not fake_ollama.requests and time.monotonic() < deadline:  # the post is out
+    while len(fake_ollama.requests) < 2 and time.monotonic() < deadline:  # the post is out
         time.sleep(0.01)
     shared.loop.call_soon_threadsafe(stop_the_loop)
     caller.join(2.0)  # well before the server's answer (3 s), and the post's timeout (10 s)
@@ -246,16 +260,16 @@ def test_a_caller_whose_model_call_loop_stopped_gets_an_error_instead_of_waiting
     assert isinstance(outcome[0], ProviderError) and "event loop stopped" in str(outcome[0])
     assert not shared.thread.is_alive()
 
-    def finish_the_dropped_post():  # in a thread of its own: this one may have a loop running
-        for task in asyncio.all_tasks(shared.loop):
-            task.cancel()
-        shared.loop.run_until_complete(asyncio.sleep(0.01))
-        shared.loop.close()
-
-    cleaner = threading.Thread(target=finish_the_dropped_post)
-    cleaner.start()
-    cleaner.join(5)
-    assert shared.loop.is_closed()
-
     ((_, answer, _),) = post_json_each([Post(fake_ollama.url + "/api/tags", {}, 10)], parallel=1)
     assert isinstance(answer, dict) and "models" in answer  # a new loop serves the next call
+    assert transport._loop() is not shared
+    # The stopped loop was let go of: its dropped post cancelled, its kept-alive connection and
+    # its selector closed (before, they stayed open until the process ended).
+    deadline = time.monotonic() + 5
+    while not shared.loop.is_closed() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert shared.loop.is_closed()
+    assert shared.idle == {}
+    for connection in kept_alive:
+        assert connection.writer.transport.is_closing()
+        assert connection.writer.transport.get_extra_info("socket").fileno() == -1

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import queue
 import ssl
@@ -24,6 +25,8 @@ import orjson
 from django.conf import settings
 
 from memory.guard import ensure_outside_transaction
+
+log = logging.getLogger(__name__)
 
 
 class ProviderError(RuntimeError):
@@ -243,6 +246,36 @@ class _Loop:
                 connection.close()
             return answer
 
+    def close_stopped(self) -> None:
+        """Let go of what a loop whose thread stopped still holds: its unfinished posts are
+        cancelled, its kept-alive connections closed, then the loop itself (its selector). Run in
+        a thread of its own: the caller's may have an event loop of its own running."""
+        if self.thread.is_alive() or self.loop.is_closed():
+            return
+
+        async def cancel_and_close() -> None:
+            current = asyncio.current_task()
+            unfinished = [task for task in asyncio.all_tasks() if task is not current]
+            for task in unfinished:
+                task.cancel()
+            connections = [c for idle in self.idle.values() for c in idle]
+            self.idle.clear()
+            for connection in connections:
+                connection.close()
+            async with asyncio.timeout(LOOP_CLOSE_SECONDS):
+                await asyncio.gather(
+                    *unfinished,
+                    *(c.writer.wait_closed() for c in connections),
+                    return_exceptions=True,
+                )
+
+        try:
+            self.loop.run_until_complete(cancel_and_close())
+        except Exception:  # noqa: BLE001 - best effort: the loop is closed below all the same
+            log.warning("a stopped model-call loop did not close cleanly", exc_info=True)
+        finally:
+            self.loop.close()
+
 
 _loops: dict[int, _Loop] = {}
 _loops_lock = threading.Lock()
@@ -260,6 +293,8 @@ os.register_at_fork(after_in_child=_lock_of_our_own)
 
 # How often a caller waiting on answers checks that the loop's thread is still there.
 LOOP_CHECK_SECONDS = 1.0
+# How long a stopped loop's posts and connections are given to finish closing.
+LOOP_CLOSE_SECONDS = 5.0
 
 
 def _loop() -> _Loop:
@@ -267,9 +302,12 @@ def _loop() -> _Loop:
     after its thread stopped)."""
     with _loops_lock:
         found = _loops.get(os.getpid())
-        if found is None or not found.thread.is_alive():
-            found = _loops[os.getpid()] = _Loop()
-        return found
+        if found is not None and found.thread.is_alive():
+            return found
+        _loops[os.getpid()] = fresh = _Loop()
+    if found is not None:  # this process's loop, whose thread stopped
+        threading.Thread(target=found.close_stopped, name="model-http-close", daemon=True).start()
+    return fresh
 
 
 def _next_answer(answers: queue.SimpleQueue, shared: _Loop):
