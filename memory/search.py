@@ -135,7 +135,10 @@ def hybrid_search_many(
             texts, query_vectors, with_vector, agent_id, exclude_id, where, model, leg_limit
         )
     if keyword_hits is None:
-        keyword_hits = keyword_leg(texts, agent_id=agent_id, k=k, exclude_id=exclude_id)
+        # With a vector leg to wait on, PostgreSQL runs the keyword leg beside it (another
+        # backend, another core); it is read only after the vector leg is done.
+        search = keyword.search_many_beside if with_vector else keyword.search_many
+        keyword_hits = search(texts, agent_id=agent_id, limit=leg_limit, exclude_id=exclude_id)
     if found is None:
         found = vectors.search_many(
             [query_vectors[i] for i in with_vector],

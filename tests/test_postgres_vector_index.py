@@ -20,8 +20,9 @@ from django.conf import settings
 from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
-from memory import vectors, writes
+from memory import keyword, vectors, writes
 from memory.models import Embedding, Memory
+from memory.search import hybrid_search
 from memory.threads import BESIDE
 from memory.vectors import postgres as vectors_postgres
 from memory.writes import Actor, Vector
@@ -246,6 +247,60 @@ def test_a_batch_of_queries_runs_in_halves_on_the_callers_connection_and_an_idle
     with transaction.atomic():  # another connection would not see this transaction's writes
         assert vectors_postgres.nearest_many(queries, model=MODEL, k=3) == split
     assert backends == [(caller, 8)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_searchs_keyword_leg_runs_on_an_idle_connection_beside_its_vector_leg(monkeypatch):
+    """One search, two server backends: the keyword leg on one of BESIDE, the vector leg on the
+    caller's, and the same hits as both legs on the caller's; busy connections beside it, an open
+    transaction or a search with no vector leg keep the keyword leg on the caller's."""
+    memories = [
+        stored(f"Runbook page {n} for the payments team on call.", unit(300 + n)) for n in range(6)
+    ]
+    settled()
+    legs: list[tuple[str, int]] = []
+    keyword_search, vector_part = keyword.search_many, vectors_postgres._nearest_part
+
+    def keyword_on_backend(*args, **kwargs):
+        connection.ensure_connection()
+        legs.append(("keyword", connection.connection.info.backend_pid))
+        return keyword_search(*args, **kwargs)
+
+    def vector_on_backend(*args):
+        connection.ensure_connection()
+        legs.append(("vector", connection.connection.info.backend_pid))
+        return vector_part(*args)
+
+    monkeypatch.setattr(keyword, "search_many", keyword_on_backend)
+    monkeypatch.setattr(vectors_postgres, "_nearest_part", vector_on_backend)
+
+    def search(vector=True):
+        legs.clear()
+        hits = hybrid_search(
+            "payments runbook",
+            k=3,
+            query_vector=unit(302) if vector else None,
+            model=MODEL if vector else None,
+        )
+        return [hit.memory_id for hit in hits], dict(legs)
+
+    beside, used = search()
+    caller = connection.connection.info.backend_pid
+    assert used["vector"] == caller and used["keyword"] != caller
+    assert beside[0] == memories[2].id
+
+    release = threading.Event()
+    for thread in BESIDE:  # both busy (a job's keyword halves, say)
+        thread.submit(release.wait, 10)
+    try:
+        assert search() == (beside, {"keyword": caller, "vector": caller})
+    finally:
+        release.set()
+    assert all(thread.wait(10) for thread in BESIDE)
+    with transaction.atomic():  # another connection would not see this transaction's writes
+        assert search() == (beside, {"keyword": caller, "vector": caller})
+    _, used = search(vector=False)  # nothing to run beside: no second backend for it
+    assert used == {"keyword": caller}
 
 
 @pytest.mark.django_db(transaction=True)

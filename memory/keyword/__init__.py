@@ -20,7 +20,7 @@ from memory.keyword.bm25 import (  # noqa: F401 (re-exported: callers use keywor
     stem,
 )
 from memory.keyword.sqlite import match_expression  # noqa: F401 (re-exported for its tests)
-from memory.threads import BESIDE
+from memory.threads import BESIDE, submit_beside
 
 # Every memory holding a query term is weighed (summed IDF of the terms it holds); this many of the
 # best-weighed ones the agent sees are scored exactly. Recall@10 against the exhaustive BM25
@@ -102,6 +102,22 @@ def search_many_soon(
                 for thread, part in zip(BESIDE, parts, strict=False)
             ]
         )
+    return search_many(texts, agent_id=agent_id, limit=limit, exclude_id=exclude_id)
+
+
+def search_many_beside(
+    texts: list[str], *, agent_id: str, limit: int, exclude_id: str | None = None
+) -> Sequence[list[tuple[str, float]]]:
+    """`search_many`, started now on a connection beside the caller's that has nothing to do (on
+    PostgreSQL, outside a transaction) and waited for when first read, so a search's keyword leg
+    runs on one server backend while its vector leg runs on the caller's; run here when none is
+    idle (never queued behind another caller's work), or elsewhere."""
+    if backend.is_postgres() and not connection.in_atomic_block:
+        future = submit_beside(
+            search_many, texts, agent_id=agent_id, limit=limit, exclude_id=exclude_id
+        )
+        if future is not None:
+            return Soon([future])
     return search_many(texts, agent_id=agent_id, limit=limit, exclude_id=exclude_id)
 
 

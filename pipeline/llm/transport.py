@@ -274,7 +274,8 @@ class _Loop:
         except Exception:  # noqa: BLE001 - best effort: the loop is closed below all the same
             log.warning("a stopped model-call loop did not close cleanly", exc_info=True)
         finally:
-            self.loop.close()
+            with contextlib.suppress(RuntimeError):  # still running somewhere: left as it is
+                self.loop.close()
 
 
 _loops: dict[int, _Loop] = {}
