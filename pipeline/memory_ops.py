@@ -8,6 +8,7 @@ import logging
 import os
 import threading
 from collections.abc import Iterable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,8 +17,10 @@ from django.db.models import Q
 from django_q.tasks import async_task
 
 from memory import writes
+from memory.guard import ensure_outside_transaction
 from memory.models import Memory
-from memory.search import Hit, hybrid_search
+from memory.search import Hit, hybrid_search_many, keyword_leg
+from memory.threads import process_pool
 from memory.vectors import Vector
 from pipeline.config import search_settings
 from pipeline.llm import embed_many_or_none, embed_or_none
@@ -39,21 +42,30 @@ class Recalled:
 def recall(query: str, agent_ids: Iterable[str], *, k: int, where: Q | None = None) -> Recalled:
     """The best k live memories of these agents for `query` (of those `where` admits: the filter
     is applied inside the search), best first, with the configured alpha and min_score. The query
-    is embedded once, up front (query_vector)."""
+    is embedded once, up front (query_vector), and while that call is on the wire the keyword
+    legs (they need no vector) run here; a filtered search runs both legs after it."""
     alpha, min_score = search_settings()
-    vector = query_vector(query)
+    agent_ids = list(agent_ids)
+    embedding = query_vector_soon(query)
+    keyword_hits = (
+        {agent_id: keyword_leg([query], agent_id=agent_id, k=k) for agent_id in agent_ids}
+        if where is None
+        else {}
+    )
+    vector = embedding.result() if embedding is not None else None
     hits: list[Hit] = []
     for agent_id in agent_ids:
-        hits += hybrid_search(
-            query,
+        hits += hybrid_search_many(
+            [query],
             agent_id=agent_id,
             k=k,
             alpha=alpha,
             min_score=min_score,
-            query_vector=vector.values if vector else None,
+            query_vectors=[vector.values if vector else None],
             model=vector.model if vector else None,
+            keyword_hits=keyword_hits.get(agent_id),
             where=where,
-        )
+        )[0]
     hits.sort(key=lambda hit: (-hit.score, hit.memory_id))
     return Recalled(hits[:k], keyword_only=vector is None)
 
@@ -77,10 +89,30 @@ def query_vector(query: str) -> Vector | None:
     within MEMORY_RECALL_EMBED_TIMEOUT_SECONDS or when this process already has
     MEMORY_RECALL_EMBED_PARALLEL recalls waiting on it. A hung server so holds at most that many
     of a web process's threads; remember, health and every other request keep the rest."""
+    embedding = query_vector_soon(query)
+    return embedding.result() if embedding is not None else None
+
+
+def query_vector_soon(query: str) -> Future[Vector | None] | None:
+    """`query_vector`, started now: the embedding call runs in a thread of this process's
+    recall pool (HTTP only, no database) while the caller goes on. None, at once, when every
+    embedding slot is taken (keyword-only). The slot is taken here, so the pool never holds more
+    calls than it has threads: none waits in its queue."""
+    # The pool's thread cannot see a transaction this one holds: checked here, where it is.
+    ensure_outside_transaction("embedding call")
     slots = _embed_slots()
     if not slots.acquire(timeout=SLOT_WAIT_SECONDS):
         log.warning("every recall embedding slot is waiting on the model: keyword results only")
         return None
+    try:
+        pool = process_pool("recall-embed", settings.MEMORY_RECALL_EMBED_PARALLEL)
+        return pool.submit(_embed_in_slot, query, slots)
+    except BaseException:
+        slots.release()  # not started (the thread limit): the slot is not held by any call
+        raise
+
+
+def _embed_in_slot(query: str, slots: threading.BoundedSemaphore) -> Vector | None:
     try:
         return embed_or_none(query, timeout=settings.MEMORY_RECALL_EMBED_TIMEOUT_SECONDS)
     finally:

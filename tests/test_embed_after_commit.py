@@ -152,3 +152,49 @@ def test_a_recall_past_the_embedding_slots_answers_keyword_only_at_once(fake_oll
     for thread in waiting:
         thread.join(timeout=HUNG + 5)
     assert memory_ops.query_vector("query 4") is not None  # the slots are free again
+
+
+def test_a_recalls_keyword_leg_runs_while_its_query_is_being_embedded(
+    fake_ollama, settings, monkeypatch
+):
+    """The keyword leg needs no vector: it is done before the embedding call answers, and the
+    hits are those of a search run after it, with the same vector."""
+    from memory import keyword
+    from memory.search import hybrid_search
+    from pipeline.config import search_settings
+
+    settings.MEMORY_RECALL_EMBED_TIMEOUT_SECONDS = 10
+    for text in ("Billing runs on Postgres 16.", "The search service runs on Redis."):
+        memory = writes.remember(text, actor=Actor("ops"), create_job=False).memory
+        assert memory_ops.embed_stored(memory.id)
+    query = "Where does billing run?"
+    answer = fake_ollama._default("/api/embed", {"input": [query]})
+    fake_ollama.script("/api/embed", Script(answer, delay=0.5))  # its usual answer, late
+    moments: dict[str, float] = {}
+    search_many, embed_or_none = keyword.search_many, memory_ops.embed_or_none
+
+    def keyword_leg(*args, **kwargs):
+        found = search_many(*args, **kwargs)
+        moments.setdefault("keyword leg done", time.monotonic())
+        return found
+
+    def embedded(*args, **kwargs):
+        vector = embed_or_none(*args, **kwargs)
+        moments["embedding answered"] = time.monotonic()
+        return vector
+
+    monkeypatch.setattr(keyword, "search_many", keyword_leg)
+    monkeypatch.setattr(memory_ops, "embed_or_none", embedded)
+    recalled = memory_ops.recall(query, ["default"], k=5)
+    assert moments["keyword leg done"] < moments["embedding answered"]
+    assert not recalled.keyword_only and recalled.hits[0].vector_score is not None
+    vector = memory_ops.embed_or_none(query)
+    alpha, min_score = search_settings()
+    assert recalled.hits == hybrid_search(
+        query,
+        k=5,
+        alpha=alpha,
+        min_score=min_score,
+        query_vector=vector.values,
+        model=vector.model,
+    )
