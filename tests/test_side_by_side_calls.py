@@ -221,12 +221,12 @@ def test_a_caller_whose_model_call_loop_stopped_gets_an_error_and_the_old_loop_i
     # A server that keeps connections open (as Ollama does): the first call leaves one idle.
     fake_ollama = FakeOllama(settings.MEMORY_EMBEDDING_DIMENSIONS, keep_alive=30).start()
     try:
-        _stop_a_loop_while_a_caller_waits(fake_ollama)
+        _stop_a_loop_while_a_caller_waits(fake_ollama, monkeypatch)
     finally:
         fake_ollama.stop()
 
 
-def _stop_a_loop_while_a_caller_waits(fake_ollama) -> None:
+def _stop_a_loop_while_a_caller_waits(fake_ollama, monkeypatch) -> None:
     ((_, kept_alive_call, _),) = post_json_each(
         [Post(fake_ollama.url + "/api/tags", {}, 10)], parallel=1
     )
@@ -270,6 +270,13 @@ def _stop_a_loop_while_a_caller_waits(fake_ollama) -> None:
         time.sleep(0.01)
     assert shared.loop.is_closed()
     assert shared.idle == {}
-    for connection in kept_alive:
-        assert connection.writer.transport.is_closing()
-        assert connection.writer.transport.get_extra_info("socket").fileno() == -1
+    sockets = [c.writer.transport.get_extra_info("socket") for c in kept_alive]
+    while any(s.fileno() != -1 for s in sockets) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert all(c.writer.transport.is_closing() for c in kept_alive)
+    assert [s.fileno() for s in sockets] == [-1] * len(sockets)
+    # A caller that read the loop just before its thread stopped posts after it was closed: a
+    # ProviderError (the job is retried), not asyncio's RuntimeError.
+    monkeypatch.setattr(transport, "_loop", lambda: shared)
+    with pytest.raises(ProviderError, match="event loop stopped before sending"):
+        list(post_json_each([Post(fake_ollama.url + "/api/tags", {}, 10)], parallel=1))
