@@ -94,11 +94,17 @@ def keyword_leg(
     k: int = 5,
     exclude_id: str | None = None,
     soon: bool = False,
+    beside: bool = False,
 ) -> Sequence[list[tuple[str, float]]]:
     """The keyword leg of `hybrid_search_many` on its own: it needs no vector, so a job runs it
     while its embedding call is on the wire and passes the result in as `keyword_hits`; with
-    `soon`, beside the vector search too where the engine can (`keyword.search_many_soon`)."""
-    search = keyword.search_many_soon if soon else keyword.search_many
+    `soon`, beside the vector search too where the engine can (`keyword.search_many_soon`, a
+    job's texts in halves); with `beside`, on a connection beside the caller's when one is idle
+    (`keyword.search_many_beside`, a recall's one text)."""
+    if soon:
+        search = keyword.search_many_soon
+    else:
+        search = keyword.search_many_beside if beside else keyword.search_many
     return search(texts, agent_id=agent_id, limit=max(LEG_LIMIT, k * 2), exclude_id=exclude_id)
 
 

@@ -43,12 +43,17 @@ def recall(query: str, agent_ids: Iterable[str], *, k: int, where: Q | None = No
     """The best k live memories of these agents for `query` (of those `where` admits: the filter
     is applied inside the search), best first, with the configured alpha and min_score. The query
     is embedded once, up front (query_vector), and while that call is on the wire the keyword
-    legs (they need no vector) run here; a filtered search runs both legs after it."""
+    legs (they need no vector) run: on PostgreSQL on a connection beside this one when one is
+    idle (so a fast embedding's vector leg need not wait for them), else here. A filtered search
+    runs both legs after the embedding."""
     alpha, min_score = search_settings()
     agent_ids = list(agent_ids)
     embedding = query_vector_soon(query)
     keyword_hits = (
-        {agent_id: keyword_leg([query], agent_id=agent_id, k=k) for agent_id in agent_ids}
+        {
+            agent_id: keyword_leg([query], agent_id=agent_id, k=k, beside=True)
+            for agent_id in agent_ids
+        }
         if where is None
         else {}
     )
@@ -104,19 +109,55 @@ def query_vector_soon(query: str) -> Future[Vector | None] | None:
     if not slots.acquire(timeout=SLOT_WAIT_SECONDS):
         log.warning("every recall embedding slot is waiting on the model: keyword results only")
         return None
+    slot = _Slot(slots)
     try:
         pool = process_pool("recall-embed", settings.MEMORY_RECALL_EMBED_PARALLEL)
-        return pool.submit(_embed_in_slot, query, slots)
+        return pool.submit(_embed_in_slot, query, slot)
     except BaseException:
-        slots.release()  # not started (the thread limit): the slot is not held by any call
+        slot.abandon()
         raise
 
 
-def _embed_in_slot(query: str, slots: threading.BoundedSemaphore) -> Vector | None:
+class _Slot:
+    """A taken embedding slot, given back exactly once: by its call when the call ends, or by the
+    caller when the call could not be started. (A thread pool queues a call before it starts a
+    thread for it: a start that fails leaves the call queued, and a busy thread may run it later.
+    It then finds the slot given back, and does not call the model.)"""
+
+    def __init__(self, slots: threading.BoundedSemaphore) -> None:
+        self.slots = slots
+        self.lock = threading.Lock()
+        self.state = "queued"
+
+    def start(self) -> bool:
+        """True when the call may run (its caller still waits for it)."""
+        with self.lock:
+            if self.state != "queued":
+                return False
+            self.state = "running"
+            return True
+
+    def abandon(self) -> None:
+        """The caller gives up on a call not started yet; a running call gives the slot back."""
+        with self.lock:
+            if self.state != "queued":
+                return
+            self.state = "done"
+        self.slots.release()
+
+    def finish(self) -> None:
+        with self.lock:
+            self.state = "done"
+        self.slots.release()
+
+
+def _embed_in_slot(query: str, slot: _Slot) -> Vector | None:
+    if not slot.start():
+        return None
     try:
         return embed_or_none(query, timeout=settings.MEMORY_RECALL_EMBED_TIMEOUT_SECONDS)
     finally:
-        slots.release()
+        slot.finish()
 
 
 def modify(

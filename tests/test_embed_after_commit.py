@@ -198,3 +198,31 @@ def test_a_recalls_keyword_leg_runs_while_its_query_is_being_embedded(
         query_vector=vector.values,
         model=vector.model,
     )
+
+
+def test_a_recall_embedding_that_could_not_start_gives_its_slot_back_once(
+    fake_ollama, settings, monkeypatch
+):
+    """A thread pool queues a call before it starts a thread for it: when the start fails the
+    call stays queued and a busy thread may run it later. The caller gives the slot back, and the
+    late call neither calls the model nor gives the slot back a second time."""
+    settings.MEMORY_RECALL_EMBED_PARALLEL = 2
+    queued: list = []
+
+    class RefusingPool:
+        def submit(self, work, *args):
+            queued.append((work, args))
+            raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(memory_ops, "process_pool", lambda name, workers: RefusingPool())
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        memory_ops.recall("Where does billing run?", ["default"], k=5)
+    slots = memory_ops._embed_slots()
+    assert [slots.acquire(blocking=False) for _ in range(3)] == [True, True, False]
+    slots.release()
+    slots.release()  # both free: the failed start gave its slot back
+    ((work, args),) = queued
+    assert work(*args) is None  # run late by another thread: no model call, no second release
+    assert fake_ollama.calls("/api/embed") == []
+    with pytest.raises(ValueError):  # a BoundedSemaphore refuses one release too many
+        slots.release()

@@ -26,7 +26,7 @@ from memory.search import hybrid_search
 from memory.threads import BESIDE
 from memory.vectors import postgres as vectors_postgres
 from memory.writes import Actor, Vector
-from pipeline import tasks
+from pipeline import memory_ops, tasks
 from pipeline.tasks import run_job
 from tests.conftest import TEST_ENGINE, database_env
 from tests.connection_faults import close_normally_again, fail_every_close
@@ -301,6 +301,27 @@ def test_a_searchs_keyword_leg_runs_on_an_idle_connection_beside_its_vector_leg(
         assert search() == (beside, {"keyword": caller, "vector": caller})
     _, used = search(vector=False)  # nothing to run beside: no second backend for it
     assert used == {"keyword": caller}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_recalls_keyword_leg_runs_on_an_idle_connection_beside_the_callers(monkeypatch):
+    """While the query is embedded and its vector leg searched on the caller's connection, the
+    keyword leg runs on another backend, and finds what it found on the caller's."""
+    memory = stored("The payments runbook lives in the ops wiki.", unit(400))
+    backends: list[int] = []
+    keyword_search = keyword.search_many
+
+    def keyword_on_backend(*args, **kwargs):
+        connection.ensure_connection()
+        backends.append(connection.connection.info.backend_pid)
+        return keyword_search(*args, **kwargs)
+
+    monkeypatch.setattr(keyword, "search_many", keyword_on_backend)
+    recalled = memory_ops.recall("payments runbook", ["default"], k=3)
+    connection.ensure_connection()
+    assert backends and backends[0] != connection.connection.info.backend_pid
+    assert [hit.memory_id for hit in recalled.hits] == [memory.id]
+    assert recalled.hits[0].keyword_score > 0
 
 
 @pytest.mark.django_db(transaction=True)
