@@ -103,8 +103,10 @@ def keyword_leg(
     (`keyword.search_many_beside`, a recall's one text)."""
     if soon:
         search = keyword.search_many_soon
+    elif beside:
+        search = keyword.search_many_beside
     else:
-        search = keyword.search_many_beside if beside else keyword.search_many
+        search = keyword.search_many
     return search(texts, agent_id=agent_id, limit=max(LEG_LIMIT, k * 2), exclude_id=exclude_id)
 
 
@@ -143,8 +145,9 @@ def hybrid_search_many(
     if keyword_hits is None:
         # With a vector leg to wait on, PostgreSQL runs the keyword leg beside it (another
         # backend, another core); it is read only after the vector leg is done.
-        search = keyword.search_many_beside if with_vector else keyword.search_many
-        keyword_hits = search(texts, agent_id=agent_id, limit=leg_limit, exclude_id=exclude_id)
+        keyword_hits = keyword_leg(
+            texts, agent_id=agent_id, k=k, exclude_id=exclude_id, beside=bool(with_vector)
+        )
     if found is None:
         found = vectors.search_many(
             [query_vectors[i] for i in with_vector],
