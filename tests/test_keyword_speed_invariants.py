@@ -141,6 +141,52 @@ def test_a_batch_costs_the_same_statements_at_any_store_size(small_budget):
         assert statements() == small == 4
 
 
+def test_a_first_stage_whose_rare_terms_cannot_fill_the_limit_takes_the_next_rarest_too():
+    from memory.keyword import postgres
+
+    budget = postgres.RARE_DOCUMENT_BUDGET
+    frequencies = {"8685": 1, "fraud": budget, "requests": 20 * budget, "peak": 20 * budget}
+    terms = ["8685", "fraud", "requests", "peak"]
+    # One match cannot give a floor for ten: without the next term the second stage would weigh
+    # every term's matches.
+    assert postgres._rarest(terms, frequencies, limit=10) == 2
+    # Within the budget and able to fill the limit: the budget alone decides, as before.
+    assert postgres._rarest(terms, {**frequencies, "8685": 40}, limit=10) == 1
+    assert postgres._rarest(terms, {**frequencies, "fraud": 100}, limit=10) == 2
+
+
+@pytest.mark.skipif(TEST_ENGINE != "postgres", reason="PostgreSQL's two MaxScore stages")
+def test_on_postgresql_the_second_stage_weighs_no_memory_the_first_one_did(monkeypatch):
+    from memory.keyword import postgres
+
+    # A tiny budget and window, so a store of a few dozen memories takes both stages.
+    monkeypatch.setattr(postgres, "RARE_DOCUMENT_BUDGET", 4)
+    monkeypatch.setattr(keyword, "CANDIDATE_WINDOW", 6)
+    rare = [remember(f"Quartz ticket {i}") for i in range(6)]
+    for i in range(10):
+        remember(f"The billing ledger note {i}")
+        remember(f"The queue ledger note {i}")
+    text = "quartz billing queue ledger"
+    with connection.cursor() as cursor:
+        stats = postgres._STATS.get(cursor)
+        frequencies = postgres.document_frequencies(cursor, keyword.query_terms(text), stats)
+        query = postgres._Query.of(keyword.query_terms(text), frequencies, stats)
+        plan = postgres._Plan(keyword.query_terms(text), query, frequencies, limit=6)
+        assert plan.terms[: plan.count] == ["quartz"]  # past the budget, but it fills the limit
+        ctes, _, params = postgres._plan_sql(
+            0, plan, limit=6, agent_id="default", exclude_id=None, where=None, window=6
+        )
+        cursor.execute(f"WITH {', '.join(ctes)} SELECT b0.id FROM b0", params)
+        second = {memory_id for (memory_id,) in cursor.fetchall()}
+    # Billing and queue together outweigh the quartz memories' floor: the second stage runs, on
+    # the memories holding no quartz only.
+    assert second and not second & {memory.id for memory in rare}
+    windowed = keyword.search(text, agent_id="default", limit=6)
+    monkeypatch.setattr(keyword, "CANDIDATE_WINDOW", 1 << 62)
+    assert windowed == keyword.search(text, agent_id="default", limit=6)
+    assert {memory.id for memory in rare} <= set(ids(windowed))
+
+
 def _statements_on_this_connection(seen: list[str]):
     def watch(execute, sql, params, many, context):
         seen.append(sql)

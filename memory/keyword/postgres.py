@@ -217,12 +217,14 @@ def _window() -> int:
     return keyword.CANDIDATE_WINDOW
 
 
-def _rarest(terms: list[str], frequencies: dict[str, int]) -> int:
+def _rarest(terms: list[str], frequencies: dict[str, int], limit: int) -> int:
     """How many of `terms` (rarest first) the first query weighs: those whose matches add up to
-    RARE_DOCUMENT_BUDGET (at least the rarest one)."""
+    RARE_DOCUMENT_BUDGET (at least the rarest one), and more while they hold fewer than `limit`:
+    a first stage that cannot fill the limit sets no floor, so the second would weigh the matches
+    of every term (a number no other memory holds, beside a sentence's common words)."""
     count, total = 0, 0
     for term in terms:
-        if count and total + frequencies[term] > RARE_DOCUMENT_BUDGET:
+        if count and total + frequencies[term] > RARE_DOCUMENT_BUDGET and total >= limit:
             break
         count += 1
         total += frequencies[term]
@@ -233,10 +235,10 @@ class _Plan:
     """One text's candidate query: its terms (one per stem, rarest first) with their weights,
     and how many of the rarest the first stage reads."""
 
-    def __init__(self, terms: list[str], query: _Query, frequencies: dict[str, int]):
+    def __init__(self, terms: list[str], query: _Query, frequencies: dict[str, int], limit: int):
         self.terms = sorted(terms, key=lambda t: (frequencies[t], t))
         self.weights = [query.weights[stem(term)] for term in self.terms]
-        self.count = _rarest(self.terms, frequencies)
+        self.count = _rarest(self.terms, frequencies, limit)
         # needed(floor) = the first n >= count whose terms after it weigh less than the floor
         self.suffixes = [sum(self.weights[n:]) for n in range(self.count, len(self.terms))]
 
@@ -268,17 +270,24 @@ def _plan_sql(i: int, plan: _Plan, *, limit: int, **options) -> tuple[list[str],
     1. a<i>: the matches of the rarest terms, weighed; the `limit`-th heaviest weight among them
        is a floor the `limit` heaviest memories of the whole store all reach (n<i>.floor);
     2. b<i>, run only when some memory without a rare term could reach the floor (n<i>.needed:
-       the terms whose weights add up to the floor or more): the matches of those terms, so
-       the lightest common words are still never read.
-    The `limit` heaviest memories are always in the window, as if every match was weighed."""
+       the terms whose weights add up to the floor or more): the matches of those terms that
+       hold no rare term (the first stage weighed those), so the lightest common words are still
+       never read.
+    The text's window is the heaviest of both stages' rows: the `limit` heaviest memories are
+    always in it, as if every match was weighed."""
     rare = " || ".join(f"t.q{k}" for k in range(plan.count))
     first, first_params = _stage_sql(plan, "", f"m.search_vector @@ ({rare})", options)
-    # The second stage's tsquery: the OR of the first `needed` terms, picked at run time.
+    # The second stage's tsquery: the OR of the terms after the rare ones up to `needed`, picked
+    # at run time.
     ors = [
-        " || ".join(f"t.q{k}" for k in range(n)) for n in range(plan.count + 1, len(plan.terms) + 1)
+        " || ".join(f"t.q{k}" for k in range(plan.count, n))
+        for n in range(plan.count + 1, len(plan.terms) + 1)
     ]
     choice = f"(ARRAY[{', '.join(ors)}]::tsquery[])[n.needed - {plan.count}]" if ors else "NULL"
-    second, second_params = _stage_sql(plan, f", n{i} n", f"m.search_vector @@ {choice}", options)
+    # The index finds the rows; the rows holding a rare term are then dropped before they are
+    # weighed (a GIN bitmap cannot leave them out).
+    matching = f"m.search_vector @@ {choice} AND NOT m.search_vector @@ ({rare})"
+    second, second_params = _stage_sql(plan, f", n{i} n", matching, options)
     second = second.replace(" WHERE ", f" WHERE n.needed > {plan.count} AND ", 1)
     ctes = [
         f"a{i} AS MATERIALIZED ({first})",
@@ -294,8 +303,10 @@ def _plan_sql(i: int, plan: _Plan, *, limit: int, **options) -> tuple[list[str],
         limit - 1,
     ]
     select = (
-        f"SELECT {i}, id, content FROM a{i} WHERE (SELECT needed FROM n{i}) <= {plan.count} "
-        f"UNION ALL SELECT {i}, id, content FROM b{i}"
+        f"(SELECT {i}, id, content FROM (SELECT id, content, weight FROM a{i} UNION ALL "
+        f"SELECT id, content, weight FROM b{i}) w{i} ORDER BY weight DESC, id "
+        # A number written in: the CTEs' parameters come before every text's SELECT.
+        f"LIMIT {int(options['window'])})"
     )
     return ctes, select, [*first_params, *needed_params, *second_params]
 
@@ -357,7 +368,7 @@ def search_many(
             # One term per stem: "deploy" and "deployed" match the same memories.
             by_stem = {stem(t): t for t in reversed(terms) if frequencies.get(t)}
             if by_stem:
-                plans[i] = _Plan(list(by_stem.values()), query, frequencies)
+                plans[i] = _Plan(list(by_stem.values()), query, frequencies, limit)
         if not plans:
             return results
         found = _candidates_many(
