@@ -149,10 +149,10 @@ def test_a_first_stage_whose_rare_terms_cannot_fill_the_limit_takes_the_next_rar
     terms = ["8685", "fraud", "requests", "peak"]
     # One match cannot give a floor for ten: without the next term the second stage would weigh
     # every term's matches.
-    assert postgres._rarest(terms, frequencies, limit=10) == 2
+    assert postgres._rarest(terms, frequencies, limit=10) == (2, True)
     # Within the budget and able to fill the limit: the budget alone decides, as before.
-    assert postgres._rarest(terms, {**frequencies, "8685": 40}, limit=10) == 1
-    assert postgres._rarest(terms, {**frequencies, "fraud": 100}, limit=10) == 2
+    assert postgres._rarest(terms, {**frequencies, "8685": 40}, limit=10) == (1, False)
+    assert postgres._rarest(terms, {**frequencies, "fraud": 100}, limit=10) == (2, False)
 
 
 @pytest.mark.skipif(TEST_ENGINE != "postgres", reason="PostgreSQL's two MaxScore stages")
@@ -171,20 +171,49 @@ def test_on_postgresql_the_second_stage_weighs_no_memory_the_first_one_did(monke
         stats = postgres._STATS.get(cursor)
         frequencies = postgres.document_frequencies(cursor, keyword.query_terms(text), stats)
         query = postgres._Query.of(keyword.query_terms(text), frequencies, stats)
-        plan = postgres._Plan(keyword.query_terms(text), query, frequencies, limit=6)
+        plan = postgres._Plan(keyword.query_terms(text), query, frequencies, limit=6, window=6)
         assert plan.terms[: plan.count] == ["quartz"]  # past the budget, but it fills the limit
         ctes, _, params = postgres._plan_sql(
             0, plan, limit=6, agent_id="default", exclude_id=None, where=None, window=6
         )
         cursor.execute(f"WITH {', '.join(ctes)} SELECT b0.id FROM b0", params)
         second = {memory_id for (memory_id,) in cursor.fetchall()}
-    # Billing and queue together outweigh the quartz memories' floor: the second stage runs, on
-    # the memories holding no quartz only.
+    # The memories holding billing could outweigh the quartz memories' floor: the second stage
+    # runs, on the memories holding no quartz only.
     assert second and not second & {memory.id for memory in rare}
     windowed = keyword.search(text, agent_id="default", limit=6)
     monkeypatch.setattr(keyword, "CANDIDATE_WINDOW", 1 << 62)
     assert windowed == keyword.search(text, agent_id="default", limit=6)
     assert {memory.id for memory in rare} <= set(ids(windowed))
+
+
+@pytest.mark.skipif(TEST_ENGINE != "postgres", reason="PostgreSQL's two MaxScore stages")
+def test_on_postgresql_a_first_stage_taken_past_its_budget_keeps_the_window_of_every_match(
+    monkeypatch,
+):
+    from memory.keyword import postgres
+
+    # The rarest word is in one memory, fewer than the limit: the first stage takes the next
+    # word too. The memories holding only the two lightest words are not among the two heaviest,
+    # but they are in the window of six, where BM25 ranks one of them among the best two.
+    monkeypatch.setattr(postgres, "RARE_DOCUMENT_BUDGET", 4)
+    monkeypatch.setattr(keyword, "CANDIDATE_WINDOW", 6)
+    remember("Quartz ticket 8685")
+    for i in range(2):
+        remember(f"fraud alert spike seen in a long report about many other things, number {i}")
+    for i in range(3):
+        remember(f"fraud case {i}")
+    doubled = {remember(f"alert spike alert spike {i}").id for i in range(4)}
+    for i in range(2):
+        remember(f"alert note {i}")
+        remember(f"spike note {i}")
+    for i in range(16):
+        remember(f"unrelated filler memory {i}")
+    text = "8685 fraud alert spike"
+    pruned = keyword.search(text, agent_id="default", limit=2)
+    monkeypatch.setattr(postgres, "RARE_DOCUMENT_BUDGET", 10**9)  # one stage: every match
+    assert pruned == keyword.search(text, agent_id="default", limit=2)
+    assert set(ids(pruned)) & doubled  # what a floor at the second row would never read
 
 
 def _statements_on_this_connection(seen: list[str]):

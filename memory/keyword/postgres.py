@@ -217,28 +217,38 @@ def _window() -> int:
     return keyword.CANDIDATE_WINDOW
 
 
-def _rarest(terms: list[str], frequencies: dict[str, int], limit: int) -> int:
+def _rarest(terms: list[str], frequencies: dict[str, int], limit: int) -> tuple[int, bool]:
     """How many of `terms` (rarest first) the first query weighs: those whose matches add up to
-    RARE_DOCUMENT_BUDGET (at least the rarest one), and more while they hold fewer than `limit`:
-    a first stage that cannot fill the limit sets no floor, so the second would weigh the matches
-    of every term (a number no other memory holds, beside a sentence's common words)."""
-    count, total = 0, 0
+    RARE_DOCUMENT_BUDGET (at least the rarest one), and more while they hold fewer than `limit`;
+    and whether it took more. A first stage that cannot fill the limit sets no floor, so the
+    second would weigh the matches of every term (a number no other memory holds, beside a
+    sentence's common words)."""
+    count, total, beyond = 0, 0, False
     for term in terms:
-        if count and total + frequencies[term] > RARE_DOCUMENT_BUDGET and total >= limit:
-            break
+        if count and total + frequencies[term] > RARE_DOCUMENT_BUDGET:
+            if total >= limit:
+                break
+            beyond = True
         count += 1
         total += frequencies[term]
-    return count
+    return count, beyond
 
 
 class _Plan:
     """One text's candidate query: its terms (one per stem, rarest first) with their weights,
-    and how many of the rarest the first stage reads."""
+    how many of the rarest the first stage reads, and which of its rows sets the floor."""
 
-    def __init__(self, terms: list[str], query: _Query, frequencies: dict[str, int], limit: int):
+    def __init__(
+        self, terms: list[str], query: _Query, frequencies: dict[str, int], limit: int, window: int
+    ):
         self.terms = sorted(terms, key=lambda t: (frequencies[t], t))
         self.weights = [query.weights[stem(term)] for term in self.terms]
-        self.count = _rarest(self.terms, frequencies, limit)
+        self.count, beyond = _rarest(self.terms, frequencies, limit)
+        # Within the budget the floor is the `limit`-th row: the `limit` heaviest are found. A
+        # first stage taken past the budget stands in for one that set no floor, where every
+        # match was weighed and the window was the heaviest of all: its floor is the window's
+        # last row, so the window stays that (the rows after it are what BM25 re-ranks).
+        self.floor_row = window if beyond else limit
         # needed(floor) = the first n >= count whose terms after it weigh less than the floor
         self.suffixes = [sum(self.weights[n:]) for n in range(self.count, len(self.terms))]
 
@@ -265,16 +275,17 @@ def _stage_sql(plan: _Plan, stage: str, matching: str, options: dict) -> tuple[s
     return sql, [*params, *(where[1] if where else []), options["window"]]
 
 
-def _plan_sql(i: int, plan: _Plan, *, limit: int, **options) -> tuple[list[str], str, list]:
+def _plan_sql(i: int, plan: _Plan, **options) -> tuple[list[str], str, list]:
     """The CTEs and the final SELECT of text `i`: MaxScore's two stages in SQL.
-    1. a<i>: the matches of the rarest terms, weighed; the `limit`-th heaviest weight among them
-       is a floor the `limit` heaviest memories of the whole store all reach (n<i>.floor);
+    1. a<i>: the matches of the rarest terms, weighed; the weight of its `plan.floor_row`-th
+       heaviest row is a floor that many heaviest memories of the whole store all reach
+       (n<i>.floor);
     2. b<i>, run only when some memory without a rare term could reach the floor (n<i>.needed:
        the terms whose weights add up to the floor or more): the matches of those terms that
        hold no rare term (the first stage weighed those), so the lightest common words are still
        never read.
-    The text's window is the heaviest of both stages' rows: the `limit` heaviest memories are
-    always in it, as if every match was weighed."""
+    The text's window is the heaviest of both stages' rows: the `plan.floor_row` heaviest
+    memories (at least `limit`) are always in it, as if every match was weighed."""
     rare = " || ".join(f"t.q{k}" for k in range(plan.count))
     first, first_params = _stage_sql(plan, "", f"m.search_vector @@ ({rare})", options)
     # The second stage's tsquery: the OR of the terms after the rare ones up to `needed`, picked
@@ -300,7 +311,7 @@ def _plan_sql(i: int, plan: _Plan, *, limit: int, **options) -> tuple[list[str],
     needed_params = [
         plan.suffixes,
         list(range(plan.count, len(plan.terms))),
-        limit - 1,
+        plan.floor_row - 1,
     ]
     select = (
         f"(SELECT {i}, id, content FROM (SELECT id, content, weight FROM a{i} UNION ALL "
@@ -357,6 +368,7 @@ def search_many(
     terms_of = [query_terms(text) for text in texts]
     if not any(terms_of):
         return results
+    window = max(_window(), limit)
     with connection.cursor() as cursor:
         stats = _STATS.get(cursor)
         frequencies = document_frequencies(
@@ -368,17 +380,11 @@ def search_many(
             # One term per stem: "deploy" and "deployed" match the same memories.
             by_stem = {stem(t): t for t in reversed(terms) if frequencies.get(t)}
             if by_stem:
-                plans[i] = _Plan(list(by_stem.values()), query, frequencies, limit)
+                plans[i] = _Plan(list(by_stem.values()), query, frequencies, limit, window)
         if not plans:
             return results
         found = _candidates_many(
-            cursor,
-            plans,
-            agent_id=agent_id,
-            exclude_id=exclude_id,
-            where=where,
-            limit=limit,
-            window=max(_window(), limit),
+            cursor, plans, agent_id=agent_id, exclude_id=exclude_id, where=where, window=window
         )
     for i, rows in found.items():
         scored = [(memory_id, queries[i].score(content)) for memory_id, content in rows]
