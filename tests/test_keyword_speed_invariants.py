@@ -9,7 +9,7 @@ paths a store of 100k takes."""
 import pytest
 from django.db import connection, transaction
 
-from memory import keyword, writes
+from memory import expiry, keyword, writes
 from memory.writes import Actor
 from tests.conftest import TEST_ENGINE
 
@@ -174,7 +174,13 @@ def test_on_postgresql_the_second_stage_weighs_no_memory_the_first_one_did(monke
         plan = postgres._Plan(keyword.query_terms(text), query, frequencies, limit=6, window=6)
         assert plan.terms[: plan.count] == ["quartz"]  # past the budget, but it fills the limit
         ctes, _, params = postgres._plan_sql(
-            0, plan, limit=6, agent_id="default", exclude_id=None, where=None, window=6
+            0,
+            plan,
+            agent_id="default",
+            exclude_id=None,
+            where=None,
+            window=6,
+            unexpired=expiry.unexpired_sql("m.expires_at"),
         )
         cursor.execute(f"WITH {', '.join(ctes)} SELECT b0.id FROM b0", params)
         second = {memory_id for (memory_id,) in cursor.fetchall()}

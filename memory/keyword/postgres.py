@@ -247,7 +247,9 @@ class _Plan:
         # Within the budget the floor is the `limit`-th row: the `limit` heaviest are found. A
         # first stage taken past the budget stands in for one that set no floor, where every
         # match was weighed and the window was the heaviest of all: its floor is the window's
-        # last row, so the window stays that (the rows after it are what BM25 re-ranks).
+        # last row, so the window stays that (the rows after it are what BM25 re-ranks). A cached
+        # frequency that counts too few can take this path where a floor was set: the window is
+        # then the heaviest of every match, the exact one.
         self.floor_row = window if beyond else limit
         # needed(floor) = the first n >= count whose terms after it weigh less than the floor
         self.suffixes = [sum(self.weights[n:]) for n in range(self.count, len(self.terms))]
@@ -263,7 +265,7 @@ def _stage_sql(plan: _Plan, stage: str, matching: str, options: dict) -> tuple[s
         for i, w in enumerate(plan.weights)
     )
     exclude_id, where = options["exclude_id"], options["where"]
-    unexpired, now = expiry.unexpired_sql("m.expires_at")
+    unexpired, now = options["unexpired"]
     sql = (
         f"SELECT m.id, m.content, {weight} AS weight FROM memories m, (SELECT {queries}) t{stage} "
         f"WHERE {matching} AND m.agent_id = %s AND NOT m.is_deleted AND {unexpired}"
@@ -325,6 +327,8 @@ def _plan_sql(i: int, plan: _Plan, **options) -> tuple[list[str], str, list]:
 def _candidates_many(cursor, plans: dict[int, _Plan], **options) -> dict[int, list[tuple]]:
     """(memory id, content) of each planned text's window (see `_plan_sql`), every text in one
     statement: one round trip and one plan for a job's facts, not two queries each."""
+    # One "now" for every stage: a memory expiring meanwhile is out of both or of neither.
+    options["unexpired"] = expiry.unexpired_sql("m.expires_at")
     ctes, selects, params = [], [], []
     for i, plan in plans.items():
         plan_ctes, select, plan_params = _plan_sql(i, plan, **options)
