@@ -1,10 +1,13 @@
-"""The BM25 scorer's fast path for ASCII text gives the very float the word-by-word path gives."""
+"""The BM25 scorer gives BM25 written out to the last bit, on its fast path for ASCII text and on its
+word-by-word path."""
 
 import random
+import re
+from collections import Counter
 
 import pytest
 
-from memory.keyword.bm25 import _Query, _Stats, query_terms
+from memory.keyword.bm25 import K1, B, _Query, _Stats, normalise_bm25, query_terms, stem
 
 # Words that exercise every rule of the stemmer (plural, -ies, -sses, -ing and -ed with a doubled
 # letter, y to i, a final e), words that hold another's stem inside or at their start, digits,
@@ -73,3 +76,30 @@ def test_a_word_that_only_holds_a_stem_inside_it_is_not_counted():
     query = _Query.of(["deploy"], {"deploy": 5}, _Stats(100, 8.0))
     assert query.score("redeploy and undeployed") == 0.0
     assert query.score("redeploy and deployed") > 0.0
+
+
+def _plain_bm25(query: _Query, text: str) -> float:
+    """BM25 written out: every token stemmed, the query's terms summed in the query's order."""
+    tokens = re.findall(r"\w+", text.lower())
+    counts = Counter(stem(token) for token in tokens)
+    length = len(tokens) / query.stats.average_length
+    raw = 0.0
+    for key, idf in query.weights.items():
+        tf = counts.get(key, 0)
+        if tf:
+            raw += idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length))
+    return normalise_bm25(raw)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_query_scoring_many_texts_gives_the_float_of_bm25_written_out(seed):
+    rng = random.Random(seed)
+    matched = 0
+    for query in _queries(rng, 40):
+        # One query scores many texts, as a search's window: what it keeps between texts (the
+        # stems of the words it found) must not change a later text's score.
+        for _ in range(40):
+            text = _text(rng, rng.randint(0, 60))
+            assert query.score(text) == _plain_bm25(query, text), (query.weights, text)
+            matched += query.score(text) > 0
+    assert matched > 200

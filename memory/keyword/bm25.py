@@ -174,15 +174,23 @@ class _Query:
         starts = b"|".join(re.escape(prefix.encode()) for prefix in shortest)
         return re.compile(b" (?:" + starts + b")[^ ]*")
 
+    @functools.cached_property
+    def _stems(self) -> dict[bytes, str]:
+        """The stem of each word `_word_finder` found (as found: its leading space too), kept for
+        this query: a search's window repeats its words from text to text."""
+        return {}
+
     def _score_ascii(self, content: str) -> float:
         """`_score_tokens` of an ASCII text, the same float: the words a query stem can count are
         found in one regex pass instead of stemming every word (most of a search's scoring time)."""
-        weights = self.weights
+        weights, stems = self.weights, self._stems
         text = content.lower().encode()
         words = b" " + text.translate(_WORDS_KEPT) + b" "  # each word between spaces
         counts: dict[str, int] = {}
         for word in self._word_finder.findall(words):  # type: ignore[union-attr]
-            key = stem(word[1:].decode())
+            key = stems.get(word)
+            if key is None:
+                key = stems[word] = stem(word[1:].decode())
             if key in weights:
                 counts[key] = counts.get(key, 0) + 1
         if not counts:
@@ -208,10 +216,17 @@ class _Query:
         """The normalised score of a text of `tokens` words holding the query's stems `counts`
         times each."""
         length = tokens / self.stats.average_length
+        norm = K1 * (1 - B + B * length)
         raw = 0.0
-        # The same terms in the same order: the same float sum on every path and engine.
-        for key, idf in self.weights.items():
-            tf = counts.get(key, 0)
-            if tf:
-                raw += idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length))
+        weights = self.weights
+        # The same terms in the same order (the query's): the same float sum on every path and
+        # engine. A text holds a few of them: only those are visited.
+        for key in sorted(counts, key=self._position.__getitem__) if len(counts) > 1 else counts:
+            tf = counts[key]
+            raw += weights[key] * tf * (K1 + 1) / (tf + norm)
         return normalise_bm25(raw)
+
+    @functools.cached_property
+    def _position(self) -> dict[str, int]:
+        """Each stem's place in the query's order."""
+        return {key: index for index, key in enumerate(self.weights)}
