@@ -1764,9 +1764,12 @@ def exhaustive_bm25(texts: list[str], *, k: int) -> list[list[str]]:
     found = []
     for text_terms in terms:
         query = bm25._Query.of(text_terms, frequencies, stats)
-        candidates = {row for key in query.weights for row in holding.get(key, [])}
+        candidates = sorted({row for key in query.weights for row in holding.get(key, [])})
+        scores = query.score_many([rows[row][1] for row in candidates])
         scored = sorted(
-            (-score, rows[row][0]) for row in candidates if (score := query.score(rows[row][1])) > 0
+            (-score, rows[row][0])
+            for row, score in zip(candidates, scores, strict=True)
+            if score > 0
         )
         found.append([memory_id for _, memory_id in scored[:k]])
     return found

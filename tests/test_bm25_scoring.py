@@ -1,5 +1,5 @@
-"""The BM25 scorer gives BM25 written out to the last bit, on its fast path for ASCII text and on its
-word-by-word path."""
+"""The BM25 scorer gives BM25 written out to the last bit, on its one-pass path for ASCII texts and
+on its word-by-word path, for one text or a window of them."""
 
 import random
 import re
@@ -7,6 +7,7 @@ from collections import Counter
 
 import pytest
 
+from memory.keyword import bm25
 from memory.keyword.bm25 import K1, B, _Query, _Stats, normalise_bm25, query_terms, stem
 
 # Words that exercise every rule of the stemmer (plural, -ies, -sses, -ing and -ed with a doubled
@@ -48,28 +49,24 @@ def _queries(rng: random.Random, count: int) -> list[_Query]:
 @pytest.mark.parametrize("seed", range(6))
 def test_an_ascii_text_scores_the_same_float_on_both_paths(seed):
     rng = random.Random(seed)
-    queries = [q for q in _queries(rng, 60) if q._word_finder]
-    assert len(queries) > 30  # most queries take the fast path: the comparison is not empty
     matched = 0
-    for query in queries:
+    for query in _queries(rng, 60):
         for _ in range(40):
-            text = _text(rng, rng.randint(0, 60))
-            if not text.isascii():
-                text = text.encode("ascii", "ignore").decode()
+            text = _text(rng, rng.randint(0, 60)).encode("ascii", "ignore").decode()
             expected = query._score_tokens(text)
-            assert query._score_ascii(text) == expected, (query.weights, text)
+            assert query._score_ascii_many(text, 1) == [expected], (query.weights, text)
             assert query.score(text) == expected
             matched += expected > 0
     assert matched > 100  # and many of the texts hold some query word
 
 
-def test_a_text_with_other_letters_and_a_one_letter_stem_take_the_word_by_word_path():
+def test_a_text_with_other_letters_takes_the_word_by_word_path_and_a_one_letter_stem_counts():
     query = _Query.of(["naïve", "deploy"], {"naïve": 3, "deploy": 5}, _Stats(100, 8.0))
     assert query.score("The naive deploy") == query._score_tokens("The naive deploy") > 0
     assert query.score("Naïve deploys, naïvely") == query._score_tokens("Naïve deploys, naïvely")
     one_letter = _Query.of(["8", "deploy"], {"8": 3, "deploy": 5}, _Stats(100, 8.0))
-    assert one_letter._word_finder is None
-    assert one_letter.score("deploy 8 times") == one_letter._score_tokens("deploy 8 times") > 0
+    assert one_letter.score("deploy 8 times") == one_letter._score_tokens("deploy 8 times")
+    assert one_letter.score("deploy 8 times") > one_letter.score("deploy 9 times") > 0
 
 
 def test_a_word_that_only_holds_a_stem_inside_it_is_not_counted():
@@ -103,3 +100,45 @@ def test_a_query_scoring_many_texts_gives_the_float_of_bm25_written_out(seed):
             assert query.score(text) == _plain_bm25(query, text), (query.weights, text)
             matched += query.score(text) > 0
     assert matched > 200
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_window_scored_at_once_gives_each_text_the_float_it_gets_alone(seed):
+    rng = random.Random(seed)
+    matched = batched = 0
+    for query in _queries(rng, 40):
+        texts = [_text(rng, rng.randint(0, 60)) for _ in range(rng.randint(0, 40))]
+        for index, text in enumerate(texts):
+            roll = rng.random()
+            if roll < 0.5:
+                texts[index] = text.encode("ascii", "ignore").decode()  # the one-pass path
+            elif roll < 0.55:
+                texts[index] = text + "\x01 deploy"  # the separator inside a text
+            elif roll < 0.6:
+                texts[index] = rng.choice(["", " ", "...", "\x01"])
+        scores = query.score_many(texts)
+        assert scores == [_plain_bm25(query, text) for text in texts], query.weights
+        assert all(type(score) is float for score in scores)
+        matched += sum(score > 0 for score in scores)
+        batched += sum(text.isascii() and "\x01" not in text for text in texts) > 1
+    assert matched > 300 and batched > 20  # most windows took the one-pass path, with matches
+
+
+def test_a_window_counts_each_text_words_and_length_apart_from_its_neighbours():
+    query = _Query.of(["deploy", "cache"], {"deploy": 10, "cache": 40}, _Stats(1000, 6.0))
+    texts = ["deploy", "cache cache cache", "", "the deployed caches deploy", "nothing here"]
+    assert query.score_many(texts) == [query._score_tokens(text) for text in texts]
+    assert query.score_many(texts)[2] == query.score_many(texts)[4] == 0.0
+    assert query.score_many(texts[:1]) == [query._score_tokens(texts[0])]
+    assert query.score_many([]) == []
+
+
+def test_the_process_s_kept_stems_are_emptied_when_full_and_scores_stay_the_same(monkeypatch):
+    monkeypatch.setattr(bm25, "STEMS_KEPT", 8)
+    kept = {f"old{i}".encode(): f"old{i}" for i in range(8)}
+    monkeypatch.setattr(bm25, "_STEM_OF", kept)
+    query = _Query.of(["deploy", "cache"], {"deploy": 10, "cache": 40}, _Stats(1000, 6.0))
+    texts = [f"deployed cache number{i} again and again" for i in range(30)]
+    assert query.score_many(texts) == [_plain_bm25(query, text) for text in texts]
+    assert b"old0" not in kept and kept[b"deployed"] == "deploi"  # emptied, then this window's
+    assert query.score_many(texts) == [_plain_bm25(query, text) for text in texts]

@@ -62,7 +62,8 @@ def exhaustive_top(text: str, k: int = 10) -> list[str]:
         frequencies = engine.document_frequencies(cursor, sorted(set(terms)), stats)
     query = _Query.of(terms, frequencies, stats)
     rows = Memory.objects.filter(agent_id="default", is_deleted=False).values_list("id", "content")
-    scored = [(query.score(content), memory_id) for memory_id, content in rows]
+    ids, contents = zip(*rows, strict=True) if rows else ((), ())
+    scored = list(zip(query.score_many(list(contents)), ids, strict=True))
     scored = sorted((-score, memory_id) for score, memory_id in scored if score > 0)
     return [memory_id for _, memory_id in scored[:k]]
 

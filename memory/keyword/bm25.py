@@ -11,6 +11,9 @@ import threading
 import time
 import unicodedata
 from dataclasses import dataclass
+from itertools import repeat
+
+import numpy as np
 
 from memory.words import NEGATIONS
 from memory.words import STOP_WORDS as FUNCTION_WORDS
@@ -82,10 +85,32 @@ def stem(word: str) -> str:
     return word
 
 
-# ASCII bytes: a word character (\w) kept, or turned into "a"; any other byte turned into a space.
+# ASCII bytes: a word character (\w) kept, any other byte turned into a space.
 _ASCII_WORD = [chr(b).isalnum() or chr(b) == "_" for b in range(128)]
 _WORDS_KEPT = bytes(b if _ASCII_WORD[b] else 32 for b in range(128)) + b" " * 128
-_WORD_RUNS = bytes(97 if _ASCII_WORD[b] else 32 for b in range(128)) + b" " * 128
+
+# Joins the texts one query scores at once (`_Query.score_many`): kept by their table, a token of
+# its own between the texts (and its own stem).
+_SEPARATOR = "\x01"
+_SEPARATOR_BYTE = b"\x01"
+_WORDS_KEPT_MANY = _WORDS_KEPT[:1] + _SEPARATOR_BYTE + _WORDS_KEPT[2:]
+_SEPARATOR_CODE, _NOT_A_TERM = -1, -2
+# The stem of each ASCII token scored lately, shared by every query of the process: a window's
+# words recur from search to search. Emptied when it holds STEMS_KEPT (a few MB).
+_STEM_OF: dict[bytes, str] = {}
+STEMS_KEPT = 50_000
+
+
+def _stems_of(tokens: list[bytes], keys: list[str | None]) -> list[str]:
+    """`keys` (the stems of `tokens` found in _STEM_OF, None where not) with the missing ones
+    stemmed and kept."""
+    if len(_STEM_OF) >= STEMS_KEPT:
+        _STEM_OF.clear()
+    for index, key in enumerate(keys):
+        if key is None:
+            token = tokens[index]
+            keys[index] = _STEM_OF[token] = stem(token.decode())
+    return keys  # type: ignore[return-value]
 
 
 def _tokens(text: str) -> list[str]:
@@ -150,53 +175,62 @@ class _Query:
 
     def score(self, content: str) -> float:
         """Normalised BM25 of one memory's text for this query (0.0 when no term matches)."""
+        return self.score_many([content])[0]
+
+    def score_many(self, contents: list[str]) -> list[float]:
+        """`score` of each text: the ASCII ones (nearly every memory) in one pass over them all,
+        the others word by word; the same float either way."""
         if not self.weights:
-            return 0.0
-        if content.isascii() and self._word_finder:
-            return self._score_ascii(content)
-        return self._score_tokens(content)
+            return [0.0] * len(contents)
+        scores = [
+            None if content.isascii() and _SEPARATOR not in content else self._score_tokens(content)
+            for content in contents
+        ]
+        plain = [content for content, score in zip(contents, scores, strict=True) if score is None]
+        if not plain:
+            return scores  # type: ignore[return-value]
+        found = iter(self._score_ascii_many(_SEPARATOR.join(plain), len(plain)))
+        return [next(found) if score is None else score for score in scores]
+
+    def _score_ascii_many(self, joined: str, count: int) -> list[float]:
+        """`_score_tokens` of `count` ASCII texts joined by _SEPARATOR, the same floats, without a
+        Python step per text: every token of every text is split out at once (its ASCII word
+        characters are \\w's), looked up in the process's stems, and counted in its text's row
+        of an array of term frequencies; each term's BM25 is then added to every row at once,
+        term by term in the query's order (a term a text lacks adds +0.0: no sum changes)."""
+        text = joined.lower().encode().translate(_WORDS_KEPT_MANY)
+        # The separator between spaces: a token of its own, never part of a word.
+        tokens = text.replace(_SEPARATOR_BYTE, b" \x01 ").split()
+        keys = list(map(_STEM_OF.get, tokens))
+        if None in keys:
+            keys = _stems_of(tokens, keys)
+        columns = self._columns
+        code = np.fromiter(
+            map(columns.get, keys, repeat(_NOT_A_TERM)), dtype=np.int64, count=len(keys)
+        )
+        # Each text's tokens: those between its separators.
+        ends = np.flatnonzero(code == _SEPARATOR_CODE)
+        lengths = np.diff(ends, prepend=-1, append=len(code)) - 1
+        held = np.flatnonzero(code >= 0)
+        if not len(held):
+            return [0.0] * count
+        text_of = np.searchsorted(ends, held)  # the separators before a token: its text
+        terms = len(self.weights)
+        frequencies = np.bincount(text_of * terms + code[held], minlength=count * terms)
+        frequencies = frequencies.reshape(count, terms)
+        length = lengths / self.stats.average_length
+        norm = K1 * (1 - B + B * length)
+        raw = np.zeros(count)
+        for index, idf in enumerate(self.weights.values()):
+            tf = frequencies[:, index]
+            raw = raw + idf * tf * (K1 + 1) / (tf + norm)
+        magnitude = np.abs(raw)
+        return (magnitude / (1.0 + magnitude)).tolist()
 
     @functools.cached_property
-    def _word_finder(self) -> re.Pattern[bytes] | None:
-        """What finds every ASCII word the query's stems can count, in text whose words stand
-        between spaces: a space, a stem less its last letter (the stemmer only cuts a word's end,
-        or turns a last y into i), the rest of the word. None when a one-letter stem would make
-        every word one."""
-        if any(len(key) < 2 for key in self.weights):
-            return None
-        prefixes = sorted({key[:-1] for key in self.weights if key.isascii()}, key=len)
-        shortest: list[str] = []  # none the start of another: each word is found once
-        for prefix in prefixes:
-            if not any(prefix.startswith(other) for other in shortest):
-                shortest.append(prefix)
-        if not shortest:
-            return None
-        starts = b"|".join(re.escape(prefix.encode()) for prefix in shortest)
-        return re.compile(b" (?:" + starts + b")[^ ]*")
-
-    @functools.cached_property
-    def _stems(self) -> dict[bytes, str]:
-        """The stem of each word `_word_finder` found (as found: its leading space too), kept for
-        this query: a search's window repeats its words from text to text."""
-        return {}
-
-    def _score_ascii(self, content: str) -> float:
-        """`_score_tokens` of an ASCII text, the same float: the words a query stem can count are
-        found in one regex pass instead of stemming every word (most of a search's scoring time)."""
-        weights, stems = self.weights, self._stems
-        text = content.lower().encode()
-        words = b" " + text.translate(_WORDS_KEPT) + b" "  # each word between spaces
-        counts: dict[str, int] = {}
-        for word in self._word_finder.findall(words):  # type: ignore[union-attr]
-            key = stems.get(word)
-            if key is None:
-                key = stems[word] = stem(word[1:].decode())
-            if key in weights:
-                counts[key] = counts.get(key, 0) + 1
-        if not counts:
-            return 0.0
-        runs = text.translate(_WORD_RUNS)
-        return self._bm25(counts, runs.count(b" a") + runs.startswith(b"a"))
+    def _columns(self) -> dict[str, int]:
+        """Each query stem's place in the query's order, and the separator's code."""
+        return {**self._position, _SEPARATOR: _SEPARATOR_CODE}
 
     def _score_tokens(self, content: str) -> float:
         """The score from every word of the text, stemmed (any text)."""

@@ -391,8 +391,8 @@ def search_many(
             cursor, plans, agent_id=agent_id, exclude_id=exclude_id, where=where, window=window
         )
     for i, rows in found.items():
-        scored = [(memory_id, queries[i].score(content)) for memory_id, content in rows]
-        scored = [hit for hit in scored if hit[1] > 0]
+        scores = queries[i].score_many([content for _, content in rows])
+        scored = [(row[0], score) for row, score in zip(rows, scores, strict=True) if score > 0]
         scored.sort(key=lambda hit: (-hit[1], hit[0]))
         results[i] = scored[:limit]
     return results
@@ -425,8 +425,7 @@ def scores_for_many(texts: list[str], memory_ids: list[list[str]]) -> list[dict[
     for scores, terms in zip(found, terms_of, strict=True):
         if not terms:
             continue
+        held = [memory_id for memory_id in scores if memory_id in contents]
         query = _Query.of(terms, frequencies, stats)
-        for memory_id in scores:
-            if memory_id in contents:
-                scores[memory_id] = query.score(contents[memory_id])
+        scores.update(zip(held, query.score_many([contents[mid] for mid in held]), strict=True))
     return found

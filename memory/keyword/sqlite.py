@@ -301,8 +301,12 @@ def search_many(
         orders = _weighed(queries, terms, postings, window)
         rows = _Rows(cursor, agent_id, exclude_id, where)
         for query, visible in zip(queries, _visible(rows, orders, window), strict=True):
-            scored = [(rows.id_of(r), query.score(rows.content_of(r))) for r in visible]
-            scored = [hit for hit in scored if hit[1] > 0]
+            scores = query.score_many([rows.content_of(r) for r in visible])
+            scored = [
+                (rows.id_of(r), score)
+                for r, score in zip(visible, scores, strict=True)
+                if score > 0
+            ]
             scored.sort(key=lambda hit: (-hit[1], hit[0]))
             results.append(scored[:limit])
     return results
@@ -436,8 +440,8 @@ def scores_for_many(texts: list[str], memory_ids: list[list[str]]) -> list[dict[
             )
             contents.update(cursor.fetchall())
     for index, ids in enumerate(memory_ids):
+        held = [memory_id for memory_id in ids if memory_id in contents]
         query = _Query.of(terms[index], frequencies, stats)
-        for memory_id in ids:
-            if memory_id in contents:
-                results[index][memory_id] = query.score(contents[memory_id])
+        scores = query.score_many([contents[memory_id] for memory_id in held])
+        results[index].update(zip(held, scores, strict=True))
     return results
