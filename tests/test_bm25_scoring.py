@@ -55,6 +55,8 @@ def test_an_ascii_text_scores_the_same_float_on_both_paths(seed):
             text = _text(rng, rng.randint(0, 60)).encode("ascii", "ignore").decode()
             expected = query._score_tokens(text)
             assert query._score_ascii_many(text, 1) == [expected], (query.weights, text)
+            if query._word_finder:
+                assert query._score_ascii(text) == expected, (query.weights, text)
             assert query.score(text) == expected
             matched += expected > 0
     assert matched > 100  # and many of the texts hold some query word
@@ -65,6 +67,7 @@ def test_a_text_with_other_letters_takes_the_word_by_word_path_and_a_one_letter_
     assert query.score("The naive deploy") == query._score_tokens("The naive deploy") > 0
     assert query.score("Naïve deploys, naïvely") == query._score_tokens("Naïve deploys, naïvely")
     one_letter = _Query.of(["8", "deploy"], {"8": 3, "deploy": 5}, _Stats(100, 8.0))
+    assert one_letter._word_finder is None  # one text alone: word by word
     assert one_letter.score("deploy 8 times") == one_letter._score_tokens("deploy 8 times")
     assert one_letter.score("deploy 8 times") > one_letter.score("deploy 9 times") > 0
 
@@ -122,6 +125,21 @@ def test_a_window_scored_at_once_gives_each_text_the_float_it_gets_alone(seed):
         matched += sum(score > 0 for score in scores)
         batched += sum(text.isascii() and "\x01" not in text for text in texts) > 1
     assert matched > 300 and batched > 20  # most windows took the one-pass path, with matches
+
+
+def test_a_window_of_long_texts_is_scored_one_by_one_with_the_same_floats(monkeypatch):
+    rng = random.Random(9)
+    query = _queries(rng, 1)[0]
+    texts = [_text(rng, 120).encode("ascii", "ignore").decode() for _ in range(20)]
+    assert sum(map(len, texts)) > bm25.BATCH_MAX_MEAN_CHARS * len(texts)
+    one_pass = []
+    monkeypatch.setattr(
+        _Query, "_score_ascii_many", lambda self, *a: one_pass.append(a) or [0.0] * a[1]
+    )
+    assert query.score_many(texts) == [_plain_bm25(query, text) for text in texts]
+    assert not one_pass  # long texts: their own pass each
+    query.score_many(texts[:1] + ["deploy"] * 40)  # short on average: one pass for them all
+    assert [count for _, count in one_pass] == [41]
 
 
 def test_a_window_counts_each_text_words_and_length_apart_from_its_neighbours():
