@@ -158,5 +158,5 @@ def test_the_process_s_kept_stems_are_emptied_when_full_and_scores_stay_the_same
     query = _Query.of(["deploy", "cache"], {"deploy": 10, "cache": 40}, _Stats(1000, 6.0))
     texts = [f"deployed cache number{i} again and again" for i in range(30)]
     assert query.score_many(texts) == [_plain_bm25(query, text) for text in texts]
-    assert b"old0" not in kept and kept[b"deployed"] == "deploi"  # emptied, then this window's
+    assert b"old0" not in kept and len(kept) <= 8  # emptied whenever full, even within a call
     assert query.score_many(texts) == [_plain_bm25(query, text) for text in texts]

@@ -111,10 +111,10 @@ BATCH_MAX_MEAN_CHARS = 300
 def _stems_of(tokens: list[bytes], keys: list[str | None]) -> list[str]:
     """`keys` (the stems of `tokens` found in _STEM_OF, None where not) with the missing ones
     stemmed and kept."""
-    if len(_STEM_OF) >= STEMS_KEPT:
-        _STEM_OF.clear()
     for index, key in enumerate(keys):
         if key is None:
+            if len(_STEM_OF) >= STEMS_KEPT:  # checked at each word: one call may bring many
+                _STEM_OF.clear()
             token = tokens[index]
             keys[index] = _STEM_OF[token] = stem(token.decode())
     return keys  # type: ignore[return-value]
