@@ -61,10 +61,13 @@ def exhaustive_top(text: str, k: int = 10) -> list[str]:
         stats = engine._STATS.get(cursor) if backend.is_postgres() else sqlite._stats(cursor)
         frequencies = engine.document_frequencies(cursor, sorted(set(terms)), stats)
     query = _Query.of(terms, frequencies, stats)
-    rows = Memory.objects.filter(agent_id="default", is_deleted=False).values_list("id", "content")
-    ids, contents = zip(*rows, strict=True) if rows else ((), ())
-    scored = list(zip(query.score_many(list(contents)), ids, strict=True))
-    scored = sorted((-score, memory_id) for score, memory_id in scored if score > 0)
+    rows = list(
+        Memory.objects.filter(agent_id="default", is_deleted=False).values_list("id", "content")
+    )
+    scores = query.score_many([content for _, content in rows])
+    scored = sorted(
+        (-score, memory_id) for (memory_id, _), score in zip(rows, scores, strict=True) if score > 0
+    )
     return [memory_id for _, memory_id in scored[:k]]
 
 
