@@ -222,15 +222,17 @@ def _merged(
     missing_keyword = [
         [mid for mid in vector_scores[i] if mid not in keyword_scores[i]] for i in range(len(texts))
     ]
-    for i, scores in enumerate(keyword.scores_for_many(texts, missing_keyword)):
-        keyword_scores[i].update(scores)
+    missing_vector = [
+        [mid for mid in keyword_scores[i] if mid not in vector_scores[i]] for i in with_vector
+    ]
+    # The two reads need nothing of each other: on PostgreSQL the keyword scores are read on a
+    # connection beside this one while it reads the vectors.
+    found_keyword = keyword.scores_for_many_beside(texts, missing_keyword)
     similarities = vectors.similarities_for_many(
-        [query_vectors[i] for i in with_vector],
-        model=model or "",
-        memory_ids=[
-            [mid for mid in keyword_scores[i] if mid not in vector_scores[i]] for i in with_vector
-        ],
+        [query_vectors[i] for i in with_vector], model=model or "", memory_ids=missing_vector
     )
+    for i, scores in enumerate(found_keyword):
+        keyword_scores[i].update(scores)
     for i, scores in zip(with_vector, similarities, strict=True):
         vector_scores[i].update(scores)
     return [

@@ -250,6 +250,42 @@ def test_a_batch_of_queries_runs_in_halves_on_the_callers_connection_and_an_idle
 
 
 @pytest.mark.django_db(transaction=True)
+def test_each_half_of_a_batch_looks_up_its_own_neighbours_owners_on_its_own_connection(
+    monkeypatch,
+):
+    """A job's facts searched in halves: the owners of each half's neighbours are looked up on
+    the backend that found them, side by side, and the hits are those of one connection doing
+    all of it (an open transaction)."""
+    memories = [stored(f"Runbook page {n} for the billing team.", unit(600 + n)) for n in range(8)]
+    forgotten = memories[3]
+    Memory.objects.filter(id=forgotten.id).update(is_deleted=True)  # its vector stays indexed
+    settled()
+    lookups: list[tuple[int, list[int]]] = []
+    owners_of = vectors_postgres.live_memories_for
+
+    def on_backend(embedding_ids, **kwargs):
+        connection.ensure_connection()
+        lookups.append((connection.connection.info.backend_pid, embedding_ids))
+        return owners_of(embedding_ids, **kwargs)
+
+    monkeypatch.setattr(vectors_postgres, "live_memories_for", on_backend)
+    queries = [unit(600 + n) for n in range(8)]
+    split = vectors.search_many(queries, model=MODEL, agent_id="default", limit=1)
+    caller = connection.connection.info.backend_pid
+    pids = [pid for pid, _ in lookups]
+    assert len(pids) == 2 and caller in pids and len(set(pids)) == 2  # side by side
+    assert [hits[0][0] for n, hits in enumerate(split) if n != 3] == [
+        memory.id for memory in memories if memory is not forgotten
+    ]
+    assert forgotten.id not in {memory_id for hits in split for memory_id, _ in hits}
+
+    lookups.clear()
+    with transaction.atomic():  # one connection: one search, one lookup of every neighbour
+        assert vectors.search_many(queries, model=MODEL, agent_id="default", limit=1) == split
+    assert [pid for pid, _ in lookups] == [caller]
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_searchs_keyword_leg_runs_on_an_idle_connection_beside_its_vector_leg(monkeypatch):
     """One search, two server backends: the keyword leg on one of BESIDE, the vector leg on the
     caller's, and the same hits as both legs on the caller's; busy connections beside it, an open
@@ -301,6 +337,48 @@ def test_a_searchs_keyword_leg_runs_on_an_idle_connection_beside_its_vector_leg(
         assert search() == (beside, {"keyword": caller, "vector": caller})
     _, used = search(vector=False)  # nothing to run beside: no second backend for it
     assert used == {"keyword": caller}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_searchs_cross_scoring_reads_keyword_scores_beside_the_vectors_it_reads(monkeypatch):
+    """The keyword scores of the vector leg's hits are read on an idle connection beside the
+    caller's while the caller reads the vectors of the keyword leg's hits: two backends, and the
+    scores both reads on the caller's give; an open transaction keeps both on the caller's."""
+    near = stored("Lunch is served at noon.", unit(500))  # the vector leg's, no query word
+    far = stored("The payments runbook lives in the wiki.", unit(501))
+    unembedded = writes.remember(
+        "Payments runbook owners rotate.", actor=AGENT, create_job=False
+    ).memory
+    settled()
+    reads: dict[str, int] = {}
+    keyword_scores, vector_scores = keyword.scores_for_many, vectors.similarities_for_many
+
+    def keyword_on_backend(texts, memory_ids):
+        connection.ensure_connection()
+        reads["keyword"] = connection.connection.info.backend_pid
+        return keyword_scores(texts, memory_ids)
+
+    def vectors_on_backend(queries, *, model, memory_ids):
+        connection.ensure_connection()
+        reads["vector"] = connection.connection.info.backend_pid
+        return vector_scores(queries, model=model, memory_ids=memory_ids)
+
+    monkeypatch.setattr(keyword, "scores_for_many", keyword_on_backend)
+    monkeypatch.setattr(vectors, "similarities_for_many", vectors_on_backend)
+
+    def search():
+        reads.clear()
+        hits = hybrid_search("payments runbook", k=5, query_vector=unit(500), model=MODEL)
+        return {hit.memory_id: (hit.keyword_score, hit.vector_score) for hit in hits}, dict(reads)
+
+    beside, used = search()
+    caller = connection.connection.info.backend_pid
+    assert used["vector"] == caller and used["keyword"] != caller
+    assert beside[near.id][0] == 0.0 and beside[near.id][1] > 0.99  # scored on both legs
+    assert beside[far.id][0] > 0 and beside[far.id][1] is not None
+    assert beside[unembedded.id][0] > 0 and beside[unembedded.id][1] is None  # no vector
+    with transaction.atomic():  # another connection would not see this transaction's writes
+        assert search() == (beside, {"keyword": caller, "vector": caller})
 
 
 @pytest.mark.django_db(transaction=True)

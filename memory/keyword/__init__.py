@@ -131,6 +131,19 @@ def scores_for_many(texts: list[str], memory_ids: list[list[str]]) -> list[dict[
     return _engine().scores_for_many(texts, memory_ids)
 
 
+def scores_for_many_beside(
+    texts: list[str], memory_ids: list[list[str]]
+) -> Sequence[dict[str, float]]:
+    """`scores_for_many`, started now on an idle connection beside the caller's (on PostgreSQL,
+    outside a transaction) and waited for when first read, so the server reads these texts while
+    the caller's connection does something else; run here otherwise."""
+    if backend.is_postgres() and not connection.in_atomic_block and any(memory_ids):
+        future = submit_beside(scores_for_many, texts, memory_ids)
+        if future is not None:
+            return Soon([future])
+    return scores_for_many(texts, memory_ids)
+
+
 def merge_index() -> None:
     """Rewrite the full-text index without any entry a delete left behind (SQLite's FTS5)."""
     _engine().merge_index()

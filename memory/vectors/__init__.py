@@ -122,6 +122,24 @@ def nearest_many(queries: list[np.ndarray], *, model: str, k: int) -> list[list[
     return results
 
 
+def nearest_owned_many(
+    queries: list[np.ndarray], *, model: str, k: int, agent_id: str, exclude_id: str | None
+) -> tuple[list[list[tuple[int, float]]], dict[int, list[str]]]:
+    """`nearest_many` of the queries, and `live_memories_for` of every neighbour found (on
+    PostgreSQL each half of a batch looks up its own neighbours' owners, on the connection that
+    found them, side by side)."""
+    results: list[list[tuple[int, float]]] = [[] for _ in queries]
+    usable = [i for i, query in enumerate(queries) if np.any(query)]
+    if not usable:
+        return results, {}
+    found, owners = _engine().nearest_owned_many(
+        [queries[i] for i in usable], model=model, k=k, agent_id=agent_id, exclude_id=exclude_id
+    )
+    for i, hits in zip(usable, found, strict=True):
+        results[i] = hits
+    return results, owners
+
+
 def live_memories_for(
     embedding_ids: list[int], *, agent_id: str, exclude_id: str | None
 ) -> dict[int, list[str]]:
@@ -170,9 +188,10 @@ def search_many(
     # still short after that widens (x4 a round), so a crowded index costs rounds, not answers.
     k = max(limit * 2, 20)
     while waiting:
-        neighbours = nearest_many([queries[i] for i in waiting], model=model, k=k)
-        owners = live_memories_for(
-            sorted({eid for hits in neighbours for eid, _ in hits}),
+        neighbours, owners = nearest_owned_many(
+            [queries[i] for i in waiting],
+            model=model,
+            k=k,
             agent_id=agent_id,
             exclude_id=exclude_id,
         )

@@ -422,6 +422,21 @@ def nearest_many(queries: list[np.ndarray], *, model: str, k: int) -> list[list[
     """`nearest` of each query, in one statement (or two, side by side, for a batch outside a
     transaction while a connection beside this one is idle: each query is searched on its own);
     vectors written but not indexed yet are compared exactly and count as any other."""
+    return _nearest_split(queries, model, k, None)[0]
+
+
+def nearest_owned_many(
+    queries: list[np.ndarray], *, model: str, k: int, agent_id: str, exclude_id: str | None
+) -> tuple[list[list[tuple[int, float]]], dict[int, list[str]]]:
+    """`nearest_many`, and the live memories of the agent that own the neighbours found: each
+    half of a split batch looks up the owners of its own neighbours on its own connection, so
+    the two lookups run side by side as the two searches did."""
+    return _nearest_split(queries, model, k, (agent_id, exclude_id))
+
+
+def _nearest_split(queries, model: str, k: int, owned_by: tuple[str, str | None] | None):
+    """(hits of each query, owners of the hits when `owned_by` names the agent and the excluded
+    memory, else {})."""
     results: list[list[tuple[int, float]]] = [[] for _ in queries]
     usable = [i for i, query in enumerate(queries) if indexable(query)]
     parts, beside = ([usable] if usable else []), None
@@ -431,16 +446,27 @@ def nearest_many(queries: list[np.ndarray], *, model: str, k: int) -> list[list[
         # unindexed ones it compares exactly are never a vector that one part's index holds and
         # the other's not.
         half = len(usable) // 2
-        beside = submit_beside(_nearest_part, queries, usable[half:], model, k)
+        beside = submit_beside(_owned_part, queries, usable[half:], model, k, owned_by)
         if beside is not None:
             parts = [usable[:half], usable[half:]]
-    found = [_nearest_part(queries, parts[0], model, k)] if parts else []
+    found = [_owned_part(queries, parts[0], model, k, owned_by)] if parts else []
     if beside is not None:
         found.append(beside.result())
-    for part, hits in zip(parts, found, strict=True):
+    owners: dict[int, list[str]] = {}
+    for part, (hits, part_owners) in zip(parts, found, strict=True):
         for position, part_hits in zip(part, hits, strict=True):
             results[position] = part_hits
-    return results
+        owners.update(part_owners)
+    return results, owners
+
+
+def _owned_part(queries, usable: list[int], model: str, k: int, owned_by) -> tuple[list, dict]:
+    """`_nearest_part`, and with `owned_by` the owners of its hits, on this thread's connection."""
+    hits = _nearest_part(queries, usable, model, k)
+    ids = sorted({eid for part_hits in hits for eid, _ in part_hits})
+    if owned_by is None or not ids:
+        return hits, {}
+    return hits, live_memories_for(ids, agent_id=owned_by[0], exclude_id=owned_by[1])
 
 
 def _nearest_part(queries: list[np.ndarray], usable: list[int], model: str, k: int) -> list:

@@ -212,6 +212,16 @@ def nearest_many(queries: list[np.ndarray], *, model: str, k: int) -> list[list[
     return [nearest_vec0(query, model=model, k=k) for query in queries]
 
 
+def nearest_owned_many(
+    queries: list[np.ndarray], *, model: str, k: int, agent_id: str, exclude_id: str | None
+) -> tuple[list[list[tuple[int, float]]], dict[int, list[str]]]:
+    """`nearest_many`, and the live memories of the agent that own the neighbours found."""
+    found = nearest_many(queries, model=model, k=k)
+    ids = sorted({eid for hits in found for eid, _ in hits})
+    owners = live_memories_for(ids, agent_id=agent_id, exclude_id=exclude_id) if ids else {}
+    return found, owners
+
+
 def _exact_scan(queries: list[np.ndarray], *, model: str, k: int) -> list[list[tuple[int, float]]]:
     """Exact cosine KNN over the stored vectors (no index at all): the last resort."""
     units = matrix.unit_rows(np.vstack(queries))
