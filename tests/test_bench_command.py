@@ -134,7 +134,18 @@ def test_bench_writes_every_figure_and_leaves_no_database_behind(tmp_path):
         "keyword_leg_p50_ms",
     }
     assert figures["job_overhead"]["facts_per_job"] == 10
-    assert set(figures["lock_hold"]) == {"p50_ms", "p99_ms"}
+    assert set(figures["lock_hold"]) == {
+        "p50_ms",
+        "p99_ms",
+        "commit_p50_ms",
+        "longest_ms",
+        "longest_commit_ms",
+    }
+    hold = figures["lock_hold"]
+    assert hold["p50_ms"] <= hold["p99_ms"] <= hold["longest_ms"] + 0.01  # p99: rounded apart
+    assert 0 < hold["commit_p50_ms"] <= hold["p50_ms"] and hold["longest_commit_ms"] > 0
+    assert hold["longest_commit_ms"] <= hold["longest_ms"]  # the COMMIT is part of its hold
+    assert re.search(r"of which its COMMIT: p50 \(the longest of \d+ holds / its COMMIT\)", output)
     assert set(figures["remember_under_load"]) == {"p99_ms"}
     assert figures["job_latency"]["decisions"] == 10 and figures["job_latency"]["parallel"] == 10
     assert figures["jobs_per_s"]["workers"] == 2 and figures["jobs_per_s"]["jobs_per_s"] > 0
