@@ -226,8 +226,9 @@ def _merged(
         [mid for mid in keyword_scores[i] if mid not in vector_scores[i]] for i in with_vector
     ]
     # The two reads need nothing of each other: on PostgreSQL the keyword scores are read on a
-    # connection beside this one while it reads the vectors.
-    found_keyword = keyword.scores_for_many_beside(texts, missing_keyword)
+    # connection beside this one while it reads the vectors (when it has any to read).
+    score = keyword.scores_for_many_beside if any(missing_vector) else keyword.scores_for_many
+    found_keyword = score(texts, missing_keyword)
     similarities = vectors.similarities_for_many(
         [query_vectors[i] for i in with_vector], model=model or "", memory_ids=missing_vector
     )

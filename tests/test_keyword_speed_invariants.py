@@ -306,7 +306,6 @@ def test_a_window_few_of_whose_rows_are_visible_widens_geometrically_and_misses_
 
     class Rows:
         rounds = 0
-        exclude_id = None
 
         def read(self, wanted):
             self.rounds += 1

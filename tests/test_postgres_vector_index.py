@@ -253,13 +253,26 @@ def test_a_batch_of_queries_runs_in_halves_on_the_callers_connection_and_an_idle
 def test_each_half_of_a_batch_looks_up_its_own_neighbours_owners_on_its_own_connection(
     monkeypatch,
 ):
-    """A job's facts searched in halves: the owners of each half's neighbours are looked up on
-    the backend that found them, side by side, and the hits are those of one connection doing
-    all of it (an open transaction)."""
-    memories = [stored(f"Runbook page {n} for the billing team.", unit(600 + n)) for n in range(8)]
+    """A job's facts searched in halves: the owners of each half's neighbours (not the other
+    half's) are looked up on the backend that found them, side by side, and the hits are those of
+    one connection doing all of it (an open transaction). The store holds more vectors than a
+    query's neighbours, so the halves find different ones."""
+    memories = [stored(f"Runbook page {n} for the billing team.", unit(600 + n)) for n in range(48)]
     forgotten = memories[3]
     Memory.objects.filter(id=forgotten.id).update(is_deleted=True)  # its vector stays indexed
     settled()
+    queries = [unit(600 + n) for n in range(8)]
+    neighbours_of_half = [
+        sorted(
+            {
+                eid
+                for hits in vectors_postgres.nearest_many(part, model=MODEL, k=20)
+                for eid, _ in hits
+            }
+        )
+        for part in (queries[:4], queries[4:])
+    ]
+    assert neighbours_of_half[0] != neighbours_of_half[1]
     lookups: list[tuple[int, list[int]]] = []
     owners_of = vectors_postgres.live_memories_for
 
@@ -269,19 +282,20 @@ def test_each_half_of_a_batch_looks_up_its_own_neighbours_owners_on_its_own_conn
         return owners_of(embedding_ids, **kwargs)
 
     monkeypatch.setattr(vectors_postgres, "live_memories_for", on_backend)
-    queries = [unit(600 + n) for n in range(8)]
-    split = vectors.search_many(queries, model=MODEL, agent_id="default", limit=1)
+    split = vectors.search_many(queries, model=MODEL, agent_id="default", limit=10)
     caller = connection.connection.info.backend_pid
     pids = [pid for pid, _ in lookups]
     assert len(pids) == 2 and caller in pids and len(set(pids)) == 2  # side by side
+    assert sorted(ids for _, ids in lookups) == sorted(neighbours_of_half)
     assert [hits[0][0] for n, hits in enumerate(split) if n != 3] == [
-        memory.id for memory in memories if memory is not forgotten
+        memory.id for memory in memories[:8] if memory is not forgotten
     ]
     assert forgotten.id not in {memory_id for hits in split for memory_id, _ in hits}
+    assert all(len(hits) == 10 for hits in split)
 
     lookups.clear()
     with transaction.atomic():  # one connection: one search, one lookup of every neighbour
-        assert vectors.search_many(queries, model=MODEL, agent_id="default", limit=1) == split
+        assert vectors.search_many(queries, model=MODEL, agent_id="default", limit=10) == split
     assert [pid for pid, _ in lookups] == [caller]
 
 

@@ -64,8 +64,8 @@ def search_many(
 
 
 class Soon(Sequence):
-    """A keyword leg still running in other threads (each on a run of the texts, in order):
-    waited for when first read."""
+    """Keyword results still being made in other threads (each future's list covers a run of
+    the texts, in order): waited for when first read, where an error of theirs is raised."""
 
     def __init__(self, futures: list[Future]):
         self.futures = futures
@@ -135,8 +135,10 @@ def scores_for_many_beside(
     texts: list[str], memory_ids: list[list[str]]
 ) -> Sequence[dict[str, float]]:
     """`scores_for_many`, started now on an idle connection beside the caller's (on PostgreSQL,
-    outside a transaction) and waited for when first read, so the server reads these texts while
-    the caller's connection does something else; run here otherwise."""
+    outside a transaction) and waited for when first read (an error of its own is raised there),
+    so the server reads these texts while the caller's connection does something else. Run here,
+    before returning, when no connection beside is idle, when there is nothing to score, inside
+    a transaction, or on SQLite."""
     if backend.is_postgres() and not connection.in_atomic_block and any(memory_ids):
         future = submit_beside(scores_for_many, texts, memory_ids)
         if future is not None:

@@ -298,9 +298,12 @@ def search_many(
             cursor, [t for t in distinct if frequencies.get(t)], stats.rows
         )
         queries = [_Query.of(text_terms, frequencies, stats) for text_terms in terms]
-        orders = _weighed(queries, terms, postings, window)
+        # A job's own raw memory, which its searches exclude, is among each fact's best-weighed:
+        # one row more in the first slice spares every order a second read for the place it takes.
+        first = window + 1 if exclude_id else window
+        orders = _weighed(queries, terms, postings, first)
         rows = _Rows(cursor, agent_id, exclude_id, where)
-        for query, visible in zip(queries, _visible(rows, orders, window), strict=True):
+        for query, visible in zip(queries, _visible(rows, orders, window, first), strict=True):
             scores = query.score_many([rows.content_of(r) for r in visible])
             scored = [
                 (rows.id_of(r), score)
@@ -317,15 +320,15 @@ def search_many(
 PARALLEL_POSTINGS = 500_000
 
 
-def _weighed(queries, terms, postings, window: int) -> list[_ByWeight]:
-    """Each text's order, its first window sorted. With many postings, the texts are split in two
+def _weighed(queries, terms, postings, first: int) -> list[_ByWeight]:
+    """Each text's order, its `first` rowids sorted. With many postings, the texts are split in two
     halves of about as many postings, weighed side by side (numpy lets go of the interpreter in
     these loops: at 1M memories a job's ten weighings took 51 ms on one thread, 32 on two)."""
 
     def weigh(indexes: list[int]) -> list[_ByWeight]:
         orders = [_ByWeight(queries[i], terms[i], postings) for i in indexes]
         for order in orders:
-            order.first(window)
+            order.first(first)
         return orders
 
     sizes = [sum(len(postings.get(term, ())) for term in text) for text in terms]
@@ -384,14 +387,14 @@ class _Rows:
         return self.seen[rowid][1]
 
 
-def _visible(rows: _Rows, orders: list[_ByWeight], window: int) -> list[list[int]]:
+def _visible(
+    rows: _Rows, orders: list[_ByWeight], window: int, first: int | None = None
+) -> list[list[int]]:
     """Each order's first `window` rowids that the agent sees and `where` admits, reading the
-    orders in growing slices; the rows of every order's next slice are read together."""
+    orders in growing slices (the first of `first` rowids, `window` unless given); the rows of
+    every order's next slice are read together."""
     found: list[list[int]] = [[] for _ in orders]
-    # A job's own raw memory, which its searches exclude, is among each fact's best-weighed: one
-    # row more in the first slice spares every order a second read for the place it takes.
-    first = window + 1 if rows.exclude_id else window
-    start, size = [0] * len(orders), [first] * len(orders)
+    start, size = [0] * len(orders), [first or window] * len(orders)
     pending = [i for i, order in enumerate(orders) if len(order)]
     while pending:
         parts = {

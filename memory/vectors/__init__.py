@@ -172,7 +172,8 @@ def search_many(
     exclude_id: str | None = None,
     keep: Callable[[list[str]], set[str]] | None = None,
 ) -> list[list[tuple[str, float]]]:
-    """`search` for several queries: one KNN pass and one owner lookup per round.
+    """`search` for several queries: one KNN pass per round and the owners of its neighbours
+    (looked up once, or on PostgreSQL once per half of a batch it splits).
 
     The index holds vectors of every agent and of deleted memories, so the scan asks for more
     neighbours than needed and widens (for the queries still short) until `limit` live rows are
