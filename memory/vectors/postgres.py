@@ -463,10 +463,12 @@ def _nearest_split(queries, model: str, k: int, owned_by: tuple[str, str | None]
 def _owned_part(queries, usable: list[int], model: str, k: int, owned_by) -> tuple[list, dict]:
     """`_nearest_part`, and with `owned_by` the owners of its hits, on this thread's connection."""
     hits = _nearest_part(queries, usable, model, k)
-    ids = sorted({eid for part_hits in hits for eid, _ in part_hits})
-    if owned_by is None or not ids:
+    if owned_by is None:
         return hits, {}
-    return hits, live_memories_for(ids, agent_id=owned_by[0], exclude_id=owned_by[1])
+    ids = sorted({eid for part_hits in hits for eid, _ in part_hits})
+    return hits, (
+        live_memories_for(ids, agent_id=owned_by[0], exclude_id=owned_by[1]) if ids else {}
+    )
 
 
 def _nearest_part(queries: list[np.ndarray], usable: list[int], model: str, k: int) -> list:
