@@ -14,7 +14,7 @@ from memory import writes
 from memory.models import Authority, Memory, MemoryHistory
 from memory.writes import Actor, Refused
 from pipeline import review, tasks
-from pipeline.models import Approval, Proposal
+from pipeline.models import Approval, Claim, Proposal
 from tests.conftest import _token
 from tests.pipeline_support import (
     RAW_TEXT,
@@ -229,6 +229,21 @@ def test_bulk_approval_counts_once_per_reviewer(pending, store):
     (second,) = review.bulk_approve([pending["delete"].id], SAM, note="bulk")
     assert second.done and not second.awaiting
     assert Memory.objects.get(id=store.staging.id).is_deleted
+
+
+def test_the_first_approvers_late_claim_does_not_hold_the_row_from_the_second(pending, store):
+    delete, add = pending["delete"], pending["add"]
+    review.claim(add.id, RITA)
+    review.approve(delete.id, RITA)  # 1 of 2: her claims on it end with it
+    # The claim her page sent when she focused the row lands after her approval.
+    late = review.claim(delete.id, RITA)
+    assert late.state == "free"
+    assert not Claim.objects.filter(by="rita").exists()  # she moved on from the ADD too
+    review.claim(delete.id, SAM)
+    assert review.claim(delete.id, RITA, takeover=True).state == "other"  # nor takes it over
+    assert Claim.objects.get(proposal_id=delete.id).by == "sam"
+    (second,) = review.bulk_approve([delete.id], SAM, note="bulk")
+    assert second.done and Memory.objects.get(id=store.staging.id).is_deleted
 
 
 def test_the_bulk_preview_counts_what_needs_a_second_approval(pending, store):
