@@ -181,6 +181,27 @@ def test_a_row_note_never_resizes_the_other_rows(page, live_server, login, db):
     assert other.bounding_box()["width"] == before
 
 
+def test_a_key_pressed_before_a_swapped_queue_settles_decides_in_place(
+    page, live_server, login, db
+):
+    update_config({"shadowMode": True}, changed_by="t", reason="t")
+    run_pipeline_on(*many_raw(2))
+    login("reviewer")
+    page.goto(f"{live_server.url}/review/?sort=age")
+    expect(page.locator("tr[data-row]").first).to_have_class("focused")
+    # htmx wires new content only when its swap settles (20 ms by default): stretched, so the key
+    # lands inside that window on every machine, as it did in CI for a fast one.
+    page.evaluate("htmx.config.defaultSettleDelay = 3000")
+    page.select_option("#id_action", "add")
+    expect(page).to_have_url(re.compile(r"action=add"))
+    expect(page.locator(".htmx-settling")).not_to_have_count(0)  # still settling
+    first = focused_id(page)
+    page.keyboard.press("a")
+    expect(page.locator(f"#{first} [data-testid=row-note]")).to_contain_text("Approved by rita")
+    assert "decision=" not in page.url  # decided by htmx, not by a native GET of the page
+    assert Proposal.objects.get(id=first.removeprefix("p-")).status == "applied"
+
+
 def test_the_keyboard_flow_through_filters_pages_and_decided_rows(page, live_server, login, db):
     update_config({"shadowMode": True}, changed_by="t", reason="t")
     run_pipeline_on(*many_raw(15))  # 30 pending ADDs: two pages
