@@ -239,11 +239,18 @@ def test_the_first_approvers_late_claim_does_not_hold_the_row_from_the_second(pe
     late = review.claim(delete.id, RITA)
     assert late.state == "free"
     assert not Claim.objects.filter(by="rita").exists()  # she moved on from the ADD too
-    review.claim(delete.id, SAM)
-    assert review.claim(delete.id, RITA, takeover=True).state == "other"  # nor takes it over
-    assert Claim.objects.get(proposal_id=delete.id).by == "sam"
     (second,) = review.bulk_approve([delete.id], SAM, note="bulk")
     assert second.done and Memory.objects.get(id=store.staging.id).is_deleted
+
+
+def test_the_first_approver_can_still_take_the_row_over_to_reject_it(pending, store):
+    delete = pending["delete"]
+    review.approve(delete.id, RITA)
+    review.claim(delete.id, SAM)
+    assert review.claim(delete.id, RITA, takeover=True).state == "mine"  # on purpose: audited
+    assert review.claim(delete.id, RITA).state == "mine"  # her page's focus keeps what she took
+    assert review.reject(delete.id, RITA, reason="changed my mind").status == "rejected"
+    assert not Memory.objects.get(id=store.staging.id).is_deleted
 
 
 def test_the_bulk_preview_counts_what_needs_a_second_approval(pending, store):

@@ -20,8 +20,8 @@ def claim(
 ) -> claims.ClaimState:
     """Hold an open proposal for review.claimMinutes and let go of the reviewer's other claims
     (they moved on). Another reviewer's live claim stays, unless `takeover`: then it passes to
-    this reviewer and the audit says from whom. A decided proposal is claimed by nobody, and nor
-    is one whose first approval this reviewer gave (its second is someone else's)."""
+    this reviewer and the audit says from whom. A decided proposal is claimed by nobody; nor, short
+    of a takeover, is one whose first approval this reviewer gave (its second is someone else's)."""
     with transaction.atomic():
         proposal = (
             Proposal.objects.select_for_update()
@@ -36,18 +36,16 @@ def claim(
             return claims.state_of(proposal, reviewer.name, now)
         current = Claim.objects.filter(proposal=proposal, expires_at__gt=now).first()
         theirs = current is not None and current.by != reviewer.name
-        held = (
-            claims.ClaimState(proposal.id, claims.State.OTHER, current.by, current.expires_at)
-            if theirs
-            else None
-        )
-        if held and not takeover:
-            return held
-        if claims.awaits_another_reviewer(proposal.id, reviewer.name):
+        if theirs and not takeover:
+            return claims.ClaimState(
+                proposal.id, claims.State.OTHER, current.by, current.expires_at
+            )
+        if current is None and claims.awaits_another_reviewer(proposal.id, reviewer.name):
             # Their first approval ended their claim. A claim sent before it (focusing the row)
-            # that lands after it must not hold the row from the second reviewer, nor take it over.
+            # that lands after it must not hold the row from the second reviewer. (Taking it over
+            # on purpose, to reject it, stays possible, and so does the claim it gives.)
             Claim.objects.filter(by=reviewer.name).delete()
-            return held or claims.ClaimState(proposal.id, claims.State.FREE)
+            return claims.ClaimState(proposal.id, claims.State.FREE)
         if theirs:
             review_audit(
                 proposal,
