@@ -72,7 +72,7 @@
   // The keyboard's "n", and "j" on the last row: follow the page's next link ([data-next-page]).
   function nextPage() {
     const link = document.querySelector("[data-next-page]");
-    if (link) live(link).click();
+    if (link) link.click();
     return Boolean(link);
   }
   // The review queue's last page has <p data-queue-end="url">: "j" past the last row and "n" ask
@@ -103,16 +103,9 @@
     const all = rows();
     return all.slice(all.indexOf(after) + 1).find(open) || null;
   }
-  // htmx wires a swapped-in list's forms only when the swap settles (htmx.config.defaultSettleDelay
-  // later): a key pressed before that would submit a form natively, a GET that leaves the page.
-  // Wiring it now is what htmx would do then, and htmx does it once.
-  function live(el) {
-    if (window.htmx && el) htmx.process(el.form || el);
-    return el;
-  }
   function click(row, selector) {
     const el = row && row.querySelector(selector);
-    if (el && !el.disabled) { live(el).click(); return true; }
+    if (el && !el.disabled) { el.click(); return true; }
     return false;
   }
   function reveal(row, selector) {
@@ -233,7 +226,7 @@
     const box = event.target;
     if (event.key !== "Enter" || event.shiftKey || !box.matches || !box.matches("textarea[data-enter-submits]")) return;
     event.preventDefault();
-    if (box.form) live(box.form).requestSubmit();
+    if (box.form) box.form.requestSubmit();
   });
   // A form with data-offline-model / data-http-model (second opinion): choosing a provider puts its
   // default model in the form's model box, unless someone typed another model for an HTTP provider.
