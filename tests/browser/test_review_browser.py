@@ -128,6 +128,32 @@ def test_resolve_a_contradiction_in_the_workbench(page, live_server, login, seed
     assert not Memory.objects.get(id=flagged.target_memory_id).is_deleted
 
 
+@pytest.mark.parametrize("where", ["contradictions", "proposal"])
+def test_enter_in_a_note_decides_nothing_where_several_decisions_share_the_form(
+    page, live_server, login, seeded, where
+):
+    login("reviewer")
+    flagged = Proposal.objects.get(status="pending", review_needed=True)
+    if where == "contradictions":
+        page.goto(f"{live_server.url}/contradictions/")
+        form = page.locator(f"#c-{flagged.id} form")
+        decided = page.locator(f"#c-{flagged.id} [data-testid=row-note]")
+    else:
+        page.goto(f"{live_server.url}/proposals/{flagged.id}/")
+        form = page.locator("form:has(#reason)")
+        decided = page.locator(".badge-status").first  # this proposal's, above its others
+    # A note typed for "Keep existing" (or "Reject"), then Enter: the form's first decision is
+    # "Replace" (or "Approve"), which Enter used to press. Then the button the note was for.
+    note = form.locator("input[name=reason]")
+    note.fill("the old one still holds")
+    note.press("Enter")
+    form.locator("button[value=reject]").click()  # "Keep existing" (or "Reject")
+    expect(decided).to_contain_text(re.compile("rejected", re.I))
+    flagged.refresh_from_db()
+    assert flagged.status == "rejected" and flagged.review_note == "the old one still holds"
+    assert Memory.objects.get(id=flagged.target_memory_id).content == flagged.target_content
+
+
 def test_hostile_memory_content_shows_as_text_and_runs_nothing(page, live_server, login, db, shot):
     update_config({"shadowMode": True}, changed_by="t", reason="t")
     run_pipeline_on(
