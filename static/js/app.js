@@ -5,7 +5,10 @@
   "use strict";
   const rows = () => Array.from(document.querySelectorAll("[data-row]"));
   const focused = () => document.querySelector("[data-row].focused");
-  const typing = (el) => el && (el.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName));
+  // Fields that take letters keep them. A checkbox or radio takes none: a clicked one leaves the
+  // shortcuts working (Space and Enter stay its own, below).
+  const typing = (el) => el && (el.isContentEditable || /^(TEXTAREA|SELECT)$/.test(el.tagName) ||
+    (el.tagName === "INPUT" && !/^(checkbox|radio)$/i.test(el.type)));
   // Enter and Space belong to a focused link, button or other control (a nav link, Filter, "Keep
   // both"): the shortcuts never take them for the focused row.
   const CONTROL = "a[href], button, summary, input, select, textarea, label, [role=button], [role=link], [tabindex]:not([tabindex='-1'])";
@@ -160,6 +163,7 @@
   });
 
   let pendingG = false;
+  let pendingGTimer = null;
   document.addEventListener("keydown", (event) => {
     if (event.key === "Escape") {
       const row = focused();
@@ -167,7 +171,18 @@
       if (typing(document.activeElement)) document.activeElement.blur();
       return;
     }
+    // An open dialog (the "?" help) is what the reviewer sees: nothing behind it acts.
+    if (document.querySelector("dialog[open]")) return;
+    // Enter on a checkbox or radio submits its form in Chromium: a bulk preview from a row's
+    // tick, an approval from "pinned: apply anyway". It submits nothing here.
+    if (event.key === "Enter" && event.target instanceof Element && event.target.matches("input[type=checkbox], input[type=radio]")) {
+      event.preventDefault();
+      return;
+    }
     if (typing(event.target) || activates(event) || event.metaKey || event.ctrlKey || event.altKey) return;
+    // A held key repeats about 30 times a second: only j / k move on with it. A decision (or a
+    // toggle) is one press each, never every row the focus then reaches.
+    if (event.repeat && event.key !== "j" && event.key !== "k") { event.preventDefault(); return; }
     const row = focused();
     if (pendingG) {
       pendingG = false;
@@ -193,7 +208,11 @@
       }
       case "/": { const box = document.querySelector("[data-search]"); if (box) box.focus(); break; }
       case "?": { const help = document.getElementById("shortcuts"); if (help) help.showModal(); break; }
-      case "g": pendingG = true; setTimeout(() => { pendingG = false; }, 1200); break;
+      case "g":  // the next key within 1.2 s of the last "g" goes somewhere
+        pendingG = true;
+        clearTimeout(pendingGTimer);
+        pendingGTimer = setTimeout(() => { pendingG = false; }, 1200);
+        break;
       default: return;
     }
     event.preventDefault();

@@ -1,0 +1,104 @@
+"""The review keyboard does only what the reviewer sees and meant: a held key decides one row, an
+open dialog stops the shortcuts behind it, a ticked checkbox neither submits on Enter nor takes
+the letters, and a second "g" gets its own time to go somewhere."""
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from pipeline.models import Proposal
+from pipeline.writes.config import update_config
+from tests.conftest import run_pipeline_on
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+QUEUE = "/review/?action=add&sort=age"
+
+
+@pytest.fixture
+def queue(db):
+    update_config({"shadowMode": True}, changed_by="t", reason="t")
+    run_pipeline_on(
+        *(
+            f"Engineer {i} owns the release checklist for project {i}. From planning."
+            for i in range(4)
+        )
+    )
+    return Proposal.objects.filter(status="pending", action="add").count()
+
+
+def applied() -> int:
+    return Proposal.objects.filter(status="applied").count()
+
+
+def open_queue(page, live_server, login):
+    login("reviewer")
+    page.goto(live_server.url + QUEUE)
+    rows = page.locator("tr[data-row]")
+    expect(rows.first).to_have_class(re.compile("focused"))
+    return rows
+
+
+def test_holding_a_decision_key_decides_one_row_not_every_row_it_reaches(
+    page, live_server, login, queue
+):
+    rows = open_queue(page, live_server, login)
+    first = rows.first.get_attribute("id")
+    page.keyboard.down("a")
+    expect(page.locator(f"#{first} [data-testid=row-note]")).to_contain_text("Approved")
+    for _ in range(10):  # the key still held: the browser repeats it, and focus moved on
+        page.keyboard.down("a")
+        page.wait_for_timeout(40)
+    page.keyboard.up("a")
+    page.wait_for_timeout(300)  # a repeated "a" would have been answered by now
+    assert applied() == 1 < queue
+
+
+def test_shortcuts_do_nothing_behind_the_open_help_dialog(page, live_server, login, queue):
+    rows = open_queue(page, live_server, login)
+    first = rows.first.get_attribute("id")
+    help_dialog = page.locator("#shortcuts")
+    page.keyboard.press("?")
+    expect(help_dialog).to_be_visible()
+    page.keyboard.press("x")
+    page.keyboard.press("Escape")
+    expect(help_dialog).to_be_hidden()
+    expect(page.locator(f"#{first} input[data-select]")).not_to_be_checked()
+    page.keyboard.press("?")
+    page.keyboard.press("a")
+    page.wait_for_timeout(300)  # an approval behind the dialog would have been answered by now
+    assert applied() == 0
+    page.keyboard.press("Escape")
+    page.keyboard.press("a")  # the dialog closed: the focused row, still the first
+    expect(page.locator(f"#{first} [data-testid=row-note]")).to_contain_text("Approved")
+    assert applied() == 1
+
+
+def test_enter_on_a_ticked_checkbox_submits_nothing_and_letters_still_work(
+    page, live_server, login, queue
+):
+    rows = open_queue(page, live_server, login)
+    bulk = []
+    page.on("request", lambda r: r.method == "POST" and "/bulk" in r.url and bulk.append(r))
+    tick = rows.first.locator("input[data-select]")
+    tick.click()
+    expect(tick).to_be_checked()
+    page.keyboard.press("Enter")  # submitted the bulk bar's form: a preview nobody asked for
+    page.keyboard.press("j")  # the checkbox has focus, and it takes no letters
+    expect(rows.nth(1)).to_have_class(re.compile("focused"))
+    page.keyboard.press("x")
+    expect(rows.nth(1).locator("input[data-select]")).to_be_checked()
+    expect(page.locator("#bulk-panel")).not_to_contain_text("Confirm")
+    assert bulk == []
+
+
+def test_a_second_g_gets_its_own_time_to_go_somewhere(page, live_server, login, queue):
+    open_queue(page, live_server, login)
+    page.keyboard.press("g")
+    page.keyboard.press("x")  # not a place: this "g" is spent
+    page.wait_for_timeout(1000)
+    page.keyboard.press("g")
+    page.wait_for_timeout(500)  # past the first "g"'s 1.2 s, well within the second's
+    page.keyboard.press("m")
+    expect(page).to_have_url(re.compile(r"/memories/$"))
