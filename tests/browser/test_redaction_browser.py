@@ -50,9 +50,14 @@ def test_a_reviewer_redacts_from_a_memorys_page_and_the_page_stays(
     page.evaluate("window.__kept = true")  # gone if the page reloaded
     page.get_by_test_id("redact-offer").click()
     expect(page.get_by_test_id("redact-panel")).to_contain_text("Redact a password?")
-    page.get_by_test_id("redact-reason").fill("an agent pasted the staging password")
+    redactions = []
+    page.on("request", lambda r: "step=redact" in (r.post_data or "") and redactions.append(r))
+    reason = page.get_by_test_id("redact-reason")
+    reason.fill("an agent pasted the staging password")
+    reason.press("Enter")  # what cannot be undone runs from its button, never from Enter
     page.get_by_test_id("redact-confirm").click()
     expect(page.get_by_test_id("content")).to_contain_text(MARKER)
+    assert len(redactions) == 1
     expect(page.locator("#timeline")).to_contain_text("redacted")
     expect(page.locator("#toast")).to_contain_text("Redacted a password")
     assert page.evaluate("window.__kept === true")
