@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from django.db.models import Q
 
 from memory.models import Authority, Memory
-from pipeline.models import Action, Approval, Proposal
+from pipeline.models import Action, Approval, ApprovalOutcome, Proposal
 
 # The blocked reason of a change full mode leaves for two reviewers instead of applying it.
 TWO_PERSON_RULE = "two_person_rule"
@@ -42,6 +42,15 @@ def needs_two_q(setting: int) -> Q:
 def open_approvals(proposal: Proposal) -> list[Approval]:
     """The approvals of the round still waiting (uses the queue's prefetch when it is there)."""
     return [approval for approval in proposal.approvals.all() if approval.is_open]
+
+
+def awaits_another_reviewer(proposal_id: str, reviewer: str) -> bool:
+    """Whether `reviewer` gave this proposal the first of its two approvals and it waits for
+    someone else's (one query; the claims read it: such a reviewer's claim would only keep the
+    second reviewer away)."""
+    return Approval.objects.filter(
+        proposal_id=proposal_id, by=reviewer, outcome=ApprovalOutcome.OPEN
+    ).exists()
 
 
 @dataclass(frozen=True)

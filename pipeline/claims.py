@@ -13,7 +13,7 @@ from django.core.exceptions import ObjectDoesNotExist
 from django.utils import timezone
 
 from memory.writes import Refused
-from pipeline.models import Approval, ApprovalOutcome, Claim, Proposal
+from pipeline.models import Claim, Proposal
 
 MAX_ROWS = 200  # a poll asks about one page of rows, never more
 
@@ -71,14 +71,6 @@ def states(ids: list[str], reviewer: str) -> list[ClaimState]:
     )
     now = timezone.now()
     return [state_of(proposal, reviewer, now) for proposal in rows]
-
-
-def awaits_another_reviewer(proposal_id: str, reviewer: str) -> bool:
-    """Whether `reviewer` gave this proposal the first of its two approvals (the two-person rule)
-    and it waits for someone else's: their claim would only keep that second reviewer away."""
-    return Approval.objects.filter(
-        proposal_id=proposal_id, by=reviewer, outcome=ApprovalOutcome.OPEN
-    ).exists()
 
 
 def refusal(proposal_id: str, reviewer: str, now: datetime) -> Refused | None:

@@ -9,7 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory.writes import Actor, Refused
-from pipeline import claims
+from pipeline import approvals, claims
 from pipeline.config import get_config
 from pipeline.models import Claim, Proposal
 from pipeline.writes.reviewed import review_audit
@@ -40,7 +40,7 @@ def claim(
             return claims.ClaimState(
                 proposal.id, claims.State.OTHER, current.by, current.expires_at
             )
-        if current is None and claims.awaits_another_reviewer(proposal.id, reviewer.name):
+        if current is None and approvals.awaits_another_reviewer(proposal.id, reviewer.name):
             # Their first approval ended their claim. A claim sent before it (focusing the row)
             # that lands after it must not hold the row from the second reviewer. (Taking it over
             # on purpose, to reject it, stays possible, and so does the claim it gives.)
