@@ -27,7 +27,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from devtools import cpu_steal
+from devtools import cpu_steal, machine_speed
 from memory import backend
 
 SEED = 42
@@ -317,6 +317,37 @@ def report_steal(report: Report, shares: dict[str, float | None]) -> dict[str, f
             "where the steal share is ok."
         )
     return {key: None if share is None else round(share, 3) for key, share in shares.items()}
+
+
+REFERENCE_ROW = "  a reference workload just before each job (Python, numpy, SQLite): p50"
+
+
+def report_slowness(
+    report: Report, references: list[float], figure: str = REFERENCE_ROW
+) -> dict[str, float | None]:
+    """A row for the reference workload timed just before each job (devtools.machine_speed), its
+    p50 checked against a quiet machine's, and a note when the machine was slower; the figures,
+    for the JSON."""
+    slowness, quiet = machine_speed.slowness(references), machine_speed.is_quiet(references)
+    reference = pct(references, 50) if references else None
+    report.add(
+        figure,
+        "n/a" if reference is None else f"{reference:.2f} ms",
+        f"<= {machine_speed.QUIET_MS * machine_speed.SLOW_RATIO:g} ms (quiet)",
+        quiet,
+    )
+    if quiet is False:
+        report.notes.append(
+            f"NOT A QUIET MACHINE: a fixed reference workload took {slowness:.2f}x its time on a "
+            "quiet machine just before each job (devtools/machine_speed.py), steal time or not, "
+            "so every phase ran slower; judge the time budgets on a run where it is ok. The job "
+            "overhead at a quiet machine's speed compares this run with others."
+        )
+    return {
+        "quiet_ms": machine_speed.QUIET_MS,
+        "job_reference_p50_ms": reference,
+        "slowness": slowness,
+    }
 
 
 BUDGETS = {
@@ -1123,6 +1154,7 @@ class Bench:
             warm = self._raw_job(10)
             tasks.run_job(warm.id)  # first model call, first matrix catch-up
             overhead, facts = [], []
+            paired = machine_speed.Paired()
             cap = Cap(self.o.phase_seconds, 5)
             server_cpu = fake.cpu_seconds()
             for _ in range(self.o.jobs):
@@ -1130,9 +1162,11 @@ class Bench:
                     self.capped("job overhead", len(overhead), self.o.jobs)
                     break
                 job = self._raw_job(10)
+                reference = machine_speed.sample()  # how fast the machine is this moment
                 started = time.perf_counter()
                 status = tasks.run_job(job.id)
                 overhead.append(ms_since(started))
+                paired.add(overhead[-1], reference)
                 if status != JobStatus.COMPLETED:
                     raise RuntimeError(f"job {job.id} ended {status}")
                 job.refresh_from_db()
@@ -1205,6 +1239,13 @@ class Bench:
             f"<= {budget:g} ms",
             p50 <= budget,
         )
+        scaled = self.results["job_overhead"]["at_quiet_speed_p50_ms"] = paired.at_quiet_speed_p50()
+        self.report.add(
+            f"  at a quiet machine's speed (each job x {machine_speed.QUIET_MS:g} ms / its "
+            "reference): p50",
+            f"{scaled:.1f} ms",
+        )
+        self.results["machine_speed"] = report_slowness(self.report, paired.references)
         self.report.add(
             "  of which compute (model HTTP + 10 candidate searches): p50",
             f"{pct(computes, 50):.1f} ms",
@@ -1636,6 +1677,7 @@ class Bench:
             "import": self.results["import"],
             "purge": self.results["purge"],
             "cpu_steal": self.results["cpu_steal"],
+            "machine_speed": self.results["machine_speed"],
         }
 
 

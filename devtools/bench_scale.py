@@ -33,7 +33,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from devtools import cpu_steal
+from devtools import cpu_steal, machine_speed
 from devtools.bench import (
     AGENT,
     BUDGETS,
@@ -46,6 +46,7 @@ from devtools.bench import (
     ms_since,
     on_postgres,
     pct,
+    report_slowness,
     report_steal,
     timed,
 )
@@ -289,6 +290,7 @@ class ScaleBench:
         self.bench = Bench(options, out)
         self.o = options
         self.figures: dict[str, dict] = {}
+        self.references: list[float] = []  # the reference workload's times, every size's jobs
 
     def run(self) -> dict:
         started = time.perf_counter()
@@ -315,6 +317,11 @@ class ScaleBench:
         minutes = (time.perf_counter() - started) / 60
         self.report(sizes, minutes)
         steal = report_steal(bench.report, {"whole_run": whole_run.share()})
+        speed = report_slowness(
+            bench.report,
+            self.references,
+            "a reference workload just before each job, every size (Python, numpy, SQLite): p50",
+        )
         bench.report.notes.append(
             "Load average (1/5/15 min) at end: " + " ".join(f"{v:.2f}" for v in os.getloadavg())
         )
@@ -324,6 +331,7 @@ class ScaleBench:
             "growth_per_10x": self.growth(sizes),
             "minutes": round(minutes, 1),
             "cpu_steal": steal,
+            "machine_speed": speed,
         }
 
     # -- one size ------------------------------------------------------------------------------
@@ -384,11 +392,13 @@ class ScaleBench:
         _probe_cache.clear()
         engine_vectors, engine_keyword = engine_modules()
         overhead, cpu, knn, words = [], [], [], []
+        paired = machine_speed.Paired()
         try:
             tasks.run_job(bench._raw_job(10).id)  # warm: the connection, the first catch-up
             for _ in range(self.o.jobs):
                 job = bench._raw_job(10)
                 own_knn, own_words = [], []
+                reference = machine_speed.sample()  # how fast the machine is this moment
                 with ExitStack() as stack:
                     stack.enter_context(timed(engine_vectors, "nearest_owned_many", own_knn))
                     stack.enter_context(timed(engine_keyword, "search_many", own_words))
@@ -396,6 +406,8 @@ class ScaleBench:
                     status = tasks.run_job(job.id)
                     overhead.append(ms_since(started))
                     cpu.append((time.process_time() - spent) * 1000)
+                paired.add(overhead[-1], reference)
+                self.references.append(reference)
                 if status != JobStatus.COMPLETED:
                     raise RuntimeError(f"job {job.id} ended {status}")
                 knn.append(sum(own_knn))
@@ -406,6 +418,8 @@ class ScaleBench:
             fake.stop()
         return {
             "job_overhead_p50_ms": pct(overhead, 50),
+            "job_at_quiet_speed_p50_ms": paired.at_quiet_speed_p50(),
+            "job_reference_p50_ms": pct(paired.references, 50),
             "job_cpu_p50_ms": pct(cpu, 50),
             "job_vector_search_p50_ms": pct(knn, 50),
             "job_keyword_leg_p50_ms": pct(words, 50),
@@ -431,6 +445,17 @@ class ScaleBench:
         ("  its CPU time (all threads): p50", "vector_10_facts_cpu_p50_ms", "ms"),
         ("vector leg recall@5 vs brute force", "recall_at_5", ""),
         ("job overhead (10 facts, 0-latency model): p50", "job_overhead_p50_ms", "ms"),
+        (
+            f"  at a quiet machine's speed (each job x {machine_speed.QUIET_MS:g} ms / its "
+            "reference): p50",
+            "job_at_quiet_speed_p50_ms",
+            "ms",
+        ),
+        (
+            "  a reference workload just before each job (Python, numpy, SQLite): p50",
+            "job_reference_p50_ms",
+            "ms",
+        ),
         ("  its CPU time in this process (all threads): p50", "job_cpu_p50_ms", "ms"),
         (
             "  of which the vector search (and its hits' owners): p50",

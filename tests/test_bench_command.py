@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from devtools import machine_speed
 from tests.conftest import TEST_ENGINE
 
 pytestmark = pytest.mark.slow  # a whole benchmark run, tiny as it is
@@ -70,6 +71,7 @@ def test_bench_writes_every_figure_and_leaves_no_database_behind(tmp_path):
         "import",
         "purge",
         "cpu_steal",
+        "machine_speed",
     }
     # The share of the run's CPU time the host gave to other guests: measured on Linux, checked
     # against a quiet machine's for the whole run, printed for the job phases.
@@ -82,7 +84,21 @@ def test_bench_writes_every_figure_and_leaves_no_database_behind(tmp_path):
         r"<= 5 % \(quiet\)\s+(ok|OVER)",
         output,
     )
-    assert ("NOT A QUIET MACHINE" in output) == (steal["whole_run"] > 0.05)
+    # How fast the machine was: a reference workload timed just before each job, checked against
+    # a quiet machine's, and each job scaled to a quiet machine's speed.
+    speed = figures["machine_speed"]
+    assert set(speed) == {"quiet_ms", "job_reference_p50_ms", "slowness"}
+    assert speed["job_reference_p50_ms"] > 0
+    assert speed["slowness"] == pytest.approx(
+        speed["job_reference_p50_ms"] / speed["quiet_ms"], abs=0.01
+    )
+    assert re.search(
+        r"a reference workload just before each job \(Python, numpy, SQLite\): p50\s+[\d.]+ ms\s+"
+        r"<= [\d.]+ ms \(quiet\)\s+(ok|OVER)",
+        output,
+    )
+    slow = speed["slowness"] > machine_speed.SLOW_RATIO
+    assert ("NOT A QUIET MACHINE" in output) == (steal["whole_run"] > 0.05 or slow)
     purge = figures["purge"]
     assert set(purge) == {"p50_ms", "max_ms", "audit_rows", "verified"}
     assert purge["audit_rows"] == 50 and purge["verified"] is True
@@ -132,8 +148,10 @@ def test_bench_writes_every_figure_and_leaves_no_database_behind(tmp_path):
         "model_server_cpu_ms",
         "vector_search_p50_ms",
         "keyword_leg_p50_ms",
+        "at_quiet_speed_p50_ms",
     }
     assert figures["job_overhead"]["facts_per_job"] == 10
+    assert figures["job_overhead"]["at_quiet_speed_p50_ms"] > 0
     assert set(figures["lock_hold"]) == {
         "p50_ms",
         "p99_ms",
@@ -370,8 +388,17 @@ def test_the_growth_run_reports_every_figure_per_size_and_its_growth_per_10x(tmp
     )
     output = out.getvalue()
     figures = json.loads(json_path.read_text())
-    assert set(figures) == {"engine", "sizes", "growth_per_10x", "minutes", "cpu_steal"}
+    assert set(figures) == {
+        "engine",
+        "sizes",
+        "growth_per_10x",
+        "minutes",
+        "cpu_steal",
+        "machine_speed",
+    }
     assert set(figures["cpu_steal"]) == {"whole_run"}
+    assert figures["machine_speed"]["job_reference_p50_ms"] > 0
+    assert "a reference workload just before each job, every size" in output
     assert "CPU time the host gave to other guests (steal), whole run" in output
     assert set(figures["sizes"]) == {"300", "3000"}
     for size in ("300", "3000"):
@@ -384,6 +411,8 @@ def test_the_growth_run_reports_every_figure_per_size_and_its_growth_per_10x(tmp
             "vector_10_facts_cpu_p50_ms",
             "recall_at_5",
             "job_overhead_p50_ms",
+            "job_at_quiet_speed_p50_ms",
+            "job_reference_p50_ms",
             "job_cpu_p50_ms",
             "job_vector_search_p50_ms",
             "job_keyword_leg_p50_ms",
