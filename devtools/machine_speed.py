@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-# The workload's time (ms) on a quiet machine of this kind. Not read off a quiet machine (the day
-# it was written had none: 11.3 ms at best, p10 12.3): the job overhead of a run on a quiet day, 39.4 ms
-# (SQLite, 100k, this code's job path), over the job's time in units of this workload, 6.3 to
-# 6.8 per job in three runs of 30 (docs/performance.md, "How fast the machine was").
-QUIET_MS = 6.2
+# The workload's time (ms) on a quiet machine of this kind, estimated: the day it was written had
+# no quiet moment (11.3 ms at best). A quiet day's job overhead (39.4 ms, SQLite, 100k, the same
+# job code) over the median of five runs' job time in units of this workload (6.29; 5.81 to
+# 6.79). docs/performance.md, "How fast the machine was", says how far it can be trusted.
+QUIET_MS = 6.3
 # A run whose reference samples took longer than this many times QUIET_MS (their median) was
 # not on a quiet machine.
 SLOW_RATIO = 1.25
@@ -51,7 +51,7 @@ class _Workload:
         self.bits = np.random.default_rng(20261206).integers(
             0, 2**63, size=(120_000, 2), dtype=np.uint64
         )
-        self.db = sqlite3.connect(":memory:", check_same_thread=False)
+        self.db = sqlite3.connect(":memory:")
         self.db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)")
         self.db.executemany(
             "INSERT INTO t VALUES (?, ?)", [(i, rng.choice(words) * 5) for i in range(50_000)]
@@ -103,9 +103,9 @@ def slowness(references: list[float]) -> float | None:
 
 
 def is_quiet(references: list[float]) -> bool | None:
-    """Whether these reference times are a quiet machine's (None without any)."""
-    found = slowness(references)
-    return None if found is None else found <= SLOW_RATIO
+    """Whether these reference times are a quiet machine's (None without any): their median, not
+    rounded, at most SLOW_RATIO times QUIET_MS."""
+    return _median(references) <= QUIET_MS * SLOW_RATIO if references else None
 
 
 @dataclass

@@ -58,7 +58,8 @@ def pytest_unconfigure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests on a file database are `slow` (each migrates a fresh file first: seconds).
+    """Tests on a file database are `slow` (threads and processes on a real file; each gets a copy
+    of a file migrated once per test process, tests/pipeline_support.py).
     `sqlite_only(reason=...)` tests check SQLite internals; on PostgreSQL they are skipped."""
     for item in items:
         if "file_db" in getattr(item, "fixturenames", ()):

@@ -16,6 +16,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from django.conf import settings
+from django.contrib.contenttypes.models import ContentType
 from django.core.management import call_command
 from django.db import connections
 
@@ -171,14 +172,21 @@ _MIGRATED: dict[int, Path] = {}
 
 
 def _migrated(conn, path: Path) -> None:
-    """Make `path` (not open yet) a migrated store, as `migrate` would."""
+    """Make `path` a migrated store, as `migrate` would. `path` must not exist yet (nor its
+    `-wal`: a copy over an existing store would leave that log beside it)."""
     template = _MIGRATED.get(settings.MEMORY_EMBEDDING_DIMENSIONS)
     if template is not None and template.exists():
         shutil.copyfile(template, path)
+        # migrate empties Django's cache of content types (post_migrate); their ids are the
+        # copy's, and erasure looks them up.
+        ContentType.objects.clear_cache()
         return
     call_command("migrate", verbosity=0)
     with conn.cursor() as cursor:  # every page in the file itself, none left in its log
         cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        busy, _, _ = cursor.fetchone()
+    if busy:  # the log could not be emptied: a copy of the file alone would be missing pages
+        return
     folder = Path(tempfile.mkdtemp(prefix="migrated-store-"))
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     template = folder / "store.sqlite3"

@@ -426,6 +426,8 @@ def test_the_growth_run_reports_every_figure_per_size_and_its_growth_per_10x(tmp
         assert all(is_number(v) and v >= 0 for k, v in shown.items() if k != "load")
     growth = figures["growth_per_10x"]["300->3k"]
     assert is_number(growth["job_overhead_p50_ms"]) and growth["matrix_file_mib"] > 1
+    assert is_number(growth["job_at_quiet_speed_p50_ms"])
+    assert "job_reference_p50_ms" not in growth  # the machine's speed, not the store's doing
     assert re.search(r"growth per 10x, 300->3k\s+x[\d.]+\s+<= x1.5\s+(ok|OVER)", output)
     assert "vector leg recall@5 vs brute force @ 3k" in output
     workdir = re.search(r"Benchmark database: (\S+)", output).group(1)

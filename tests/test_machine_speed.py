@@ -32,6 +32,10 @@ def test_slowness_is_the_median_reference_over_a_quiet_machines():
     assert machine_speed.is_quiet([QUIET * 1.1] * 5) is True
     assert machine_speed.is_quiet([QUIET * (machine_speed.SLOW_RATIO + 0.1)] * 5) is False
     assert machine_speed.slowness([]) is None and machine_speed.is_quiet([]) is None
+    # Judged before any rounding: a median just over the limit is not quiet.
+    limit = QUIET * machine_speed.SLOW_RATIO
+    assert machine_speed.is_quiet([limit + 0.02] * 3) is False
+    assert machine_speed.is_quiet([limit] * 3) is True
 
 
 def test_a_slow_run_is_reported_over_with_a_note_and_a_quiet_one_ok():
