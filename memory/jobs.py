@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import F
 from django.utils import timezone
 
 from memory import queue
@@ -160,32 +160,38 @@ def requeue_unfinished_in_transaction(memory: Memory, *, at) -> Job | None:
 # --- leased, failed, reclaimed ------------------------------------------------------------------
 
 
+# The lease in one statement, its row returned by it: the ORM's filter, update and get of the
+# same took about 1.2 ms of Python a job here against 0.2, and on PostgreSQL a round trip more.
+# A pending job that is due, or a lease older than the timeout that has attempts left (a dead
+# worker's: a re-delivered task may take it over; out of attempts, the sweep buries it).
+_LEASE_SQL = (
+    f"UPDATE {Job._meta.db_table} SET status = %s, leased_at = %s, attempts = attempts + 1, "
+    "max_attempts = %s, updated_at = %s WHERE id = %s AND ("
+    "(status = %s AND (next_attempt_at IS NULL OR next_attempt_at <= %s)) "
+    "OR (status = %s AND leased_at < %s AND attempts < max_attempts)"
+    ") RETURNING memory_id, attempts"
+)
+
+
 def lease(job_id: str, *, max_attempts: int, lease_timeout: timedelta) -> Claim | None:
     """pending -> leased with one conditional UPDATE; the attempt is counted here, not at the end,
     so a job that kills its worker still runs out of attempts. None: not claimable now."""
     now = timezone.now()
-    due = Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now)
-    # A lease older than the timeout belongs to a dead worker: a re-delivered task may take it over.
-    # Out of attempts, it is left for the sweep to bury (a job that kills its worker must end).
-    expired = Q(
-        status=JobStatus.LEASED,
-        leased_at__lt=now - lease_timeout,
-        attempts__lt=F("max_attempts"),
-    )
-    with transaction.atomic():
-        claimed = Job.objects.filter(
-            (due & Q(status=JobStatus.PENDING)) | expired, id=job_id
-        ).update(
-            status=JobStatus.LEASED,
-            leased_at=now,
-            attempts=F("attempts") + 1,
-            max_attempts=max_attempts,
-            updated_at=now,
+    at = connection.ops.adapt_datetimefield_value(now)
+    stale = connection.ops.adapt_datetimefield_value(now - lease_timeout)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            _LEASE_SQL,
+            # What it sets; the job; due and pending; or a dead worker's lease.
+            [JobStatus.LEASED, at, max_attempts, at, job_id]
+            + [JobStatus.PENDING, at]
+            + [JobStatus.LEASED, stale],
         )
-        if claimed != 1:
-            return None
-        job = Job.objects.get(id=job_id)
-    return Claim(job.id, job.memory_id, now, job.attempts, job.max_attempts)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    memory_id, attempts = row
+    return Claim(job_id, memory_id, now, attempts, max_attempts)
 
 
 def held(claim: Claim) -> Job | None:

@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 
 from memory import jobs, writes
-from memory.models import ExtractionStatus, JobStatus
+from memory.models import ExtractionStatus, Job, JobStatus
 from memory.writes import Actor
 
 pytestmark = pytest.mark.django_db
@@ -81,6 +81,32 @@ def test_a_lease_takes_the_attempt_budget_and_lease_timeout_it_is_given():
     assert jobs.lease(job.id, max_attempts=5, lease_timeout=timedelta(minutes=10)) is None
     retaken = jobs.lease(job.id, max_attempts=5, lease_timeout=timedelta(seconds=30))
     assert retaken is not None and retaken.attempts == 2
+
+
+def test_a_lease_takes_only_a_due_pending_job_or_a_dead_workers_lease_with_attempts_left():
+    job = writes.remember("The pager rotates on Mondays.", actor=AGENT).job
+    ten = timedelta(minutes=10)
+    Job.objects.filter(id=job.id).update(next_attempt_at=timezone.now() + timedelta(minutes=1))
+    assert jobs.lease(job.id, max_attempts=3, lease_timeout=ten) is None  # not due yet
+    Job.objects.filter(id=job.id).update(next_attempt_at=timezone.now() - timedelta(seconds=1))
+    claim = jobs.lease(job.id, max_attempts=3, lease_timeout=ten)
+    assert claim is not None and (claim.memory_id, claim.attempts) == (job.memory_id, 1)
+    assert jobs.held(claim) is not None  # its leased_at is the one stored
+    assert jobs.lease(job.id, max_attempts=3, lease_timeout=ten) is None  # a live lease
+
+    an_hour_ago = timezone.now() - timedelta(hours=1)
+    Job.objects.filter(id=job.id).update(leased_at=an_hour_ago)
+    taken_over = jobs.lease(job.id, max_attempts=2, lease_timeout=ten)  # a dead worker's
+    assert taken_over is not None and (taken_over.attempts, taken_over.max_attempts) == (2, 2)
+    assert jobs.held(claim) is None and jobs.held(taken_over) is not None
+    row = Job.objects.get(id=job.id)
+    assert (row.status, row.attempts, row.max_attempts) == (JobStatus.LEASED, 2, 2)
+
+    Job.objects.filter(id=job.id).update(leased_at=an_hour_ago)
+    assert jobs.lease(job.id, max_attempts=2, lease_timeout=ten) is None  # out of attempts
+    Job.objects.filter(id=job.id).update(status=JobStatus.COMPLETED, leased_at=None)
+    assert jobs.lease(job.id, max_attempts=5, lease_timeout=ten) is None  # done
+    assert jobs.lease("no-such-job", max_attempts=5, lease_timeout=ten) is None
 
 
 def test_a_failure_waits_the_backoff_it_is_given_and_the_last_attempt_buries_the_job():
