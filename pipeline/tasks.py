@@ -15,7 +15,7 @@ from memory import queue, vectors, writes
 from memory.content import normalize
 from memory.guard import ensure_outside_transaction
 from memory.jobs import Claim
-from memory.models import Job, JobStatus, Memory
+from memory.models import Job, JobStatus, Memory, RowRead
 from memory.threads import process_pool
 from memory.writes import Vector
 from pipeline import decision, digest, expiry, extraction, replay
@@ -66,7 +66,10 @@ def compute(claim: Claim, calls: list[CallRecord], client=None) -> JobOutcome | 
 
     `client` defaults to the configured chat client (the demo passes a recorded one).
     """
-    source = Memory.objects.get(id=claim.memory_id)
+    # Raw: the ORM took three times as long to build this one-row read as SQLite to run it.
+    source = RowRead(Memory, "id = %s", [claim.memory_id]).get()
+    if source is None:
+        raise Memory.DoesNotExist(f"memory {claim.memory_id} of job {claim.job_id}")
     if source.is_deleted or source.is_expired:  # nothing is extracted from either
         return None
     config = get_config()

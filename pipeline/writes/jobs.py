@@ -23,7 +23,7 @@ from memory.jobs import (  # noqa: F401
     mark_handed_off,
     reclaim_stale_leases,
 )
-from memory.models import Job, JobStatus
+from memory.models import Job, JobStatus, RowRead
 from memory.writes import Actor, Refused, audit
 from pipeline.config import get_config
 from pipeline.models import LlmCall, PipelineConfig
@@ -56,12 +56,11 @@ class LiveCalls(list):
         with transaction.atomic():
             # A job cancelled meanwhile (its memory purged) logs nothing more: the prompt holds
             # the text the purge erased. Locked: a purge cancelling the job waits, or is waited for.
-            if (
-                Job.objects.select_for_update()
-                .filter(id=self.job_id)
-                .exclude(status=JobStatus.CANCELLED)
-                .exists()
-            ):
+            # Raw: the ORM took longer to build this one-row read than the database to run it.
+            live = RowRead(
+                Job, "id = %s AND status != %s", [self.job_id, JobStatus.CANCELLED], lock=True
+            )
+            if live.get() is not None:
                 log_calls(self.job_id, [call], timezone.now())
         call.logged = True
 
