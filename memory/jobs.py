@@ -183,7 +183,7 @@ def lease(job_id: str, *, max_attempts: int, lease_timeout: timedelta) -> Claim 
         cursor.execute(
             _LEASE_SQL,
             # What it sets; the job; due and pending; or a dead worker's lease.
-            [JobStatus.LEASED, at, max_attempts, at, job_id]
+            [JobStatus.LEASED, at, max_attempts, at, str(job_id)]
             + [JobStatus.PENDING, at]
             + [JobStatus.LEASED, stale],
         )

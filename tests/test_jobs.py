@@ -4,6 +4,7 @@ backoff, lease timeout), and no other product module writing a job's status."""
 from __future__ import annotations
 
 import ast
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -19,6 +20,8 @@ pytestmark = pytest.mark.django_db
 AGENT = Actor("test-agent", "agent")
 ROOT = Path(__file__).resolve().parent.parent
 WRITES = {"update", "create", "get_or_create", "update_or_create", "bulk_update"}
+# SQL text setting a status column (the lease's UPDATE): raw SQL must not dodge the rule either.
+RAW_STATUS_WRITE = re.compile(r"\bSET\b[^;]*\bstatus\s*=", re.IGNORECASE)
 
 
 def _is_job_status(node) -> bool:
@@ -30,11 +33,14 @@ def _is_job_status(node) -> bool:
 
 
 def status_writes(source: str) -> list[int]:
-    """Lines that set a job's status: `.update(status=JobStatus.X)` and friends, or a column dict
-    `{"status": JobStatus.X}` (update_rows)."""
+    """Lines that set a job's status: `.update(status=JobStatus.X)` and friends, a column dict
+    `{"status": JobStatus.X}` (update_rows), or SQL text that sets a status column (raw SQL)."""
     lines = []
     for node in ast.walk(ast.parse(source)):
-        if (
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if RAW_STATUS_WRITE.search(node.value):
+                lines.append(node.lineno)
+        elif (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
             and node.func.attr in WRITES
@@ -66,6 +72,7 @@ def test_only_memory_jobs_writes_a_jobs_status():
 def test_a_planted_status_write_is_caught():
     planted = "Job.objects.filter(id=1).update(status=JobStatus.DEAD)\n"
     assert status_writes(planted) == [1]
+    assert status_writes('sql = f"UPDATE {table} SET attempts = 0, status = %s"\n') == [1]
     assert status_writes('update_rows(Job, [1], {"status": JobStatus.COMPLETED})\n') == [1]
     assert status_writes("Job.objects.filter(status=JobStatus.PENDING).count()\n") == []
 
@@ -85,6 +92,7 @@ def test_a_lease_takes_the_attempt_budget_and_lease_timeout_it_is_given():
 
 def test_a_lease_takes_only_a_due_pending_job_or_a_dead_workers_lease_with_attempts_left():
     job = writes.remember("The pager rotates on Mondays.", actor=AGENT).job
+    other = writes.remember("Backups run nightly at two.", actor=AGENT).job  # never this lease's
     ten = timedelta(minutes=10)
     Job.objects.filter(id=job.id).update(next_attempt_at=timezone.now() + timedelta(minutes=1))
     assert jobs.lease(job.id, max_attempts=3, lease_timeout=ten) is None  # not due yet
@@ -92,6 +100,7 @@ def test_a_lease_takes_only_a_due_pending_job_or_a_dead_workers_lease_with_attem
     claim = jobs.lease(job.id, max_attempts=3, lease_timeout=ten)
     assert claim is not None and (claim.memory_id, claim.attempts) == (job.memory_id, 1)
     assert jobs.held(claim) is not None  # its leased_at is the one stored
+    assert Job.objects.get(id=job.id).updated_at == claim.leased_at
     assert jobs.lease(job.id, max_attempts=3, lease_timeout=ten) is None  # a live lease
 
     an_hour_ago = timezone.now() - timedelta(hours=1)
@@ -103,10 +112,23 @@ def test_a_lease_takes_only_a_due_pending_job_or_a_dead_workers_lease_with_attem
     assert (row.status, row.attempts, row.max_attempts) == (JobStatus.LEASED, 2, 2)
 
     Job.objects.filter(id=job.id).update(leased_at=an_hour_ago)
-    assert jobs.lease(job.id, max_attempts=2, lease_timeout=ten) is None  # out of attempts
+    assert jobs.lease(job.id, max_attempts=5, lease_timeout=ten) is None  # out of attempts (2 of 2)
+    # Attempts left are the row's: 2 of 3 stored, though this lease asks for at most 2.
+    Job.objects.filter(id=job.id).update(max_attempts=3)
+    last = jobs.lease(job.id, max_attempts=2, lease_timeout=ten)
+    assert last is not None and last.attempts == 3
+
+    # A cancelled job (a purge, a redaction) keeps its old leased_at: never leased again.
+    Job.objects.filter(id=job.id).update(
+        status=JobStatus.CANCELLED, leased_at=an_hour_ago, attempts=0
+    )
+    assert jobs.lease(job.id, max_attempts=5, lease_timeout=ten) is None
     Job.objects.filter(id=job.id).update(status=JobStatus.COMPLETED, leased_at=None)
     assert jobs.lease(job.id, max_attempts=5, lease_timeout=ten) is None  # done
     assert jobs.lease("no-such-job", max_attempts=5, lease_timeout=ten) is None
+    assert Job.objects.get(id=other.id).status == JobStatus.PENDING  # and never leased
+    fresh = jobs.lease(other.id, max_attempts=3, lease_timeout=ten)  # no next attempt set: due
+    assert fresh is not None and fresh.attempts == 1
 
 
 def test_a_failure_waits_the_backoff_it_is_given_and_the_last_attempt_buries_the_job():
