@@ -109,17 +109,21 @@ def test_a_jobs_write_and_an_approval_naming_two_memories_crosswise_do_not_deadl
 
     approval_waits, job_writes = threading.Event(), threading.Event()
 
+    # The statements are matched by their text (a row lock is FOR UPDATE or FOR NO KEY UPDATE);
+    # the end of the test checks that both hooks fired, so a changed statement fails it.
     def job_write(execute, sql, params, many, context):
-        if "FOR UPDATE" in sql and '"jobs"' in sql:
-            job_writes.set()  # the write has begun: its locks are being taken
-        # Just before the job locks its UPDATE's target: let the approval take its locks first.
-        if "FOR UPDATE" in sql and '"memories"' in sql and "LIMIT" in sql:
+        if '"memory_jobs"' in sql and "leased_at = %s" in sql and " FOR " in sql:
+            # The write has begun: the job's row, then its memories in id order, are being locked.
+            job_writes.set()
+        # Before the job locks its UPDATE's target again, the approval asks for its own locks
+        # (both memories, in id order) and waits behind the job's.
+        if " FOR " in sql and '"memories"' in sql and "LIMIT" in sql:
             approval_waits.wait(timeout=10)
             time.sleep(1.0)
         return execute(sql, params, many, context)
 
     def approval(execute, sql, params, many, context):
-        if "FOR UPDATE" in sql and '"memories"' in sql and " IN (" in sql:
+        if " FOR " in sql and '"memories"' in sql and " IN (" in sql:
             job_writes.wait(timeout=10)  # the reviewer clicks while the job's write is open
             time.sleep(0.3)
             approval_waits.set()
@@ -135,6 +139,7 @@ def test_a_jobs_write_and_an_approval_naming_two_memories_crosswise_do_not_deadl
 
     ran, approved = in_threads([run_job, approve])
     no_deadlock([ran, approved])
+    assert job_writes.is_set() and approval_waits.is_set()  # the interleaving happened
     assert ran == "completed", (
         Job.objects.get(id=high.job.id).error,
         Job.objects.get(id=high.job.id).result,
