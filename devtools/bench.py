@@ -320,6 +320,10 @@ def report_steal(report: Report, shares: dict[str, float | None]) -> dict[str, f
 
 
 REFERENCE_ROW = "  a reference workload just before each job (Python, numpy, SQLite): p50"
+SCALED_ROW = (
+    f"  job overhead at a quiet machine's speed (each job x {machine_speed.QUIET_MS:g} ms / its "
+    "reference): p50"
+)
 
 
 def report_slowness(
@@ -1264,11 +1268,7 @@ class Bench:
         )
         # Last of the job's rows: how fast the machine was while they were taken.
         scaled = self.results["job_overhead"]["at_quiet_speed_p50_ms"] = paired.at_quiet_speed_p50()
-        self.report.add(
-            f"  job overhead at a quiet machine's speed (each job x {machine_speed.QUIET_MS:g} ms "
-            "/ its reference): p50",
-            f"{scaled:.1f} ms",
-        )
+        self.report.add(SCALED_ROW, f"{scaled:.1f} ms")
         self.results["machine_speed"] = report_slowness(self.report, paired.references)
         self.report.add("job write transaction (lock hold): p50", f"{pct(holds, 50):.2f} ms")
         self.report.add(
