@@ -9,6 +9,7 @@ class MemoryConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from memory.threads import blas_threads
+        from memory.threads import blas_threads, shorter_switch_interval
 
         blas_threads(1)  # see memory.threads: small products, no spinning BLAS threads
+        shorter_switch_interval()  # see memory.threads: the job's other threads wait less

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -189,6 +190,23 @@ def release_connections(timeout: float = 10.0) -> bool:
     """Wait until every ConnectedThread of this process is idle and gave its connection back
     (before a test database is dropped, say)."""
     return all(thread.wait(timeout, disconnected=True) for thread in _connected)
+
+
+# How long a thread may hold the interpreter while another one waits for it (Python's default is
+# 5 ms). A job is one thread's Python and SQLite with short turns of others in between: the
+# embedding call's thread, the event loop of the decision calls, the vector scan's parts. Each
+# such turn could wait the whole interval behind the job's thread. At 1 ms, 10-fact jobs at 100k
+# memories took 3-4 % less (one process, alternating, 100 jobs each, p50: 109.5 against 105.2
+# ms, 89.9 against 87.2 ms); a job's latency with a 200 ms model did not change (671 against 670
+# ms). A thread that runs alone is never switched: the interval only counts while another asks.
+SWITCH_INTERVAL_SECONDS = 0.001
+
+
+def shorter_switch_interval() -> None:
+    """Lower this process's switch interval to SWITCH_INTERVAL_SECONDS (never raise one set
+    lower on purpose)."""
+    if sys.getswitchinterval() > SWITCH_INTERVAL_SECONDS:
+        sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
 
 
 # numpy's BLAS (OpenBLAS in numpy's wheels) spreads a product over its own threads, which spin
