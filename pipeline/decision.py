@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from memory.guard import ensure_outside_transaction
-from memory.models import Memory
+from memory.models import RowsRead
 from memory.search import hybrid_search_many, keyword_leg
 from memory.threads import process_pool
 from pipeline import contradiction, parsing
@@ -118,13 +118,7 @@ def find_candidates_many(
         model=model,
         keyword_hits=keyword_hits,
     )
-    # Plain rows, not model instances: a 10-fact job reads about 50 candidates.
-    rows = {
-        row[0]: row
-        for row in Memory.objects.filter(
-            id__in={hit.memory_id for hits in found for hit in hits}
-        ).values_list("id", "content", "type", "version", "pinned")
-    }
+    rows = _candidate_rows({hit.memory_id for hits in found for hit in hits})
     results = []
     for hits in found:
         scored = []
@@ -142,6 +136,21 @@ def find_candidates_many(
             )
         results.append(scored)
     return results
+
+
+def _candidate_rows(memory_ids: set[str]) -> dict[str, tuple]:
+    """memory id -> (id, content, type, version, pinned) of each candidate: plain rows in one
+    raw read (a 10-fact job reads about 50; the ORM took longer to build the query than the
+    database to answer it)."""
+    if not memory_ids:
+        return {}
+    ids = sorted(memory_ids)
+    rows = RowsRead(
+        "SELECT id, content, type, version, pinned FROM memories "
+        f"WHERE id IN ({', '.join(['%s'] * len(ids))})",
+        ids,
+    ).all()
+    return {row[0]: row for row in rows}  # pinned is a bool on both engines (its column's type)
 
 
 def keyword_candidates(

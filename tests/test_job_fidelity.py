@@ -154,3 +154,19 @@ def test_a_none_decision_keeps_the_memory_that_covers_the_fact(
     body = page.content.decode()
     assert 'data-testid="covered-by"' in body
     assert reverse("dashboard:memory", args=[kenji.id]) in body
+
+
+# --- the candidates a proposal records ------------------------------------------------------------
+
+
+def test_a_proposal_records_whether_each_candidate_is_pinned_as_true_or_false():
+    pinned = seed("The billing service runs on Postgres 14 in production", pinned=True)
+    loose = seed("The billing service runs on Postgres 14 in staging")
+    claim = jobs.claim_job(raw("The billing service runs on Postgres 14.").job.id)
+    outcome = tasks.compute(claim, [])
+    record.record_job(outcome)
+
+    recorded = {c["memoryId"]: c["pinned"] for p in Proposal.objects.all() for c in p.candidates}
+    # Booleans (the JSON, the review page and the eval export read them), not 0 and 1.
+    assert recorded[pinned.id] is True
+    assert recorded[loose.id] is False

@@ -338,3 +338,45 @@ def test_batched_inserts_keep_each_rows_own_time():
         )
     )
     assert stored == times
+
+
+@pytest.mark.django_db
+def test_entity_ids_finds_each_agents_own_entities_by_name_and_no_one_elses():
+    from memory.batch import entity_ids
+    from memory.models import Memory
+
+    now = timezone.now()
+
+    def entity(name, agent_id):
+        return Entity.objects.create(
+            name=name,
+            canonical_name=name.lower(),
+            agent_id=agent_id,
+            created_at=now,
+            updated_at=now,
+        )
+
+    ours, priya, theirs = (
+        entity("Kafka", "default"),
+        entity("Priya", "default"),
+        entity("Kafka", "ops-bot"),
+    )
+    entity("Grafana", "ops-bot")
+
+    found = entity_ids(
+        [
+            (
+                Memory(agent_id="default"),
+                {"kafka": "Kafka", "priya": "Priya", "grafana": "Grafana"},
+            ),
+            (Memory(agent_id="ops-bot"), {"kafka": "KAFKA"}),
+            (Memory(agent_id="nobody"), {}),
+        ]
+    )
+
+    assert found == {
+        ("default", "kafka"): ours.pk,
+        ("default", "priya"): priya.pk,
+        ("ops-bot", "kafka"): theirs.pk,
+    }
+    assert entity_ids([(Memory(agent_id="default"), {})]) == {}
