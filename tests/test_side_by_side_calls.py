@@ -200,6 +200,32 @@ def test_a_url_behind_a_proxy_goes_through_the_proxy(fake_ollama, monkeypatch):
     assert fake_ollama.requests == []
 
 
+def test_an_error_raised_inside_one_call_reaches_the_caller(fake_ollama, monkeypatch):
+    def broken(url, status, content, **kwargs):
+        raise RuntimeError(f"a defect reading {url}")
+
+    monkeypatch.setattr(transport, "_decoded", broken)
+    posts = [Post(fake_ollama.url + "/api/tags", {}, 5.0) for _ in range(3)]
+    with pytest.raises(RuntimeError, match="a defect reading"):
+        list(post_json_each(posts, parallel=3))
+
+
+def test_closing_the_answers_early_cancels_the_calls_not_sent_yet(fake_ollama):
+    fake_ollama.script("/api/ps", Script({"models": []}, delay=1.0))
+    posts = [
+        Post(fake_ollama.url + "/api/tags", {}, 5.0),
+        Post(fake_ollama.url + "/api/ps", {}, 5.0),  # its turn (1 s) when the caller stops
+        Post(fake_ollama.url + "/api/version", {}, 5.0),  # waits for its turn: never sent
+    ]
+    answers = post_json_each(posts, parallel=1, lane="test-cancel")
+    position, first, _ = next(answers)
+    assert position == 0 and isinstance(first, dict)
+    answers.close()
+    time.sleep(1.5)  # the call on the wire would be answered by now, and the last one sent
+    sent = [path for path, _ in fake_ollama.requests]
+    assert sent[0] == "/api/tags" and "/api/version" not in sent
+
+
 def test_side_by_side_calls_refuse_to_start_inside_a_transaction(fake_ollama):
     facts = [Fact(f"{name} shares notes", "fact", 0.9) for name in NAMES[:3]]
     candidates = [[decision.ScoredCandidate(CANDIDATES[0], 1, 0.5, 0.5, 0.5, False)]] * 3

@@ -177,16 +177,35 @@ class _Loop:
         self.thread = threading.Thread(target=self.loop.run_forever, name="model-http", daemon=True)
         self.thread.start()
 
+    async def post_all(
+        self, posts: list[Post], lane: str, parallel: int, answers: queue.SimpleQueue
+    ) -> None:
+        """Every post side by side (`post`), each answer put on `answers` as (position, (answer,
+        milliseconds)) when it comes, or (position, the exception) of one that raised; cancelled,
+        it cancels the posts not answered yet. One hand-over from the caller's thread for the
+        whole batch: one each (and the loop woken for each) was a fifth of a call's own CPU."""
+        # Read from the environment once a batch, not once a post: a seventh of a call's CPU.
+        proxied = {url: _proxied(url) for url in {post.url for post in posts}}
+
+        async def one(position: int, post: Post) -> None:
+            try:
+                answers.put((position, await self.post(post, lane, parallel, proxied[post.url])))
+            except Exception as exc:  # noqa: BLE001 - raised in the caller's thread instead
+                answers.put((position, exc))
+
+        await asyncio.gather(*(one(position, post) for position, post in enumerate(posts)))
+
     async def post(
-        self, post: Post, lane: str, parallel: int
+        self, post: Post, lane: str, parallel: int, proxied: bool
     ) -> tuple[dict | ProviderError, float]:
         """The decoded answer (or its ProviderError) and the call's milliseconds, counted from
-        the moment it may start (the lane's limit) to its answer."""
+        the moment it may start (the lane's limit) to its answer; `proxied`: the URL goes through
+        a proxy (`_proxied`)."""
         limit = self.limits.setdefault((lane, parallel), asyncio.Semaphore(parallel))
         async with limit:
             started = time.perf_counter()
             try:
-                if _proxied(post.url):
+                if proxied:
                     send = partial(post_json, post.url, post.payload, timeout=post.timeout)
                     answer = await self.loop.run_in_executor(
                         None, partial(send, headers=post.headers)
@@ -343,24 +362,21 @@ def post_json_each(
     ensure_outside_transaction(f"POST {posts[0].url}")  # the caller's thread may hold one
     shared = _loop()
     answers: queue.SimpleQueue = queue.SimpleQueue()
-    futures = []
+    batch = shared.post_all(posts, lane, parallel, answers)
     try:
-        for position, post in enumerate(posts):
-            call = shared.post(post, lane, parallel)
-            try:
-                future = asyncio.run_coroutine_threadsafe(call, shared.loop)
-            except RuntimeError as exc:  # closed since: its thread stopped after _loop() was read
-                call.close()
-                raise ProviderError("the model calls' event loop stopped before sending") from exc
-            future.add_done_callback(lambda done, at=position: answers.put((at, done)))
-            futures.append(future)
+        future = asyncio.run_coroutine_threadsafe(batch, shared.loop)
+    except RuntimeError as exc:  # closed since: its thread stopped after _loop() was read
+        batch.close()
+        raise ProviderError("the model calls' event loop stopped before sending") from exc
+    try:
         for _ in posts:
-            position, done = _next_answer(answers, shared)
-            answer, elapsed_ms = done.result()
+            position, answered = _next_answer(answers, shared)
+            if isinstance(answered, Exception):
+                raise answered
+            answer, elapsed_ms = answered
             yield position, answer, elapsed_ms
     finally:
-        for future in futures:
-            future.cancel()
+        future.cancel()
 
 
 def post_notice(url: str, payload: dict, *, timeout: float) -> int:
