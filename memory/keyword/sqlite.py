@@ -216,10 +216,12 @@ class _ByWeight:
         held_codes = codes[self.held]
         present, counts = _distinct(held_codes, len(lists))
         # A code's weight, summed term by term in the terms' order: the float a sum over the
-        # postings in that order gives.
-        weight = np.zeros(len(present))
-        for bit, idf in enumerate(weights):
-            weight = weight + np.where((present >> bit) & 1, idf, 0.0)
+        # postings in that order gives. add.accumulate adds along a row left to right, one term
+        # after another (never pairwise), in four numpy calls instead of four per term (a
+        # weighing of seven terms at 100k memories: 441 against 461 us, one process, alternating).
+        held_bits = (present[:, None] >> np.arange(len(lists), dtype=present.dtype)) & 1
+        terms = np.where(held_bits.astype(bool), np.asarray(weights), 0.0)
+        weight = np.add.accumulate(terms, axis=1)[:, -1]
         levels, level_of = np.unique(-weight, return_inverse=True)  # best weight first
         # Each held memory's weight, as its rank among the weights.
         self.rank = _rank_of(held_codes, present, level_of, len(lists))
