@@ -72,3 +72,12 @@ def test_it_uses_wal_and_a_busy_timeout_for_file_databases(tmp_path):
             assert cursor.fetchone()[0] >= 5000
     finally:
         wrapper.close()
+
+
+def test_format_placeholders_become_sqlite_ones_the_same_way_each_time():
+    cursor = base.SQLiteCursorWrapper.__new__(base.SQLiteCursorWrapper)  # no connection needed
+    query = "SELECT %s, '100%%', '%%s' WHERE a LIKE %s"
+    first = cursor.convert_query(query)
+    assert first == "SELECT ?, '100%', '%s' WHERE a LIKE ?"
+    assert cursor.convert_query(query) == first  # kept, and the same
+    assert cursor.convert_query("SELECT %(a)s", param_names=["a"]) == "SELECT :a"
