@@ -242,7 +242,7 @@ class MatrixIndex:
 
     def _fetch(self, cursor, embedding_ids, model, dims):
         """(ids, unit vectors) of those embeddings that are of this model now."""
-        ids, vectors = [], []
+        ids, blobs = [], []
         for start in range(0, len(embedding_ids), CHUNK):
             part = [int(i) for i in embedding_ids[start : start + CHUNK]]
             cursor.execute(
@@ -252,10 +252,15 @@ class MatrixIndex:
             )
             for embedding_id, blob in cursor.fetchall():
                 ids.append(int(embedding_id))
-                vectors.append(np.frombuffer(bytes(blob), dtype=np.float32))
+                blobs.append(blob)
         if not ids:
             return np.zeros(0, dtype=np.int64), np.zeros((0, dims), dtype=np.float32)
-        return np.asarray(ids, dtype=np.int64), unit_rows(np.vstack(vectors))
+        width = dims * np.dtype(np.float32).itemsize
+        if all(len(blob) == width for blob in blobs):  # one array from the joined blobs
+            vectors = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(ids), dims)
+        else:  # a blob of another width: row by row, as before (it fails or not as it did)
+            vectors = np.vstack([np.frombuffer(bytes(blob), dtype=np.float32) for blob in blobs])
+        return np.asarray(ids, dtype=np.int64), unit_rows(vectors)
 
     def _apply(self, mapping, path, changed, found_ids, found_vectors) -> _Mapping:
         rows = mapping.rows_of(changed)

@@ -236,3 +236,24 @@ def test_the_last_resort_scan_without_any_index_ranks_exactly(folder, stored):
     queries = [stored[1][i] + 0.1 * stored[1][i + 7] for i in range(5)]
     found = sqlite._exact_scan(queries, model="m1", k=5)
     assert [[i for i, _ in hits] for hits in found] == [exact_top(stored, q) for q in queries]
+
+
+def test_the_re_ranks_read_of_stored_vectors_gives_each_row_its_own_vector(folder, stored):
+    ids, unit = stored
+    wanted = ids[[5, 1, 700]]
+    with connection.cursor() as cursor:
+        found_ids, found = matrix.INDEX._fetch(cursor, wanted, "m1", DIMS)
+    position = {int(eid): i for i, eid in enumerate(ids)}
+    assert sorted(found_ids.tolist()) == sorted(wanted.tolist())
+    for row, eid in enumerate(found_ids):
+        np.testing.assert_allclose(found[row], unit[position[int(eid)]], rtol=1e-6, atol=1e-7)
+
+
+def test_a_stored_vector_of_another_width_is_never_read_into_its_neighbours_rows(folder, stored):
+    ids, unit = stored
+    short, long = int(ids[3]), int(ids[4])
+    # One blob a float short, the next a float long: together as long as two sound ones.
+    Embedding.objects.filter(id=short).update(vector=vector_to_blob(unit[3][:-1]))
+    Embedding.objects.filter(id=long).update(vector=vector_to_blob(np.append(unit[4], 0.5)))
+    with connection.cursor() as cursor, pytest.raises(ValueError):
+        matrix.INDEX._fetch(cursor, ids[[2, 3, 4, 5]], "m1", DIMS)
