@@ -3,6 +3,7 @@ decision calls at once, never more than MEMORY_LLM_PARALLEL of this process at a
 logged with its own reply and duration; timeouts, failures, dropped connections, proxies and
 the transaction guard behave as for a call on its own."""
 
+import asyncio
 import threading
 import time
 
@@ -200,30 +201,80 @@ def test_a_url_behind_a_proxy_goes_through_the_proxy(fake_ollama, monkeypatch):
     assert fake_ollama.requests == []
 
 
+def _answers_within(seconds: float, posts: list[Post], **kwargs) -> dict:
+    """post_json_each's answers ("answers") or what it raised ("raised"), read in a thread: a
+    caller left waiting fails the test after `seconds` instead of hanging the suite."""
+    outcome: dict = {}
+
+    def read() -> None:
+        try:
+            outcome["answers"] = list(post_json_each(posts, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 - the test looks at it
+            outcome["raised"] = exc
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(seconds)
+    assert not reader.is_alive(), f"the caller was still waiting after {seconds} s"
+    return outcome
+
+
 def test_an_error_raised_inside_one_call_reaches_the_caller(fake_ollama, monkeypatch):
     def broken(url, status, content, **kwargs):
         raise RuntimeError(f"a defect reading {url}")
 
     monkeypatch.setattr(transport, "_decoded", broken)
     posts = [Post(fake_ollama.url + "/api/tags", {}, 5.0) for _ in range(3)]
-    with pytest.raises(RuntimeError, match="a defect reading"):
-        list(post_json_each(posts, parallel=3))
+    raised = _answers_within(10, posts, parallel=3).get("raised")
+    assert isinstance(raised, RuntimeError) and "a defect reading" in str(raised)
 
 
-def test_closing_the_answers_early_cancels_the_calls_not_sent_yet(fake_ollama):
-    fake_ollama.script("/api/ps", Script({"models": []}, delay=1.0))
+def test_a_malformed_model_url_is_an_error_at_once_not_a_wait():
+    raised = _answers_within(10, [Post("http://[::1/api/chat", {}, 2.0)], parallel=2).get("raised")
+    assert isinstance(raised, ValueError)
+
+
+def test_whatever_ends_the_calls_outside_any_one_of_them_reaches_the_caller(
+    fake_ollama, monkeypatch
+):
+    class Escaped(BaseException):
+        """Not an Exception: no single call catches it, so it ends the whole batch."""
+
+    def escaping(url):
+        raise Escaped(url)
+
+    monkeypatch.setattr(transport, "_proxied", escaping)
+    posts = [Post(fake_ollama.url + "/api/tags", {}, 5.0) for _ in range(2)]
+    assert isinstance(_answers_within(10, posts, parallel=2).get("raised"), Escaped)
+
+
+def _batch_tasks(shared) -> list[str]:
+    """The tasks of calls side by side that the loop still holds."""
+
+    async def listing() -> list[str]:
+        return [task.get_coro().__qualname__ for task in asyncio.all_tasks()]
+
+    names = asyncio.run_coroutine_threadsafe(listing(), shared.loop).result(5)
+    return [name for name in names if "post_all" in name]
+
+
+def test_closing_the_answers_early_cancels_the_calls_not_answered(fake_ollama):
+    fake_ollama.script("/api/ps", Script({"models": []}, delay=3.0))
     posts = [
-        Post(fake_ollama.url + "/api/tags", {}, 5.0),
-        Post(fake_ollama.url + "/api/ps", {}, 5.0),  # its turn (1 s) when the caller stops
-        Post(fake_ollama.url + "/api/version", {}, 5.0),  # waits for its turn: never sent
+        Post(fake_ollama.url + "/api/tags", {}, 10.0),
+        Post(fake_ollama.url + "/api/ps", {}, 10.0),  # takes 3 s: unanswered when closed
+        Post(fake_ollama.url + "/api/version", {}, 10.0),  # waits for its turn behind it
     ]
     answers = post_json_each(posts, parallel=1, lane="test-cancel")
     position, first, _ = next(answers)
     assert position == 0 and isinstance(first, dict)
     answers.close()
-    time.sleep(1.5)  # the call on the wire would be answered by now, and the last one sent
-    sent = [path for path, _ in fake_ollama.requests]
-    assert sent[0] == "/api/tags" and "/api/version" not in sent
+    shared = transport._loop()
+    deadline = time.monotonic() + 2.0  # well before the second call could have been answered
+    while _batch_tasks(shared) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _batch_tasks(shared) == []  # cancelled, not run to their end
+    assert "/api/version" not in [path for path, _ in fake_ollama.requests]
 
 
 def test_side_by_side_calls_refuse_to_start_inside_a_transaction(fake_ollama):
