@@ -301,7 +301,7 @@ def entity_ids(linked: list[tuple[Memory, dict[str, str]]]) -> dict[tuple[str, s
             wanted.setdefault(memory.agent_id, set()).update(names)
     if not wanted:
         return {}
-    # Written out: the ORM took longer to build this query than SQLite to answer it.
+    # Written out: the ORM took longer to build this query than the database to answer it.
     conditions, params = [], []
     for agent_id, names in sorted(wanted.items()):
         conditions.append(

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from memory.guard import ensure_outside_transaction
-from memory.models import RowsRead
+from memory.models import Memory, RowsRead
 from memory.search import hybrid_search_many, keyword_leg
 from memory.threads import process_pool
 from pipeline import contradiction, parsing
@@ -139,18 +139,20 @@ def find_candidates_many(
 
 
 def _candidate_rows(memory_ids: set[str]) -> dict[str, tuple]:
-    """memory id -> (id, content, type, version, pinned) of each candidate: plain rows in one
-    raw read (a 10-fact job reads about 50; the ORM took longer to build the query than the
-    database to answer it)."""
+    """memory id -> (id, content, type, version, pinned) of each candidate, in one read."""
     if not memory_ids:
         return {}
     ids = sorted(memory_ids)
+    # Written out, plain rows: the ORM took longer to build this query than the database to
+    # answer it (50 candidates: 0.5 against 0.15 ms). `pinned` comes back a bool on both engines:
+    # on SQLite through the backend's converter for the column's declared type, which a bare
+    # column keeps (an expression such as COALESCE would give 0 or 1).
     rows = RowsRead(
-        "SELECT id, content, type, version, pinned FROM memories "
+        f"SELECT id, content, type, version, pinned FROM {Memory._meta.db_table} "
         f"WHERE id IN ({', '.join(['%s'] * len(ids))})",
         ids,
     ).all()
-    return {row[0]: row for row in rows}  # pinned is a bool on both engines (its column's type)
+    return {row[0]: row for row in rows}
 
 
 def keyword_candidates(

@@ -79,5 +79,8 @@ def test_format_placeholders_become_sqlite_ones_the_same_way_each_time():
     query = "SELECT %s, '100%%', '%%s' WHERE a LIKE %s"
     first = cursor.convert_query(query)
     assert first == "SELECT ?, '100%', '%s' WHERE a LIKE ?"
-    assert cursor.convert_query(query) == first  # kept, and the same
+    assert cursor.convert_query(query) is first  # kept: the same text, not converted again
+    long = "SELECT %s" + " " * base._KEPT_QUERY_CHARS
+    assert cursor.convert_query(long) == "SELECT ?" + " " * base._KEPT_QUERY_CHARS
+    assert cursor.convert_query(long) is not cursor.convert_query(long)  # too long to keep
     assert cursor.convert_query("SELECT %(a)s", param_names=["a"]) == "SELECT :a"

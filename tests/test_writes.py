@@ -8,6 +8,7 @@ from django.db import connection
 from django.utils import timezone
 
 from memory import writes
+from memory.batch import entity_ids
 from memory.models import (
     Embedding,
     Entity,
@@ -342,8 +343,6 @@ def test_batched_inserts_keep_each_rows_own_time():
 
 @pytest.mark.django_db
 def test_entity_ids_finds_each_agents_own_entities_by_name_and_no_one_elses():
-    from memory.batch import entity_ids
-    from memory.models import Memory
 
     now = timezone.now()
 

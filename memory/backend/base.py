@@ -80,11 +80,24 @@ class SQLiteCursorWrapper(Database.Cursor):
         return query % {name: f":{name}" for name in param_names}
 
 
-@functools.lru_cache(maxsize=512)
 def _qmark(query: str) -> str:
-    """The query with SQLite's placeholders: kept, since most statements come again and again
-    (a keyword leg's read of 900 rowids took 118 us of regex each time, the lookup 0.2 us)."""
+    """The query with SQLite's placeholders for Django's %s (and % for %%)."""
+    # Most statements come again and again: a keyword leg's read of 900 rowids took 118 us of
+    # regex each time, a lookup of the kept text 0.2 us. Texts longer than a kept one may be
+    # (bulk statements, mostly one-offs) are converted each time: 512 kept, 64 kB each at most.
+    if len(query) > _KEPT_QUERY_CHARS:
+        return _converted(query)
+    return _kept(query)
+
+
+_KEPT_QUERY_CHARS = 65_536
+
+
+def _converted(query: str) -> str:
     return FORMAT_QMARK_REGEX.sub("?", query).replace("%%", "%")
+
+
+_kept = functools.lru_cache(maxsize=512)(_converted)
 
 
 def vector_backend() -> str:
