@@ -328,6 +328,11 @@
   document.addEventListener("session-ended", (event) => {
     const toast = document.getElementById("toast");
     if (!toast) return;
+    // Every request after the end answers so (the claims poll every few seconds): a toast that
+    // already says it stays as it is, or its link would be replaced under the pointer and a
+    // click pressed on the old one and let go on the new one would go nowhere.
+    const shown = toast.querySelector("[data-testid=sign-in-again]");
+    if (!toast.hidden && shown && shown.getAttribute("href") === event.detail.login) return;
     clearTimeout(window.__toastTimer);
     delete toast.dataset.delay;  // stays until the reviewer signs in
     toast.textContent = event.detail.message;

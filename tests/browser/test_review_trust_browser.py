@@ -242,3 +242,33 @@ def test_a_decision_after_the_session_ended_says_so_and_decides_nothing(
     page.wait_for_url(f"{live_server.url}/review/?action=add&sort=age")
     page.keyboard.press("a")
     expect(page.locator(f"#{row_id} [data-testid=row-note]")).to_contain_text("Approved by rita")
+
+
+def test_the_sign_in_link_stays_the_same_while_later_requests_also_find_the_session_ended(
+    page, live_server, login, db
+):
+    """The claims poll asks every few seconds and each answer says the session ended: the toast
+    keeps its link, or a click pressed on one link and let go on its replacement goes nowhere."""
+    update_config({"shadowMode": True}, changed_by="t", reason="t")
+    run_pipeline_on(*owners(2))
+    login("reviewer")
+    page.goto(f"{live_server.url}/review/?action=add&sort=age")
+    expect(page.locator("tr[data-row].focused")).to_be_visible()
+    page.context.clear_cookies(name="sessionid")
+    page.keyboard.press("a")
+    link = page.locator("#toast [data-testid=sign-in-again]")
+    expect(link).to_be_visible()
+    page.evaluate(
+        """() => {
+            document.querySelector("#toast [data-testid=sign-in-again]").dataset.first = "yes";
+            window.endedAgain = 0;
+            document.addEventListener("session-ended", () => window.endedAgain++);
+        }"""
+    )
+    with page.expect_response(lambda r: "/review/claims/" in r.url and r.status == 401):
+        page.evaluate("document.dispatchEvent(new Event('visibilitychange'))")  # a poll now
+    page.wait_for_function("window.endedAgain >= 1")  # after the page's own handler
+    expect(link).to_have_count(1)
+    expect(link).to_have_attribute("data-first", "yes")
+    link.click()
+    expect(page.locator("#id_username")).to_be_visible()
