@@ -325,7 +325,12 @@
   document.addEventListener("toast", (event) => window.showToast(event.detail.message || event.detail.value, event.detail.undo, event.detail.row));
   // The session ended (dashboard.access.session_ended answers 401 with this event): say so and
   // keep the page as it is, anything typed included; the link signs in and comes back here.
+  // Once the session ended, the claims poll stops asking every few seconds (each answer would be
+  // one more 401); a return to the tab asks once, and the first answer that succeeds (signed in
+  // again in another tab) starts it again and takes the toast away.
+  let sessionEnded = false;
   document.addEventListener("session-ended", (event) => {
+    sessionEnded = true;
     const toast = document.getElementById("toast");
     if (!toast) return;
     // Every request after the end answers so (the claims poll every few seconds): a toast that
@@ -343,6 +348,12 @@
     link.dataset.testid = "sign-in-again";
     toast.appendChild(link);
     toast.hidden = false;
+  });
+  document.addEventListener("htmx:afterRequest", (event) => {
+    if (!sessionEnded || !event.detail.successful) return;
+    sessionEnded = false;
+    const toast = document.getElementById("toast");
+    if (toast && toast.querySelector("[data-testid=sign-in-again]")) toast.hidden = true;
   });
   document.addEventListener("htmx:responseError", (event) => {
     if (event.detail.xhr.status === 401) return;  // the session-ended event said it
@@ -362,6 +373,7 @@
   function pollClaims(force) {
     const poll = document.querySelector("[data-claims-poll]");
     if (!poll || !window.htmx || document.visibilityState !== "visible") return;
+    if (sessionEnded && !force) return;
     if (!force && Date.now() - lastPoll < 1000 * Number(poll.dataset.pollSeconds || 5)) return;
     lastPoll = Date.now();
     htmx.trigger(poll, "claims-poll");

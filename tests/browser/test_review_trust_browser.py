@@ -272,3 +272,44 @@ def test_the_sign_in_link_stays_the_same_while_later_requests_also_find_the_sess
     expect(link).to_have_attribute("data-first", "yes")
     link.click()
     expect(page.locator("#id_username")).to_be_visible()
+
+
+def test_the_claims_poll_stops_after_the_session_ended_and_starts_again_once_signed_in(
+    page, live_server, login, db, monkeypatch
+):
+    """Every poll after the end would be one more 401: the page stops asking, asks once on a return
+    to the tab, and once signed in again (here in another tab) polls again without the toast."""
+    from dashboard.views import review as views
+
+    monkeypatch.setattr(views, "CLAIMS_POLL_SECONDS", 1)
+    update_config({"shadowMode": True}, changed_by="t", reason="t")
+    run_pipeline_on(*owners(2))
+    reviewer = login("reviewer")
+    page.goto(f"{live_server.url}/review/?action=add&sort=age")
+    expect(page.locator("tr[data-row].focused")).to_be_visible()
+    polls = []
+    page.on("response", lambda r: "/review/claims/" in r.url and polls.append(r.status))
+    page.wait_for_timeout(2500)
+    assert polls and set(polls) == {200}  # it polls every second while signed in
+    page.context.clear_cookies(name="sessionid")
+    with page.expect_response(lambda r: "/review/claims/" in r.url and r.status == 401):
+        pass  # the next poll finds the session ended
+    expect(page.locator("#toast [data-testid=sign-in-again]")).to_be_visible()
+    polls.clear()
+    page.wait_for_timeout(3500)
+    assert polls == []  # three poll periods, no request
+    with page.expect_response(lambda r: "/review/claims/" in r.url and r.status == 401):
+        page.evaluate("document.dispatchEvent(new Event('visibilitychange'))")  # back to the tab
+    other = page.context.new_page()
+    other.goto(f"{live_server.url}/login/")
+    other.fill("#id_username", reviewer.username)
+    other.fill("#id_password", "pw-" + reviewer.username)
+    other.click("button[type=submit]")
+    other.wait_for_url(f"{live_server.url}/")
+    other.close()
+    with page.expect_response(lambda r: "/review/claims/" in r.url and r.status == 200):
+        page.evaluate("document.dispatchEvent(new Event('visibilitychange'))")
+    expect(page.locator("#toast")).to_be_hidden()
+    polls.clear()
+    page.wait_for_timeout(2500)
+    assert polls and set(polls) == {200}  # polling again
