@@ -131,6 +131,37 @@ def test_a_lease_takes_only_a_due_pending_job_or_a_dead_workers_lease_with_attem
     assert fresh is not None and fresh.attempts == 1
 
 
+# Whole seconds too: SQLite stores a datetime as text, and one without microseconds is written
+# without its fraction ("12:00:00", not "12:00:00.000000"), so the comparisons are string ones.
+@pytest.mark.parametrize("microsecond", [0, 500_000], ids=["whole-second", "fraction"])
+def test_the_lease_boundaries_due_at_this_instant_is_taken_and_a_lease_as_old_as_the_timeout_is_not(
+    monkeypatch, microsecond
+):
+    """The exact edges, on a frozen clock: a job due now is due; a lease exactly the timeout old
+    is still alive (for the lease and for the sweep that reclaims stale ones), a microsecond
+    older it is a dead worker's."""
+    job = writes.remember("The pager rotates on Mondays.", actor=AGENT).job
+    now = timezone.now().replace(microsecond=microsecond) + timedelta(days=1)
+    tick, ten = timedelta(microseconds=1), timedelta(minutes=10)
+    monkeypatch.setattr(timezone, "now", lambda: now)
+
+    Job.objects.filter(id=job.id).update(next_attempt_at=now + tick)
+    assert jobs.lease(job.id, max_attempts=3, lease_timeout=ten) is None  # due a microsecond on
+    Job.objects.filter(id=job.id).update(next_attempt_at=now)
+    claim = jobs.lease(job.id, max_attempts=3, lease_timeout=ten)
+    assert claim is not None and claim.leased_at == now
+
+    Job.objects.filter(id=job.id).update(leased_at=now - ten)
+    assert jobs.lease(job.id, max_attempts=3, lease_timeout=ten) is None
+    assert jobs.reclaim_stale_leases(ten) == {"dead": 0, "retried": 0}
+    Job.objects.filter(id=job.id).update(leased_at=now - ten - tick)
+    taken_over = jobs.lease(job.id, max_attempts=3, lease_timeout=ten)
+    assert taken_over is not None and taken_over.attempts == 2
+    Job.objects.filter(id=job.id).update(leased_at=now - ten - tick)
+    assert jobs.reclaim_stale_leases(ten) == {"dead": 0, "retried": 1}
+    assert Job.objects.get(id=job.id).status == JobStatus.PENDING
+
+
 def test_a_failure_waits_the_backoff_it_is_given_and_the_last_attempt_buries_the_job():
     job = writes.remember("Rotate the keys monthly.", actor=AGENT).job
     claim = jobs.lease(job.id, max_attempts=2, lease_timeout=timedelta(minutes=5))
