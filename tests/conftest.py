@@ -58,16 +58,37 @@ def django_db_modify_db_settings_xdist_suffix(request):
         test["NAME"] = f"{test.get('NAME') or 'test_' + database['NAME']}_{worker}"
 
 
+# The test database connections of this process's tests (see django_db_setup).
+_tests_connections: set = set()
+
+
+@pytest.fixture(autouse=True)
+def tests_connections_noted():
+    """Note the connection each test used: the test database's teardown closes them all."""
+    yield
+    from django.db import connections
+
+    _tests_connections.update(connections.all(initialized_only=True))
+
+
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup):
-    """pytest-django's test database, and at the end, before it is dropped, a wait for the threads
-    with a connection of their own (PostgreSQL's HNSW indexer, the keyword leg beside a job's
-    vector search) to give it back: a database cannot be dropped while a connection to it is open.
-    (An autouse fixture set up before this one would be torn down after the drop.)"""
+    """pytest-django's test database, and at the end, before it is dropped, every connection to
+    it given back: a database cannot be dropped while a connection to it is open.
+    - The threads with one of their own (PostgreSQL's HNSW indexer, the keyword leg beside a job's
+      vector search) are waited for.
+    - The tests' own are closed here. Django keeps a connection per context (asgiref's Local),
+      and not every test runs in this teardown's: plain tests, then browser tests, then plain
+      tests again (an order pytest-xdist often deals out) left a connection of the tests' open,
+      which pytest-django's teardown does not see ("database ... is being accessed by other
+      users" on PostgreSQL, and the test database kept).
+    (An autouse session fixture set up before this one would be torn down after the drop.)"""
     yield
     from memory.threads import release_connections
 
     release_connections(timeout=10)
+    for connection in _tests_connections:
+        connection.close()
 
 
 # Each worker is a whole test process: Django, numpy, a Chromium for the browser tests and, on
