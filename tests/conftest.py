@@ -54,8 +54,11 @@ def django_db_modify_db_settings_xdist_suffix(request):
 
     database = settings.DATABASES["default"]
     test = database.setdefault("TEST", {})
-    if database["ENGINE"].endswith("postgres") or test.get("NAME"):
-        test["NAME"] = f"{test.get('NAME') or 'test_' + database['NAME']}_{worker}"
+    name = test.get("NAME") or ""
+    if name == ":memory:" or "mode=memory" in name:  # in memory: already the process's own
+        return
+    if database["ENGINE"].endswith("postgres") or name:
+        test["NAME"] = f"{name or 'test_' + database['NAME']}_{worker}"
 
 
 # The test database connections of this process's tests (see django_db_setup).
@@ -97,9 +100,13 @@ def django_db_setup(django_db_setup):
 MAX_TEST_WORKERS = 4
 
 
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config):
-    """`-n auto` (pyproject.toml): a worker per core, at most MAX_TEST_WORKERS."""
-    return max(1, min(os.cpu_count() or 1, MAX_TEST_WORKERS))
+    """`-n auto` (pyproject.toml): PYTEST_XDIST_AUTO_NUM_WORKERS when set, else a worker per core
+    this process may run on, at most MAX_TEST_WORKERS."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "").isdigit():
+        return int(os.environ["PYTEST_XDIST_AUTO_NUM_WORKERS"])
+    return max(1, min(len(os.sched_getaffinity(0)), MAX_TEST_WORKERS))
 
 
 def _is_xdist_controller(config) -> bool:

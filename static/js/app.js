@@ -329,8 +329,10 @@
   // one more 401); a return to the tab asks once, and the first answer that succeeds (signed in
   // again in another tab) starts it again and takes the toast away.
   let sessionEnded = false;
+  let endedAt = 0;
   document.addEventListener("session-ended", (event) => {
     sessionEnded = true;
+    endedAt = Date.now();
     const toast = document.getElementById("toast");
     if (!toast) return;
     // Every request after the end answers so (the claims poll every few seconds): a toast that
@@ -349,12 +351,28 @@
     toast.appendChild(link);
     toast.hidden = false;
   });
+  // A request sent before the end may still succeed after it: only a later one says the session
+  // is back.
+  document.addEventListener("htmx:beforeRequest", (event) => { event.detail.xhr.sentAt = Date.now(); });
   document.addEventListener("htmx:afterRequest", (event) => {
-    if (!sessionEnded || !event.detail.successful) return;
+    if (!sessionEnded || !event.detail.successful || !(event.detail.xhr.sentAt >= endedAt)) return;
     sessionEnded = false;
+    renewCsrfToken();
     const toast = document.getElementById("toast");
     if (toast && toast.querySelector("[data-testid=sign-in-again]")) toast.hidden = true;
   });
+  // Signing in again gave the session a new CSRF secret (Django rotates it at login): the page
+  // takes it from the cookie, or its next decision would be refused (403).
+  function renewCsrfToken() {
+    const match = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
+    if (!match) return;
+    const token = decodeURIComponent(match[1]);
+    let headers = {};
+    try { headers = JSON.parse(document.body.getAttribute("hx-headers") || "{}"); } catch (e) { headers = {}; }
+    headers["X-CSRFToken"] = token;
+    document.body.setAttribute("hx-headers", JSON.stringify(headers));
+    document.querySelectorAll("input[name=csrfmiddlewaretoken]").forEach((input) => { input.value = token; });
+  }
   document.addEventListener("htmx:responseError", (event) => {
     if (event.detail.xhr.status === 401) return;  // the session-ended event said it
     window.showToast("Request failed (" + event.detail.xhr.status + "). Reload the page and try again.");

@@ -274,11 +274,17 @@ def test_the_sign_in_link_stays_the_same_while_later_requests_also_find_the_sess
     expect(page.locator("#id_username")).to_be_visible()
 
 
+def claims_answer(page, status: int):
+    """Wait for the next answer of the claims poll with `status` (what the with block sends)."""
+    return page.expect_response(lambda r: "/review/claims/" in r.url and r.status == status)
+
+
 def test_the_claims_poll_stops_after_the_session_ended_and_starts_again_once_signed_in(
     page, live_server, login, db, monkeypatch
 ):
     """Every poll after the end would be one more 401: the page stops asking, asks once on a return
-    to the tab, and once signed in again (here in another tab) polls again without the toast."""
+    to the tab, and once signed in again (here in another tab) polls again without the toast, and
+    its next decision carries the new session's CSRF token (Django rotates it at login)."""
     from dashboard.views import review as views
 
     monkeypatch.setattr(views, "CLAIMS_POLL_SECONDS", 1)
@@ -286,19 +292,20 @@ def test_the_claims_poll_stops_after_the_session_ended_and_starts_again_once_sig
     run_pipeline_on(*owners(2))
     reviewer = login("reviewer")
     page.goto(f"{live_server.url}/review/?action=add&sort=age")
-    expect(page.locator("tr[data-row].focused")).to_be_visible()
-    polls = []
-    page.on("response", lambda r: "/review/claims/" in r.url and polls.append(r.status))
-    page.wait_for_timeout(2500)
-    assert polls and set(polls) == {200}  # it polls every second while signed in
+    row = page.locator("tr[data-row].focused")
+    row_id = row.get_attribute("id")
+    for _ in range(2):  # it polls every second while signed in
+        with claims_answer(page, 200):
+            pass
     page.context.clear_cookies(name="sessionid")
-    with page.expect_response(lambda r: "/review/claims/" in r.url and r.status == 401):
+    with claims_answer(page, 401):
         pass  # the next poll finds the session ended
     expect(page.locator("#toast [data-testid=sign-in-again]")).to_be_visible()
-    polls.clear()
+    polls = []
+    page.on("response", lambda r: "/review/claims/" in r.url and polls.append(r.status))
     page.wait_for_timeout(3500)
     assert polls == []  # three poll periods, no request
-    with page.expect_response(lambda r: "/review/claims/" in r.url and r.status == 401):
+    with claims_answer(page, 401):
         page.evaluate("document.dispatchEvent(new Event('visibilitychange'))")  # back to the tab
     other = page.context.new_page()
     other.goto(f"{live_server.url}/login/")
@@ -307,9 +314,14 @@ def test_the_claims_poll_stops_after_the_session_ended_and_starts_again_once_sig
     other.click("button[type=submit]")
     other.wait_for_url(f"{live_server.url}/")
     other.close()
-    with page.expect_response(lambda r: "/review/claims/" in r.url and r.status == 200):
+    with claims_answer(page, 200):
         page.evaluate("document.dispatchEvent(new Event('visibilitychange'))")
     expect(page.locator("#toast")).to_be_hidden()
-    polls.clear()
-    page.wait_for_timeout(2500)
-    assert polls and set(polls) == {200}  # polling again
+    for _ in range(2):  # polling again
+        with claims_answer(page, 200):
+            pass
+    page.keyboard.press("a")
+    expect(page.locator(f"#{row_id} [data-testid=row-note]")).to_contain_text(
+        f"Approved by {reviewer.username}"
+    )
+    assert Proposal.objects.get(id=row_id.removeprefix("p-")).status != "pending"
