@@ -25,9 +25,11 @@
     (r.dataset.open === "1" && r.querySelector("[data-claim=decided]"))));
   let claimed = null;  // what this page holds: {id, release, at}
   let claimTimer = null;
-  function csrfToken() {
-    try { return JSON.parse(document.body.getAttribute("hx-headers") || "{}")["X-CSRFToken"] || ""; } catch (e) { return ""; }
+  // The headers every htmx request sends (<body hx-headers>): the CSRF token among them.
+  function hxHeaders() {
+    try { return JSON.parse(document.body.getAttribute("hx-headers") || "{}"); } catch (e) { return {}; }
   }
+  function csrfToken() { return hxHeaders()["X-CSRFToken"] || ""; }
   function releaseClaim() {
     if (!claimed || !window.htmx) return;
     htmx.ajax("POST", claimed.release, { source: document.body, swap: "none", values: { page: PAGE_ID } });
@@ -328,10 +330,8 @@
   // Once the session ended, the claims poll stops asking every few seconds (each answer would be
   // one more 401); a return to the tab asks once, and the first answer that succeeds (signed in
   // again in another tab) starts it again and takes the toast away.
-  let sessionEnded = false;
-  let endedAt = 0;
+  let endedAt = 0;  // when the session ended; 0 while it lasts
   document.addEventListener("session-ended", (event) => {
-    sessionEnded = true;
     endedAt = Date.now();
     const toast = document.getElementById("toast");
     if (!toast) return;
@@ -355,8 +355,8 @@
   // is back.
   document.addEventListener("htmx:beforeRequest", (event) => { event.detail.xhr.sentAt = Date.now(); });
   document.addEventListener("htmx:afterRequest", (event) => {
-    if (!sessionEnded || !event.detail.successful || !(event.detail.xhr.sentAt >= endedAt)) return;
-    sessionEnded = false;
+    if (!endedAt || !event.detail.successful || !(event.detail.xhr.sentAt >= endedAt)) return;
+    endedAt = 0;
     renewCsrfToken();
     const toast = document.getElementById("toast");
     if (toast && toast.querySelector("[data-testid=sign-in-again]")) toast.hidden = true;
@@ -367,8 +367,7 @@
     const match = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
     if (!match) return;
     const token = decodeURIComponent(match[1]);
-    let headers = {};
-    try { headers = JSON.parse(document.body.getAttribute("hx-headers") || "{}"); } catch (e) { headers = {}; }
+    const headers = hxHeaders();
     headers["X-CSRFToken"] = token;
     document.body.setAttribute("hx-headers", JSON.stringify(headers));
     document.querySelectorAll("input[name=csrfmiddlewaretoken]").forEach((input) => { input.value = token; });
@@ -391,7 +390,7 @@
   function pollClaims(force) {
     const poll = document.querySelector("[data-claims-poll]");
     if (!poll || !window.htmx || document.visibilityState !== "visible") return;
-    if (sessionEnded && !force) return;
+    if (endedAt && !force) return;
     if (!force && Date.now() - lastPoll < 1000 * Number(poll.dataset.pollSeconds || 5)) return;
     lastPoll = Date.now();
     htmx.trigger(poll, "claims-poll");
