@@ -33,6 +33,8 @@ def run_bench(json_path: Path) -> str:
         "40",
         "--jobs",
         "5",
+        "--holds",
+        "8",
         "--load-calls",
         "40",
         "--throughput-jobs",
@@ -155,15 +157,17 @@ def test_bench_writes_every_figure_and_leaves_no_database_behind(tmp_path):
     assert set(figures["lock_hold"]) == {
         "p50_ms",
         "p99_ms",
+        "holds",
         "commit_p50_ms",
         "longest_ms",
         "longest_commit_ms",
     }
     hold = figures["lock_hold"]
+    assert hold["holds"] == 8  # --holds, apart from --jobs
     assert hold["p50_ms"] <= hold["p99_ms"] <= hold["longest_ms"] + 0.01  # p99: rounded apart
     assert 0 < hold["commit_p50_ms"] <= hold["p50_ms"] and hold["longest_commit_ms"] > 0
     assert hold["longest_commit_ms"] <= hold["longest_ms"]  # the COMMIT is part of its hold
-    assert re.search(r"of which its COMMIT: p50 \(the longest of \d+ holds / its COMMIT\)", output)
+    assert "of which its COMMIT: p50 (the longest of 8 holds / its COMMIT)" in output
     assert set(figures["remember_under_load"]) == {"p99_ms"}
     assert figures["job_latency"]["decisions"] == 10 and figures["job_latency"]["parallel"] == 10
     assert figures["jobs_per_s"]["workers"] == 2 and figures["jobs_per_s"]["jobs_per_s"] > 0
@@ -336,7 +340,8 @@ def test_killing_the_benchmark_midway_leaves_no_queue_worker_running(tmp_path):
     env.pop("MEMORY_TEST_DB_PATH", None)
     outer = subprocess.Popen(
         [sys.executable, "manage.py", "bench", "--engine", "sqlite", "--sizes", "50"]
-        + ["--remember-calls", "10", "--queries", "5", "--jobs", "2", "--load-calls", "5"]
+        + ["--remember-calls", "10", "--queries", "5", "--jobs", "2", "--holds", "2"]
+        + ["--load-calls", "5"]
         + ["--throughput-jobs", "100000", "--load-backlog", "10", "--phase-seconds", "5"],
         cwd=settings.BASE_DIR,
         env=env,

@@ -55,6 +55,17 @@ def parse_sizes(value: str) -> list[int]:
     return sizes
 
 
+def at_least_one(value: str) -> int:
+    """A count of samples: an empty phase has no percentile to print."""
+    try:
+        count = int(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from exc
+    if count < 1:
+        raise argparse.ArgumentTypeError("give a count of at least 1")
+    return count
+
+
 class Command(BaseCommand):
     help = (
         "Benchmark remember, hybrid search, jobs, the job's write lock, remember under load and "
@@ -99,7 +110,15 @@ class Command(BaseCommand):
         )
         parser.add_argument("--remember-calls", type=int, default=500)
         parser.add_argument("--queries", type=int, default=200, help="search queries per size")
-        parser.add_argument("--jobs", type=int, default=30, help="jobs per job measurement")
+        parser.add_argument(
+            "--jobs", type=at_least_one, default=30, help="jobs per job measurement"
+        )
+        parser.add_argument(
+            "--holds",
+            type=at_least_one,
+            default=200,
+            help="job writes timed for the lock hold's p50 and p99",
+        )
         parser.add_argument("--load-calls", type=int, default=300)
         parser.add_argument(
             "--load-backlog",
@@ -177,6 +196,8 @@ class Command(BaseCommand):
             str(options["queries"]),
             "--jobs",
             str(options["jobs"]),
+            "--holds",
+            str(options["holds"]),
             "--load-calls",
             str(options["load_calls"]),
             "--load-backlog",
@@ -264,6 +285,7 @@ class Command(BaseCommand):
                 remember_calls=options["remember_calls"],
                 queries=options["queries"],
                 jobs=options["jobs"],
+                holds=options["holds"],
                 load_calls=options["load_calls"],
                 load_backlog=options["load_backlog"],
                 skip_load=options["skip_load"],
