@@ -157,6 +157,67 @@ def take_screenshots(rita, sam, row_id: str) -> None:
         page.screenshot(path=str(ARTIFACTS / f"claims-{name}.png"))
 
 
+def button_tops(page) -> list[float]:
+    """Where each row's Open button is on the page (not the viewport: a focus may scroll)."""
+    return page.eval_on_selector_all(
+        "tr[data-row] [data-action=open]",
+        "els => els.map(e => e.getBoundingClientRect().top + window.scrollY)",
+    )
+
+
+@pytest.mark.parametrize("viewport", [(1400, 900), (390, 844)], ids=["desktop", "phone"])
+def test_focusing_a_row_and_the_claim_it_gets_move_no_button_on_the_page(
+    page, live_server, login, queue, viewport
+):
+    """The claim's answer comes 150 ms and a round trip after the focus: a row that grew then
+    moved every button below it while the reviewer was reaching for one (a press and a release
+    split by the move are no click at all)."""
+    width, height = viewport
+    held = []
+    page.route("**/proposals/*/claim/", lambda route: held.append(route))
+    login("reviewer")
+    page.set_viewport_size({"width": width, "height": height})
+    page.goto(live_server.url + URL)
+    first, second = queue[:2]
+    expect(page.locator(f"#{first}")).to_have_class(re.compile(r"\bfocused\b"))
+    for _ in range(200):  # the claim leaves 150 ms after the focus; held until let through
+        if held:
+            break
+        page.wait_for_timeout(25)
+    assert len(held) == 1
+    before = button_tops(page)
+    assert len(before) == len(queue)
+
+    held[0].continue_()
+    page.unroute("**/proposals/*/claim/")
+    expect(marker(page, first).get_by_test_id("claimed-by-me")).to_be_visible()
+    assert button_tops(page) == before
+
+    page.keyboard.press("j")  # the first row's claim hides, the second's comes
+    expect(marker(page, second).get_by_test_id("claimed-by-me")).to_be_visible()
+    expect(marker(page, first).get_by_test_id("claimed-by-me")).to_be_hidden()
+    assert button_tops(page) == before
+
+
+def test_opening_a_proposal_and_the_claim_it_gets_move_nothing_on_its_page(
+    page, live_server, login, queue
+):
+    held = []
+    page.route("**/proposals/*/claim/", lambda route: held.append(route))
+    login("reviewer")
+    page.goto(f"{live_server.url}/proposals/{queue[0][2:]}/")
+    for _ in range(200):
+        if held:
+            break
+        page.wait_for_timeout(25)
+    assert len(held) == 1
+    box = page.locator("#content")
+    before = box.bounding_box()["y"]
+    held[0].continue_()
+    expect(page.get_by_test_id("claimed-by-me")).to_be_visible()
+    assert box.bounding_box()["y"] == before
+
+
 def test_taking_a_claimed_row_over_is_logged_and_moves_the_claim(
     page, sam_page, live_server, login, queue
 ):
