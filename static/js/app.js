@@ -305,6 +305,12 @@
       if (!kept.readOnly) kept.setSelectionRange(kept.value.length, kept.value.length);
       return;
     }
+    // Refused, or asked first ("Approve anyway?", "pinned: apply anyway"): nothing was decided, so
+    // the focus stays where the reviewer reads why; moving on, the next "a" decided another row.
+    if (swapped && swapped.dataset.open === "1") {
+      focusRow(swapped, true, false);
+      return;
+    }
     focusRow(nextOpen(swapped) || swapped);
   });
   // The density toggle's answer (dashboard/views/prefs.py, remembered per person): compact queue

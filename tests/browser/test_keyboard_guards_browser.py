@@ -102,3 +102,34 @@ def test_a_second_g_gets_its_own_time_to_go_somewhere(page, live_server, login, 
     page.wait_for_timeout(500)  # past the first "g"'s 1.2 s, well within the second's
     page.keyboard.press("m")
     expect(page).to_have_url(re.compile(r"/memories/$"))
+
+
+SECRET = "The staging deploy key is AKIAIOSFODNN7EXAMPLE for billing-api. Rotate it monthly."
+
+
+def test_a_row_that_asks_first_keeps_the_focus_so_a_second_a_decides_no_other_row(
+    page, live_server, login, db
+):
+    update_config({"shadowMode": True}, changed_by="t", reason="t")
+    run_pipeline_on(SECRET, "Engineer 7 owns the release checklist for project 7. From planning.")
+    secret = Proposal.objects.get(status="pending", safety_kinds__contains="secret")
+    pending = Proposal.objects.filter(status="pending").count()
+    rows = open_queue(page, live_server, login)
+    assert rows.count() >= 2
+    page.locator(f"#p-{secret.id} [data-fact]").click()  # focus it (a row after it is open)
+    expect(page.locator(f"#p-{secret.id} ~ tr[data-open]").first).to_be_attached()
+
+    page.keyboard.press("a")  # asks "Approve anyway?": nothing is decided yet
+    note = page.locator(f"#p-{secret.id} [data-testid=row-note]")
+    expect(note).to_contain_text("secret")
+    expect(page.locator("tr[data-row].focused")).to_have_attribute("id", f"p-{secret.id}")
+    page.keyboard.press("a")  # the same row asks again; before, this approved the next one
+    expect(note).to_contain_text("secret")
+    expect(page.locator("tr[data-row].focused")).to_have_attribute("id", f"p-{secret.id}")
+    assert Proposal.objects.filter(status="pending").count() == pending
+    assert applied() == 0
+
+    page.keyboard.press("j")  # moving on is the reviewer's choice, and the keys work there
+    page.keyboard.press("a")
+    expect(page.locator("[data-testid=row-note]").filter(has_text="Approved")).to_have_count(1)
+    assert Proposal.objects.get(id=secret.id).status == "pending"
