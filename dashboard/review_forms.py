@@ -7,6 +7,7 @@ from django import forms
 from django.db.models import QuerySet
 from django.http import QueryDict
 
+from memory.content import is_effectively_empty
 from memory.models import Authority
 from pipeline import queues, safety
 from pipeline.models import Action, Proposal, ProposalStatus
@@ -133,6 +134,17 @@ class DecideForm(forms.Form):
             )
         if decision == Decision.MERGE and not (data.get("content") or "").strip():
             self.add_error("content", "Write the merged text.")
+        elif (
+            decision not in {Decision.REJECT, Decision.DELETE_OLD}
+            and "content" in self.data
+            and is_effectively_empty(data.get("content") or "")
+        ):
+            # A text box emptied is not "as proposed": approving the model's text then was a
+            # decision the reviewer never saw (as the API, which refuses an empty content).
+            self.add_error(
+                "content",
+                "The text is empty: write the fact before approving it.",
+            )
         return data
 
 

@@ -145,6 +145,35 @@ def test_edit_then_approve_stores_the_edited_text(reviewer_client, queue, decide
     assert proposal.created_memory.content == "Kenji maintains ingest-worker."
 
 
+@pytest.mark.parametrize("emptied", ["", "   ", "\n.\n"])
+def test_an_emptied_edit_box_approves_nothing_and_says_so(reviewer_client, queue, decide, emptied):
+    """Before, an emptied box meant "as proposed": the model's text was approved unseen."""
+    proposal = queue.filter(action="add").first()
+    response = decide(reviewer_client, proposal, decision="approve", content=emptied)
+    assert "The text is empty: write the fact before approving it." in response.content.decode()
+    proposal.refresh_from_db()
+    assert proposal.status == "pending" and proposal.created_memory is None
+    decide(reviewer_client, proposal, decision="approve")  # no box at all: as proposed
+    proposal.refresh_from_db()
+    assert proposal.status == "applied"
+    assert proposal.created_memory.content == proposal.fact_content
+
+
+def test_an_emptied_box_on_a_contradiction_card_decides_only_what_needs_no_text(
+    reviewer_client, queue, hx
+):
+    flagged = queue.filter(review_needed=True).first()
+    url = f"/proposals/{flagged.id}/decide/"
+    for decision in ("approve", "keep_both"):
+        response = reviewer_client.post(
+            url, {"from": "card", "decision": decision, "content": " "}, **hx
+        )
+        assert "The text is empty" in response.content.decode()
+        assert Proposal.objects.get(id=flagged.id).status == "pending"
+    reviewer_client.post(url, {"from": "card", "decision": "delete_old", "content": ""}, **hx)
+    assert Memory.objects.get(id=flagged.target_memory_id).is_deleted
+
+
 def test_a_second_reviewer_is_told_who_decided(reviewer_client, admin_client_role, queue, decide):
     proposal = queue.filter(action="add").first()
     decide(admin_client_role, proposal, decision="approve")
