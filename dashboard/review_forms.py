@@ -176,6 +176,8 @@ class BulkForm(forms.Form):
     claimed = forms.IntegerField(required=False, min_value=0)  # skipped: another reviewer holds
     awaiting = forms.IntegerField(required=False, min_value=0)  # recorded as 1 of 2 approvals
     total = forms.IntegerField(required=False, min_value=0)
+    # When the preview counted "all matching": the ones that arrive later are not in its count.
+    previewed_at = forms.DateTimeField(required=False)
     include_personal_data = forms.BooleanField(required=False)
 
     def clean(self):

@@ -101,6 +101,14 @@ def bulk_gone(count: int, deciders: list[str]) -> str:
     )
 
 
+def bulk_arrived(count: int) -> str:
+    """The proposals that matched the filter only after the preview counted it: not decided."""
+    if count <= 0:
+        return ""
+    were = "proposal matches" if count == 1 else "proposals match"
+    return f"{count} {were} the filter since the preview and {'was' if count == 1 else 'were'} left for review."
+
+
 def queue_end(fresh: int) -> str:
     """What j or n say on the queue's last page: the end, and what arrived on earlier pages."""
     if not fresh:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db.models import Count, QuerySet, TextChoices
@@ -165,6 +166,14 @@ def count_by_action(proposals: QuerySet[Proposal]) -> dict[str, int]:
     """How many of these proposals propose each action: COUNT(*), so the (status, action) index
     answers it alone (no table read for 100k pending proposals)."""
     return dict(proposals.order_by().values_list("action").annotate(n=Count("*")))
+
+
+def as_previewed(
+    proposals: QuerySet[Proposal], previewed_at: datetime | None
+) -> QuerySet[Proposal]:
+    """The proposals a bulk preview taken at `previewed_at` could count: a reviewer confirms the
+    count the preview showed, so proposals that arrived after it are left for review."""
+    return proposals if previewed_at is None else proposals.filter(created_at__lte=previewed_at)
 
 
 def bulk_summary(proposals: QuerySet[Proposal], reviewer: str = "") -> dict:

@@ -239,6 +239,51 @@ def test_bulk_preview_shows_counts_per_action_and_apply_runs_in_chunks(
     assert Proposal.objects.filter(status="pending").exclude(action="add").count() == total - adds
 
 
+def test_bulk_on_all_matching_decides_only_what_its_preview_counted(
+    reviewer_client, queue, pipeline_run, hx
+):
+    """Before, the apply ran the filter again: proposals that arrived after the preview were
+    decided too ("Approve 2?", then "Done 4 approved of 4")."""
+    from dashboard.views import review as views
+
+    counted = set(queue.filter(action="add").values_list("id", flat=True))
+    preview = reviewer_client.post(
+        "/review/bulk/",
+        {"decision": "approve", "scope": "all", "step": "preview", "filters": "action=add"},
+        **hx,
+    ).content.decode()
+    assert f"Confirm: approve {len(counted)}" in preview
+    previewed_at = re.search(r'name="previewed_at" value="([^"]+)"', preview).group(1)
+
+    pipeline_run("Sofia owns the component library in packages/ui. From the design sync.")
+    arrived = (
+        set(Proposal.objects.filter(status="pending", action="add").values_list("id", flat=True))
+        - counted
+    )
+    assert arrived  # a proposal the preview could not count now matches the filter
+
+    data = {"decision": "approve", "scope": "all", "step": "apply", "filters": "action=add"}
+    data |= {"total": len(counted), "previewed_at": previewed_at}
+    views.BULK_CHUNK = 1  # chunk after chunk, each carrying the preview's time
+    try:
+        body = reviewer_client.post("/review/bulk/", data, **hx).content.decode()
+        while 'hx-trigger="load' in body:
+            carried = dict(
+                re.findall(r'name="(after|done|failed|previewed_at)" value="([^"]*)"', body)
+            )
+            body = reviewer_client.post("/review/bulk/", {**data, **carried}, **hx).content.decode()
+    finally:
+        views.BULK_CHUNK = 25
+    assert f"{len(counted)} approved of {len(counted)}" in body
+    assert f"{len(arrived)} proposal" in body and "since the preview" in body
+    assert set(Proposal.objects.filter(id__in=counted).values_list("status", flat=True)) == {
+        "applied"
+    }
+    assert set(Proposal.objects.filter(id__in=arrived).values_list("status", flat=True)) == {
+        "pending"
+    }
+
+
 def test_bulk_reject_needs_a_reason_and_selected_scope_needs_rows(reviewer_client, queue, hx):
     response = reviewer_client.post(
         "/review/bulk/", {"decision": "reject", "scope": "all", "step": "preview"}, **hx

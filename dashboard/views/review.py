@@ -236,13 +236,16 @@ def bulk(request):
     if data["scope"] == "selected":
         query = query.filter(id__in=form.id_list())
     if data["step"] == "preview":
+        previewed_at = timezone.now()  # before the count: what arrives after it is not counted
         context = {
             "bulk_form": form,
             "preview": reviewing.bulk_summary(query, request.user.get_username()),
+            "previewed_at": previewed_at.isoformat(),
             "filters": filters.urlencode(),
             "data": data,
         }
         return render(request, panel, context)
+    query = reviewing.as_previewed(query, data.get("previewed_at"))
     # One chunk in a stable order (id cursor), so proposals that fail stay behind only once.
     after = data.get("after") or ""
     chunk = list(
@@ -260,6 +263,10 @@ def bulk(request):
         outcomes = reviewing.bulk_reject(chunk, actor, reason=data["reason"])
     progress = _progress(request, form, outcomes, finished=len(chunk) < BULK_CHUNK)
     progress["after"] = chunk[-1] if chunk else after
+    progress["previewed_at"] = data["previewed_at"].isoformat() if data.get("previewed_at") else ""
+    if progress["finished"] and data.get("previewed_at"):
+        arrived = matching.filter(created_at__gt=data["previewed_at"]).count()
+        progress["arrived"] = wording.bulk_arrived(arrived)
     context = {
         "progress": progress,
         "data": data,
