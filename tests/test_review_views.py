@@ -174,6 +174,22 @@ def test_an_emptied_box_on_a_contradiction_card_decides_only_what_needs_no_text(
     assert Memory.objects.get(id=flagged.target_memory_id).is_deleted
 
 
+def test_the_bulk_bars_counts_are_asked_again_after_a_decision_elsewhere(
+    reviewer_client, queue, decide, hx
+):
+    """The page asks on each review-changed event; before, a row's decision left them stale."""
+    page = reviewer_client.get("/review/?action=add").content.decode()
+    assert 'hx-get="/review/?action=add&amp;counts=1"' in page
+    adds = queue.filter(action="add").count()
+    decide(reviewer_client, queue.filter(action="add").first(), decision="approve")
+    counts = reviewer_client.get("/review/?action=add&counts=1", **hx).content.decode()
+    assert (
+        f'<span id="queue-counts" hx-swap-oob="true"><strong>{adds - 1}</strong> matching' in counts
+    )
+    assert f'<span id="scope-all-count" hx-swap-oob="true">{adds - 1}</span>' in counts
+    assert "<tr" not in counts  # the counts alone, not the page
+
+
 def test_a_second_reviewer_is_told_who_decided(reviewer_client, admin_client_role, queue, decide):
     proposal = queue.filter(action="add").first()
     decide(admin_client_role, proposal, decision="approve")

@@ -54,7 +54,7 @@ def _queue_end(request, form, query) -> HttpResponse:
 def _filters(request) -> str:
     """The queue's filters as a query string, without its cursors."""
     filters = request.GET.copy()
-    for cursor in ("after", "before", "page", "end", "since", "first"):
+    for cursor in ("after", "before", "page", "end", "since", "first", "counts"):
         filters.pop(cursor, None)
     return filters.urlencode()
 
@@ -65,6 +65,8 @@ def review(request):
     form, query = queue_for(request.GET)
     if request.htmx and request.GET.get("end"):
         return _queue_end(request, form, query)
+    if request.htmx and request.GET.get("counts"):
+        return HttpResponse(_counts_out_of_band(request, query))
     by_action = reviewing.count_by_action(query)
     page = cursor_page(
         query.select_related("target_memory", "source_memory", "claim").prefetch_related(

@@ -133,3 +133,17 @@ def test_a_row_that_asks_first_keeps_the_focus_so_a_second_a_decides_no_other_ro
     page.keyboard.press("a")
     expect(page.locator("[data-testid=row-note]").filter(has_text="Approved")).to_have_count(1)
     assert Proposal.objects.get(id=secret.id).status == "pending"
+
+
+def test_a_decision_in_a_row_brings_the_bulk_bars_counts_up_to_date(
+    page, live_server, login, queue
+):
+    open_queue(page, live_server, login)
+    counts, scope_all = page.locator("#queue-counts strong"), page.locator("#scope-all-count")
+    expect(counts).to_have_text(str(queue))
+    page.keyboard.press("a")
+    expect(page.locator("[data-testid=row-note]").first).to_contain_text("Approved")
+    expect(counts).to_have_text(str(queue - 1))  # before: the page's count until a reload
+    expect(scope_all).to_have_text(str(queue - 1))
+    page.locator("#toast [data-undo]").click()  # the undo puts it back: counted again
+    expect(counts).to_have_text(str(queue))
