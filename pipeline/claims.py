@@ -81,7 +81,7 @@ def refusal(proposal_id: str, reviewer: str, now: datetime) -> Refused | None:
     return Refused(
         "claimed",
         f"this proposal is being reviewed by {claim.by} (until {claim.expires_at:%H:%M} UTC): "
-        "take it over from its row to decide it",
+        "take it over to decide it",
         claimedBy=claim.by,
         claimedUntil=claim.expires_at.isoformat(),
     )

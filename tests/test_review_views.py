@@ -5,6 +5,7 @@ import re
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils.html import escape
 
 from memory.models import Memory, MemoryHistory
 from pipeline.models import Proposal
@@ -328,6 +329,9 @@ def test_the_contradiction_workbench_resolves_with_keep_both(reviewer_client, qu
     assert flagged is not None
     body = reviewer_client.get("/contradictions/").content.decode()
     assert '<mark class="overlap">' in body and flagged.target_memory.content.split()[0] in body
+    # The merge box starts from the model's text, folded.
+    assert f'aria-label="Merged text">{escape(flagged.fact_content)}</textarea>' in body
+    assert "<details><summary" in body
     response = reviewer_client.post(
         f"/proposals/{flagged.id}/decide/", {"from": "card", "decision": "keep_both"}, **hx
     )
@@ -362,6 +366,44 @@ def test_merge_needs_text_and_updates_the_target(reviewer_client, queue, hx):
     )
     target = Memory.objects.get(id=flagged.target_memory_id)
     assert target.content == "Billing events moved off Kafka in 2026." and target.version == 2
+
+
+def test_a_refused_merge_on_a_card_gives_back_the_note_and_marks_the_text_box(
+    reviewer_client, queue, hx
+):
+    flagged = queue.filter(review_needed=True).first()
+    body = reviewer_client.post(
+        f"/proposals/{flagged.id}/decide/",
+        {"from": "card", "decision": "merge", "content": " ", "reason": "both halves matter"},
+        **hx,
+    ).content.decode()
+    assert '<details open><summary class="small">Merge: edit the text first' in body
+    assert (
+        f'<p class="field-error" id="merge-error-{flagged.id}">Write the merged text.</p>' in body
+    )
+    assert 'value="both halves matter"' in body
+    assert Proposal.objects.get(id=flagged.id).status == "pending"
+
+
+def test_a_card_another_reviewer_holds_offers_the_take_over_and_keeps_what_was_typed(
+    reviewer_client, queue, hx
+):
+    from memory.writes import Actor
+    from pipeline import review
+
+    flagged = queue.filter(review_needed=True).first()
+    review.claim(flagged.id, Actor("sam", "operator"))
+    merged = "Billing events moved off Kafka in 2026; the old consumers stay for replays."
+    body = reviewer_client.post(
+        f"/proposals/{flagged.id}/decide/",
+        {"from": "card", "decision": "merge", "content": merged, "reason": "merged"},
+        **hx,
+    ).content.decode()
+    assert "being reviewed by sam" in body and "take it over to decide it" in body
+    assert 'data-testid="take-over"' in body  # before: the words said "from its row", on a card
+    assert f">{merged}</textarea>" in body and "<details open>" in body
+    assert 'value="merged"' in body
+    assert Proposal.objects.get(id=flagged.id).status == "pending"
 
 
 def test_a_stale_proposal_is_shown_and_can_be_re_decided(reviewer_client, queue, decide):

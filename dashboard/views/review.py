@@ -146,10 +146,18 @@ def undo_url(proposal: Proposal, reviewer: str | None = None) -> str | None:
 
 
 def _answer(
-    request, proposal_id: str, css: str, message: str, fragment: str, kept: dict | None = None
+    request,
+    proposal_id: str,
+    css: str,
+    message: str,
+    fragment: str,
+    kept: dict | None = None,
+    form: DecideForm | None = None,
 ) -> HttpResponse:
     proposal = Proposal.objects.select_related("target_memory", "source_memory").get(id=proposal_id)
     context = {"p": proposal, "note": message, "note_css": css, "can_review": True, "kept": kept}
+    if css != "ok":
+        context["refused"] = form  # a card gives back what was typed, errors next to their fields
     response = render(request, fragment, context)
     extra = {}
     undo = undo_url(proposal, request.user.get_username()) if css == "ok" else None
@@ -173,7 +181,7 @@ def decide(request, proposal_id: str):
         css = "bad"
         message = "; ".join(error for errors in form.errors.values() for error in errors)
     if fragment:
-        return _answer(request, proposal_id, css, message, fragment, _kept_edit(form, css))
+        return _answer(request, proposal_id, css, message, fragment, _kept_edit(form, css), form)
     (messages.error if css == "bad" else messages.success)(request, message)
     return redirect("dashboard:proposal", proposal_id=proposal_id)
 

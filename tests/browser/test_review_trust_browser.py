@@ -205,6 +205,34 @@ def test_the_focused_contradiction_card_is_visibly_marked(page, live_server, log
     assert marked and _contrast(marked.group(0), focused["background"]) >= 3
 
 
+def test_a_card_someone_else_holds_keeps_the_merge_typed_and_is_decided_after_a_take_over(
+    page, live_server, login, with_memories
+):
+    from memory.writes import Actor
+    from pipeline import review
+
+    flagged = Proposal.objects.filter(status="pending", review_needed=True).first()
+    review.claim(flagged.id, Actor("sam", "operator"))
+    login("reviewer")
+    page.goto(f"{live_server.url}/contradictions/")
+    card = page.locator(f"#c-{flagged.id}")
+    card.get_by_text("Merge: edit the text first").click()
+    merged = "The team moved billing events off Kafka; replays still read the old topic."
+    card.locator("textarea[name=content]").fill(merged)
+    card.get_by_label("Note").fill("both are true")
+    card.get_by_role("button", name="Merge", exact=True).click()
+
+    expect(card.get_by_test_id("row-note")).to_contain_text("being reviewed by sam")
+    expect(card.locator("textarea[name=content]")).to_have_value(merged)  # before: the model's
+    expect(card.get_by_label("Note")).to_have_value("both are true")  # before: empty
+    card.get_by_test_id("take-over").click()
+    expect(card.get_by_test_id("claimed-by-me")).to_be_visible()
+    card.get_by_role("button", name="Merge", exact=True).click()
+    expect(card.get_by_test_id("row-note")).not_to_contain_text("being reviewed")
+    flagged.refresh_from_db()
+    assert flagged.status == "applied" and flagged.target_memory.content == merged
+
+
 # --- 4. an htmx request after the session ended ---------------------------------------------------
 
 
