@@ -123,7 +123,8 @@ def test_a_dashboard_approval_with_punctuation_shows_the_error_in_the_row(
         {"from": "row", "decision": "approve", "content": "....."},
         **hx,
     )
-    assert "content is empty after normalisation" in response.content.decode().lower()
+    # The decision's form says it before the store's gate would (dashboard.review_forms).
+    assert "The text is empty: write the fact before approving it." in response.content.decode()
     assert Proposal.objects.get(id=add.id).status == "pending"
 
 

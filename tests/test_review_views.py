@@ -214,6 +214,32 @@ def test_plain_posts_redirect_to_the_detail_with_a_message(reviewer_client, queu
     assert "Approved by rita" in follow.content.decode()
 
 
+def test_a_refused_decision_on_the_proposal_page_keeps_what_was_typed_by_its_fields(
+    reviewer_client, queue, decide
+):
+    """Before, a refusal redirected: the edited text and the reason were gone, and the error
+    stood only in the page's top banner."""
+    proposal = queue.filter(action="add").first()
+    response = decide(reviewer_client, proposal, htmx=False, decision="reject", reason=" ")
+    body = response.content.decode()
+    assert response.status_code == 200  # the page itself, not a redirect
+    assert '<p class="field-error" id="reason-error">Say why you reject it' in body
+    assert 'data-testid="decide-refused"' in body
+
+    edited = "Kenji maintains ingest-worker <and> its consumers."
+    body = decide(
+        reviewer_client, proposal, htmx=False, decision="reject", reason="", content=edited
+    ).content.decode()
+    assert f">{escape(edited)}</textarea>" in body  # escaped, as every text the page shows
+
+    body = decide(
+        reviewer_client, proposal, htmx=False, decision="approve", content=" ", reason="typo"
+    ).content.decode()
+    assert '<p class="field-error" id="content-error">The text is empty' in body
+    assert 'value="typo"' in body
+    assert Proposal.objects.get(id=proposal.id).status == "pending"
+
+
 def test_bulk_preview_shows_counts_per_action_and_apply_runs_in_chunks(
     reviewer_client, queue, settings, hx
 ):

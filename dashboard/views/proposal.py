@@ -3,51 +3,13 @@ decision form (decisions post to review.decide, undo and revert to proposal_acti
 
 from __future__ import annotations
 
-from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
-from dashboard import wording
 from dashboard.access import role_required
-from memory.models import MemoryCold
-from pipeline import queues
-from pipeline import review as reviewing
-from pipeline.models import LlmCall, Proposal
+from dashboard.proposal_page import render_proposal
 
 
 @role_required("viewer")
 @require_GET
 def proposal(request, proposal_id: str):
-    p = get_object_or_404(
-        Proposal.objects.select_related("source_memory", "target_memory", "job", "created_memory"),
-        id=proposal_id,
-    )
-    calls = list(LlmCall.objects.filter(job_id=p.job_id).order_by("created_at", "id"))
-    # After a retry the job logged calls of several attempts; the last ones made this proposal.
-    extract_call = next((c for c in reversed(calls) if c.kind == "extract"), None)
-    decide_call = next(
-        (c for c in reversed(calls) if c.kind == "decide" and c.fact_index == p.position), None
-    )
-    result = p.job.result or {}
-    context = {
-        "p": p,
-        "extract_call": extract_call,
-        "decide_call": decide_call,
-        "warnings": result.get("warnings", []),
-        "siblings": Proposal.objects.filter(job_id=p.job_id).exclude(id=p.id).order_by("position"),
-        # The version the target moved on from, since the decision or since its own change.
-        "target_changed_from": reviewing.target_changed_since(p),
-        # What was (or would be) written: the reviewer's edit, else the model's text.
-        "applied_text": p.applied_content or p.fact_content,
-        "mode_note": wording.mode_note(p.mode),
-        "in_queues": queues.queues_of(p, queues.saved_queues()),
-        # The raw memory's text as its job read it, when an edit since archived it.
-        "source_then": (
-            MemoryCold.objects.filter(memory_id=p.source_memory_id, version=p.source_version)
-            .order_by("-archived_at")
-            .values_list("content", flat=True)
-            .first()
-            if p.source_changed
-            else None
-        ),
-    }
-    return render(request, "dashboard/proposal.html", context)
+    return render_proposal(request, proposal_id)

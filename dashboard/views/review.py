@@ -16,6 +16,7 @@ from dashboard import prefs, wording
 from dashboard.access import reviewer_actor, role_required
 from dashboard.htmx import render_page, review_changed, toast
 from dashboard.paging import beyond, cursor_page
+from dashboard.proposal_page import render_proposal
 from dashboard.review_forms import BulkForm, DecideForm, queue_for
 from memory.writes import Refused
 from pipeline import review as reviewing
@@ -182,7 +183,9 @@ def decide(request, proposal_id: str):
         message = "; ".join(error for errors in form.errors.values() for error in errors)
     if fragment:
         return _answer(request, proposal_id, css, message, fragment, _kept_edit(form, css), form)
-    (messages.error if css == "bad" else messages.success)(request, message)
+    if css != "ok":  # the page again, with what was typed: a redirect would lose it
+        return render_proposal(request, proposal_id, refused=form, note=message)
+    messages.success(request, message)
     return redirect("dashboard:proposal", proposal_id=proposal_id)
 
 
