@@ -32,6 +32,14 @@ def seeded(db):
     run_pipeline_on("The team doesn't use Kafka for billing events anymore.", *RAW[1:])
 
 
+def lines(element) -> int:
+    """How many lines an element's text takes (its line boxes' distinct tops)."""
+    return element.evaluate(
+        "el => { const r = document.createRange(); r.selectNodeContents(el);"
+        " return new Set([...r.getClientRects()].map(x => Math.round(x.top))).size; }"
+    )
+
+
 def sideways(page) -> int:
     """How far the page scrolls sideways (0: it fits the screen)."""
     return page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
@@ -141,3 +149,29 @@ def test_overview_chart_labels_are_readable_on_a_phone(page, live_server, login,
         assert len(axis) >= 4, axis
         assert all(a["right"] <= b["left"] for a, b in pairwise(axis)), axis
     shot("overview-phone")
+
+
+def test_a_proposals_candidates_and_entity_triples_are_readable_on_a_phone(
+    page, live_server, login, seeded, shot
+):
+    """Found by a day of QA: each score stood a digit a line, each triple's word a letter a line,
+    and its Approve and Reject past the screen's edge."""
+    from pipeline.models import Proposal
+
+    with_both = [
+        p for p in Proposal.objects.filter(job__triples__isnull=False).distinct() if p.candidates
+    ]
+    assert with_both, "the seeded proposals have candidates and triples"
+    login("reviewer")
+    page.set_viewport_size(PHONE)
+    page.goto(f"{live_server.url}/proposals/{with_both[0].id}/")
+    expect(page.get_by_test_id("triples")).to_be_visible()
+    assert sideways(page) <= 0
+    scores = page.locator("table.candidates td.confidence")
+    assert scores.count() >= 3
+    assert all(lines(cell) == 1 for cell in scores.all())
+    for button in page.locator("#triples button:visible").all():
+        box = button.bounding_box()
+        assert box and box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], box
+    assert lines(page.locator("#triples td.mono").first) == 1  # the relationship, one word
+    shot("proposal-phone")
