@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import timedelta
 
 import pytest
@@ -229,11 +230,27 @@ def test_preview_of_stopping_auto_apply(admin_client_role, hx):
     assert "Needs the confirmation box" not in body
 
 
-def test_preview_with_a_bad_value_says_so(admin_client_role, hx):
+def test_preview_with_a_bad_value_marks_it_by_its_field(admin_client_role, hx):
+    """The preview redraws only itself: each field's error comes out of band, by the field (before,
+    it said "Fix the highlighted fields" while nothing was marked)."""
     body = admin_client_role.post(
-        URL + "?preview=1", form_data(**{"search.minScore": "abc"}), **hx
+        URL + "?preview=1", form_data(**{"search.alpha": "5", "search.minScore": "abc"}), **hx
     ).content.decode()
-    assert "Fix the highlighted fields" in body
+    assert "Fix the values marked in red to see a preview." in body
+    alpha, min_score = (
+        f"id_{field_name(key)}-error" for key in ("search.alpha", "search.minScore")
+    )
+    assert re.search(
+        rf'<p class="field-error" id="{alpha}" hx-swap-oob="true">Ensure this value is less than '
+        r"or equal to 1\.0\.</p>",
+        body,
+    )
+    assert f'id="{min_score}" hx-swap-oob="true">Enter a number.</p>' in body
+    # Every other field's mark is cleared: a value fixed since the last preview is unmarked.
+    shadow = f"id_{field_name('shadowMode')}-error"
+    assert f'<p class="field-error" id="{shadow}" hx-swap-oob="true"></p>' in body
+    page = admin_client_role.get(URL).content.decode()
+    assert f'<p class="field-error" id="{alpha}"></p>' in page  # the slot the preview fills
 
 
 def test_change_log_lists_changes_newest_first(admin_client_role):

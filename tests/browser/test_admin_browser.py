@@ -23,7 +23,9 @@ def test_an_admin_switches_to_full_only_after_confirming(page, live_server, logi
     )  # shown before saving
     page.fill("#id_reason", "we trust the model for updates now")
     page.click("button:has-text('Save settings')")
-    expect(page.locator(".field-error").first).to_be_visible()  # the confirmation box is missing
+    # The confirmation box is missing: said by it (the settings' own slots stay empty, hidden).
+    expect(page.locator(".field-error:visible")).to_have_count(1)
+    expect(page.locator(".confirm-row .field-error")).to_be_visible()
     assert get_config().allow_update_delete is False
     shot("settings-needs-confirmation")
     page.check("#id_allowUpdateDelete")
@@ -35,6 +37,24 @@ def test_an_admin_switches_to_full_only_after_confirming(page, live_server, logi
     change = ConfigChange.objects.first()
     assert (change.changed_by, change.reason) == ("ada", "we trust the model for updates now")
     shot("settings-saved")
+
+
+def test_a_value_the_preview_cannot_read_is_marked_by_its_field(page, live_server, login):
+    """The preview redraws only itself; before, it said "Fix the highlighted fields" while no
+    field was marked until Save."""
+    login("admin")
+    page.goto(f"{live_server.url}/settings/")
+    alpha = page.locator("#id_search__alpha")
+    alpha.fill("5")
+    alpha.press("Tab")  # a change: the preview is asked for
+    preview = page.get_by_test_id("settings-preview")
+    expect(preview).to_contain_text("Fix the values marked in red")
+    error = page.locator(f"#{alpha.get_attribute('id')}-error")
+    expect(error).to_have_text("Ensure this value is less than or equal to 1.0.")
+    alpha.fill("0.5")
+    alpha.press("Tab")
+    expect(error).to_be_hidden()  # fixed: unmarked, and the preview shows again
+    expect(preview).not_to_contain_text("Fix the values")
 
 
 def test_a_reviewer_cannot_change_flags(page, live_server, login):
