@@ -45,7 +45,7 @@ def sideways(page) -> int:
     return page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
 
 
-@pytest.mark.parametrize("path", ["/review/", "/memories/", "/analytics/", "/jobs/"])
+@pytest.mark.parametrize("path", ["/review/", "/memories/", "/analytics/", "/jobs/", "/settings/"])
 def test_a_page_fits_a_phone_without_scrolling_sideways(page, live_server, login, seeded, path):
     login("reviewer")
     page.set_viewport_size(PHONE)
