@@ -7,6 +7,7 @@ written; the receipt page and the memory's timeline show what happened."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from django.test import Client
@@ -99,6 +100,27 @@ def test_redacting_from_the_queue_row_swaps_the_row(told, reviewer_client, hx):
     assert memory.content.count(MARKER) == 1 and SECRET not in memory.content
     proposal.refresh_from_db()
     assert proposal.safety_kinds == "" and proposal.is_pending
+
+
+@pytest.mark.parametrize("on_the_page", [True, False], ids=["shown", "not-shown"])
+def test_a_row_redaction_redraws_the_other_rewritten_rows_the_page_shows_and_no_other(
+    told, reviewer_client, hx, on_the_page
+):
+    """A row out of band that the page does not show has no place to go: htmx reported
+    oobErrorNoTarget in the console (a filtered queue, found by a day of QA)."""
+    memory, proposal = told
+    others = [
+        p.id
+        for p in Proposal.objects.filter(status="pending").exclude(id=proposal.id)
+        if SECRET in p.fact_content + (p.target_content or "")
+    ]
+    assert others, "the story has another open proposal holding the password"
+    shown = " ".join([proposal.id, *(others if on_the_page else [])])
+    body = reviewer_client.post(
+        URL, form(memory, proposal, step="redact", shown=shown), **hx
+    ).content.decode()
+    redrawn = re.findall(r'<template>\s*<tr id="p-([^"]+)" data-row hx-swap-oob="true"', body)
+    assert sorted(redrawn) == (sorted(others) if on_the_page else [])
 
 
 def test_redacting_from_the_memory_page_refreshes_it_by_htmx(told, reviewer_client, hx):

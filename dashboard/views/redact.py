@@ -105,13 +105,15 @@ def _done(request, form: RedactForm, receipt) -> HttpResponse:
 
 def _other_rows(request, receipt, shown_id: str) -> str:
     """The other open proposals the redaction rewrote, swapped in place out of band where the
-    page shows them (<template>: a <tr> parses only inside a table or a template)."""
-    others = (
-        review.proposals_rewritten_by(receipt)
-        .exclude(id=shown_id)
-        .select_related("target_memory", "source_memory", "claim")
-        .prefetch_related("approvals")[:200]
-    )
+    page shows them (`shown`, the queue page's rows: one not on the page had no place to go,
+    and htmx said so in the console); <template>: a <tr> parses only inside a table or a
+    template."""
+    others = review.proposals_rewritten_by(receipt).exclude(id=shown_id)
+    if shown := request.POST.get("shown", "").split():
+        others = others.filter(id__in=shown)
+    others = others.select_related("target_memory", "source_memory", "claim").prefetch_related(
+        "approvals"
+    )[:200]
     context = {"rows": [{"p": p} for p in others], "can_review": True, "oob": True}
     return render_to_string(ROWS_OUT_OF_BAND, context, request)
 
