@@ -3,6 +3,8 @@ are Proposal.objects.queue(); the forms only read what the reviewer asked for.""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django import forms
 from django.db.models import QuerySet
 from django.http import QueryDict
@@ -109,12 +111,15 @@ class QueueFilterForm(forms.Form):
         }
 
 
-def queue_for(data: QueryDict | None) -> tuple[QueueFilterForm, QuerySet[Proposal]]:
-    """The filter form for a request's data and the queue it selects, in its order."""
+def queue_for(
+    data: QueryDict | None, now: datetime | None = None
+) -> tuple[QueueFilterForm, QuerySet[Proposal]]:
+    """The filter form for a request's data and the queue it selects, in its order; the age
+    filters count back from `now` (the present unless given)."""
     form = QueueFilterForm(data or None)
-    query = Proposal.objects.queue(**form.filters())
+    query = Proposal.objects.queue(**form.filters(), now=now)
     saved = form.saved_queue()
-    return form, query if saved is None else query.filter(saved.condition())
+    return form, query if saved is None else query.filter(saved.condition(now))
 
 
 class DecideForm(forms.Form):

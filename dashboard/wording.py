@@ -96,8 +96,9 @@ def bulk_gone(count: int, deciders: list[str]) -> str:
     if deciders:
         return f"{count} {were} no longer waiting when their turn came: decided by {', '.join(deciders)}."
     return (
-        f"{count} {were} no longer waiting when their turn came: another reviewer decided "
-        f"{'it' if count == 1 else 'them'} first, or {'it' if count == 1 else 'they'} left the filter."
+        f"{count} {were} no longer waiting as counted when their turn came: another reviewer "
+        f"decided or changed {'it' if count == 1 else 'them'} first, or "
+        f"{'it' if count == 1 else 'they'} left the filter."
     )
 
 

@@ -171,9 +171,14 @@ def count_by_action(proposals: QuerySet[Proposal]) -> dict[str, int]:
 def as_previewed(
     proposals: QuerySet[Proposal], previewed_at: datetime | None
 ) -> QuerySet[Proposal]:
-    """The proposals a bulk preview taken at `previewed_at` could count: a reviewer confirms the
-    count the preview showed, so proposals that arrived after it are left for review."""
-    return proposals if previewed_at is None else proposals.filter(created_at__lte=previewed_at)
+    """The proposals a bulk preview taken at `previewed_at` counted: a reviewer confirms what the
+    preview showed, so a proposal made after it, or changed since (put back to pending by an undo,
+    a reopen or an unsuppress, approved once by another reviewer, redacted), is left for review.
+    A job stamps its proposals just before its write commits: one that commits in the
+    milliseconds between that stamp and the preview's count is the one gap left."""
+    if previewed_at is None:
+        return proposals
+    return proposals.filter(created_at__lte=previewed_at, updated_at__lte=previewed_at)
 
 
 def bulk_summary(proposals: QuerySet[Proposal], reviewer: str = "") -> dict:

@@ -5,6 +5,8 @@ there."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
@@ -35,11 +37,13 @@ def queue_q(
     age: str | None = None,
     flag=None,
     authority=None,
+    now: datetime | None = None,
 ) -> Q:
     """The review queue's filters as one condition on Proposal: what a reviewer's filter form and
     a saved queue select. `action`, `flag` and `authority` take one value or several (any of
     them); action "destructive" is UPDATE or DELETE, authority is who asserted the memory an
-    UPDATE or DELETE changes. An empty or None filter filters nothing."""
+    UPDATE or DELETE changes. An empty or None filter filters nothing. The age filters count
+    back from `now` (the present unless given: a bulk run keeps its preview's)."""
     where = Q()
     actions = {a for v in _any_of(action) for a in (DESTRUCTIVE if v == "destructive" else {v})}
     if actions:
@@ -53,10 +57,11 @@ def queue_q(
     for value, column in ((agent, "agent_id"), (model, "model"), (source, "source_memory_id")):
         if value and value.strip():
             where &= Q(**{column: value.strip()})
+    now = now or timezone.now()
     if age in QUEUE_AGES:
-        where &= Q(created_at__gte=timezone.now() - QUEUE_AGES[age])
+        where &= Q(created_at__gte=now - QUEUE_AGES[age])
     elif age == "older":
-        where &= Q(created_at__lt=timezone.now() - QUEUE_AGES["7d"])
+        where &= Q(created_at__lt=now - QUEUE_AGES["7d"])
     flags = Q()
     for value in _any_of(flag):
         if value == "unsupported":
@@ -144,9 +149,10 @@ class SavedQueue(models.Model):
         except ValueError as exc:
             raise ValidationError({"filters": str(exc)}) from None
 
-    def condition(self) -> Q:
-        """The proposals this queue holds (with status pending, like the review queue)."""
-        return queue_q(**parse_filters(self.filters))
+    def condition(self, now: datetime | None = None) -> Q:
+        """The proposals this queue holds (with status pending, like the review queue); its age
+        filter counts back from `now`."""
+        return queue_q(**parse_filters(self.filters), now=now)
 
 
 class DigestRun(models.Model):

@@ -282,14 +282,29 @@ def test_bulk_preview_shows_counts_per_action_and_apply_runs_in_chunks(
     assert Proposal.objects.filter(status="pending").exclude(action="add").count() == total - adds
 
 
+def _bulk_run(client, hx, data: dict) -> str:
+    """A bulk apply posted chunk after chunk, as its panel does; the last answer."""
+    body = client.post("/review/bulk/", data, **hx).content.decode()
+    while 'hx-trigger="load' in body:
+        carried = dict(re.findall(r'name="(after|done|failed|previewed_at)" value="([^"]*)"', body))
+        body = client.post("/review/bulk/", {**data, **carried}, **hx).content.decode()
+    return body
+
+
 def test_bulk_on_all_matching_decides_only_what_its_preview_counted(
-    reviewer_client, queue, pipeline_run, hx
+    reviewer_client, queue, pipeline_run, hx, monkeypatch
 ):
     """Before, the apply ran the filter again: proposals that arrived after the preview were
-    decided too ("Approve 2?", then "Done 4 approved of 4")."""
+    decided too ("Approve 2?", then "Done 4 approved of 4"), and so was one put back to pending
+    after it (a reopen keeps its old created_at)."""
     from dashboard.views import review as views
+    from memory.writes import Actor
+    from pipeline import review
 
-    counted = set(queue.filter(action="add").values_list("id", flat=True))
+    sam = Actor("sam", "operator")
+    adds = list(queue.filter(action="add").order_by("id").values_list("id", flat=True))
+    rejected = review.reject(adds[0], sam, reason="not durable").id  # not pending: not counted
+    counted = set(adds[1:])
     preview = reviewer_client.post(
         "/review/bulk/",
         {"decision": "approve", "scope": "all", "step": "preview", "filters": "action=add"},
@@ -299,32 +314,58 @@ def test_bulk_on_all_matching_decides_only_what_its_preview_counted(
     previewed_at = re.search(r'name="previewed_at" value="([^"]+)"', preview).group(1)
 
     pipeline_run("Sofia owns the component library in packages/ui. From the design sync.")
-    arrived = (
-        set(Proposal.objects.filter(status="pending", action="add").values_list("id", flat=True))
-        - counted
-    )
-    assert arrived  # a proposal the preview could not count now matches the filter
+    review.reopen(rejected, sam)  # pending again after the preview
+    pending = Proposal.objects.filter(status="pending", action="add")
+    new = set(pending.values_list("id", flat=True)) - counted - {rejected}
+    assert new  # a proposal the preview could not count now matches the filter
 
     data = {"decision": "approve", "scope": "all", "step": "apply", "filters": "action=add"}
-    data |= {"total": len(counted), "previewed_at": previewed_at}
-    views.BULK_CHUNK = 1  # chunk after chunk, each carrying the preview's time
-    try:
-        body = reviewer_client.post("/review/bulk/", data, **hx).content.decode()
-        while 'hx-trigger="load' in body:
-            carried = dict(
-                re.findall(r'name="(after|done|failed|previewed_at)" value="([^"]*)"', body)
-            )
-            body = reviewer_client.post("/review/bulk/", {**data, **carried}, **hx).content.decode()
-    finally:
-        views.BULK_CHUNK = 25
+    monkeypatch.setattr(views, "BULK_CHUNK", 1)  # chunk after chunk, each carrying the time
+    body = _bulk_run(
+        reviewer_client, hx, data | {"total": len(counted), "previewed_at": previewed_at}
+    )
     assert f"{len(counted)} approved of {len(counted)}" in body
-    assert f"{len(arrived)} proposal" in body and "since the preview" in body
-    assert set(Proposal.objects.filter(id__in=counted).values_list("status", flat=True)) == {
-        "applied"
-    }
-    assert set(Proposal.objects.filter(id__in=arrived).values_list("status", flat=True)) == {
-        "pending"
-    }
+    assert f"{len(new)} proposal" in body and "since the preview" in body
+    statuses = dict(Proposal.objects.values_list("id", "status"))
+    assert {statuses[i] for i in counted} == {"applied"}
+    assert {statuses[i] for i in new | {rejected}} == {"pending"}
+
+
+def test_a_bulk_run_counts_the_filters_age_from_its_preview(reviewer_client, queue, hx):
+    """ "Older than 7 days" at the preview takes in no proposal that grew old during the run."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    now = timezone.now()
+    old, growing = queue.filter(action="add")[:2]
+    # One was older than 7 days at the preview an hour ago; the other became so since.
+    eight = now - timedelta(days=8)
+    Proposal.objects.filter(id=old.id).update(created_at=eight, updated_at=eight)
+    grown = now - timedelta(days=7, minutes=30)
+    Proposal.objects.filter(id=growing.id).update(created_at=grown, updated_at=grown)
+    data = {"decision": "approve", "scope": "all", "step": "apply", "filters": "age=older"}
+    previewed_at = (now - timedelta(hours=1)).isoformat()
+    body = _bulk_run(reviewer_client, hx, data | {"total": 1, "previewed_at": previewed_at})
+    assert "1 approved of 1" in body
+    assert Proposal.objects.get(id=old.id).status == "applied"
+    assert Proposal.objects.get(id=growing.id).status == "pending"
+
+
+def test_a_bulk_run_on_selected_rows_says_nothing_of_the_filters_new_proposals(
+    reviewer_client, queue, pipeline_run, hx
+):
+    ticked = queue.filter(action="add").first()
+    preview = reviewer_client.post(
+        "/review/bulk/",
+        {"decision": "approve", "scope": "selected", "ids": ticked.id, "step": "preview"},
+        **hx,
+    ).content.decode()
+    previewed_at = re.search(r'name="previewed_at" value="([^"]+)"', preview).group(1)
+    pipeline_run("Sofia owns the component library in packages/ui. From the design sync.")
+    data = {"decision": "approve", "scope": "selected", "ids": ticked.id, "step": "apply"}
+    body = _bulk_run(reviewer_client, hx, data | {"total": 1, "previewed_at": previewed_at})
+    assert "1 approved of 1" in body and "since the preview" not in body
 
 
 def test_bulk_reject_needs_a_reason_and_selected_scope_needs_rows(reviewer_client, queue, hx):
@@ -797,7 +838,7 @@ def test_bulk_progress_words_reasons_of_every_chunk_and_what_others_took(
     assert any("pinned" in r for r in reasons) and any("secret" in r for r in reasons), reasons
     left = Proposal.objects.filter(status="pending").count()
     assert f"Done</strong> {total - 1 - left} approved, {left} not applied of {total}." in body
-    assert "1 was no longer waiting when their turn came" in body
+    assert "1 was no longer waiting as counted when their turn came" in body
     assert '<rect width="100.0" height="1"/>' in body  # the bar ends full
     # The bar's counts are the queue's now, and the rows of the page say what happened to them.
     assert re.search(rf'id="queue-counts" hx-swap-oob="true"><strong>{left}</strong>', body)

@@ -213,11 +213,8 @@ def _rows_out_of_band(request, outcomes: list[reviewing.BulkOutcome], actor) -> 
 
 def _counts_out_of_band(request, matching) -> bytes:
     """The bulk bar's counts of the queue as it is now, swapped in place out of band."""
-    context = {
-        "total": matching.count(),
-        "by_action": reviewing.count_by_action(matching),
-        "oob": True,
-    }
+    by_action = reviewing.count_by_action(matching)
+    context = {"total": sum(by_action.values()), "by_action": by_action, "oob": True}
     return "".join(
         render_to_string(f"dashboard/review.html#{name}", context, request)
         for name in ("queue-counts", "scope-all-count")
@@ -244,7 +241,9 @@ def bulk(request):
     if not form.is_valid():
         return render(request, panel, {"bulk_form": form, "filters": filters.urlencode()})
     data = form.cleaned_data
-    _, matching = queue_for(filters)
+    # A run counts its filter's ages back from its preview: "older than 7 days" takes in no
+    # proposal that grew old during the run.
+    _, matching = queue_for(filters, now=data.get("previewed_at"))
     query = matching
     if data["scope"] == "selected":
         query = query.filter(id__in=form.id_list())
@@ -277,7 +276,7 @@ def bulk(request):
     progress = _progress(request, form, outcomes, finished=len(chunk) < BULK_CHUNK)
     progress["after"] = chunk[-1] if chunk else after
     progress["previewed_at"] = data["previewed_at"].isoformat() if data.get("previewed_at") else ""
-    if progress["finished"] and data.get("previewed_at"):
+    if progress["finished"] and data.get("previewed_at") and data["scope"] == "all":
         arrived = matching.filter(created_at__gt=data["previewed_at"]).count()
         progress["arrived"] = wording.bulk_arrived(arrived)
     context = {
