@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
 
 from dashboard import wording
 from memory.models import MemoryCold
@@ -51,5 +52,8 @@ def render_proposal(request, proposal_id: str, refused=None, note: str = "") -> 
         ),
         "refused": refused,
         "refused_note": note,
+        # Where a triple's decision comes back to without htmx: the page's own address (after a
+        # refused decision the page is drawn at the decision's POST-only one).
+        "next": reverse("dashboard:proposal", args=[p.id]),
     }
     return render(request, "dashboard/proposal.html", context)

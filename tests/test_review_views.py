@@ -240,6 +240,17 @@ def test_a_refused_decision_on_the_proposal_page_keeps_what_was_typed_by_its_fie
     assert Proposal.objects.get(id=proposal.id).status == "pending"
 
 
+def test_after_a_refused_decision_the_pages_triple_forms_come_back_to_the_page(
+    reviewer_client, queue, decide
+):
+    """The page is then drawn at the decision's POST-only address: a triple decided without
+    htmx was sent back there and met 405."""
+    proposal = queue.filter(job__triples__isnull=False).first()
+    assert proposal is not None, "the queue's jobs extracted entity triples"
+    body = decide(reviewer_client, proposal, htmx=False, decision="reject", reason="").content
+    assert f'name="next" value="/proposals/{proposal.id}/"' in body.decode()
+
+
 def test_bulk_preview_shows_counts_per_action_and_apply_runs_in_chunks(
     reviewer_client, queue, settings, hx
 ):
@@ -450,6 +461,34 @@ def test_a_refused_merge_on_a_card_gives_back_the_note_and_marks_the_text_box(
     )
     assert 'value="both halves matter"' in body
     assert Proposal.objects.get(id=flagged.id).status == "pending"
+
+
+def test_a_card_that_asks_to_confirm_a_secret_stays_open_and_offers_the_box(
+    reviewer_client, queue, hx
+):
+    """Before, the card asked "Approve it anyway?" with no box to say yes, and without data-open
+    the focus moved on, so the next key decided another card."""
+    flagged = queue.filter(review_needed=True).first()
+    Proposal.objects.filter(id=flagged.id).update(safety_kinds="secret")
+    url = f"/proposals/{flagged.id}/decide/"
+    body = reviewer_client.post(
+        url, {"from": "card", "decision": "approve", "content": flagged.fact_content}, **hx
+    ).content.decode()
+    assert "Approve it anyway?" in body
+    assert body.lstrip().startswith(f'<article class="card contradiction" id="c-{flagged.id}"')
+    assert 'data-open="1"' in body and 'data-testid="confirm-secret-box"' in body
+    assert Proposal.objects.get(id=flagged.id).status == "pending"
+    reviewer_client.post(
+        url,
+        {
+            "from": "card",
+            "decision": "approve",
+            "content": flagged.fact_content,
+            "confirm_secret": "on",
+        },
+        **hx,
+    )
+    assert Proposal.objects.get(id=flagged.id).status == "applied"
 
 
 def test_a_card_another_reviewer_holds_offers_the_take_over_and_keeps_what_was_typed(

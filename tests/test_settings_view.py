@@ -251,6 +251,11 @@ def test_preview_with_a_bad_value_marks_it_by_its_field(admin_client_role, hx):
     assert f'<p class="field-error" id="{shadow}" hx-swap-oob="true"></p>' in body
     page = admin_client_role.get(URL).content.decode()
     assert f'<p class="field-error" id="{alpha}"></p>' in page  # the slot the preview fills
+    # The Preview button without htmx draws the whole page: each error once, by its field.
+    page = admin_client_role.post(
+        URL, {**form_data(**{"search.alpha": "5"}), "preview": "1"}
+    ).content.decode()
+    assert page.count(f'id="{alpha}"') == 1 and "hx-swap-oob" not in page
 
 
 def test_change_log_lists_changes_newest_first(admin_client_role):
