@@ -304,6 +304,15 @@ def _field_updates(memory: Memory, changes: dict[str, Any]) -> dict[str, Any]:
     return updates
 
 
+def _past_expiry_as_now(changes: dict[str, Any], now) -> dict[str, Any]:
+    """A moment already past expires the memory now: its purge, retention.expiredPurgeDays later,
+    counts from now (stored as given, a wrong year typed was due for erasure at the next
+    maintenance run)."""
+    if changes.get("expires_at") is not None and changes["expires_at"] < now:
+        return {**changes, "expires_at": now}
+    return changes
+
+
 def modify_in_transaction(
     memory: Memory,
     changes: dict[str, Any],
@@ -323,6 +332,7 @@ def modify_in_transaction(
         raise Refused("deleted", "memory is deleted; recover it first")
     _check_version(memory, if_version)
     now = at or timezone.now()
+    changes = _past_expiry_as_now(changes, now)
     updates: dict[str, Any] = {}
     old_content = memory.content
     content_changed = False

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from memory import expiry, keyword, search, vectors, writes
 from memory.backend import list_holds
-from memory.models import Memory
+from memory.models import Memory, MemoryHistory
 from memory.search import hybrid_search
 from memory.writes import Actor
 from pipeline.decision import find_candidates_many, keyword_candidates
@@ -215,6 +215,19 @@ def test_an_expired_memory_is_no_candidate_for_the_pipeline(store):
 
 
 # --- the index the maintenance purge reads ------------------------------------------------------
+
+
+def test_an_expiry_set_in_the_past_expires_now_and_leaves_the_whole_grace_before_the_purge():
+    """Found by a day of QA: a year typed wrong (2026 for 2027) was stored as given, so the
+    memory, pinned or not, was due for erasure at the next maintenance run."""
+    memory = remember("The Lisbon office badge readers are replaced in January", pinned=True)
+    before = timezone.now()
+    expired = expire(memory, at=before - timedelta(days=365))
+    assert before <= expired.expires_at <= timezone.now() and expired.is_expired
+    assert expiry.due_for_purge(30, now=timezone.now()) == []
+    assert expiry.due_for_purge(30, now=timezone.now() + timedelta(days=31)) == [memory.id]
+    event = MemoryHistory.objects.filter(memory_id=memory.id, event="updated").latest("created_at")
+    assert event.metadata["expiresAt"] == expired.expires_at.isoformat().replace("+00:00", "Z")
 
 
 def test_due_for_purge_names_what_expired_long_enough_ago_soonest_first():

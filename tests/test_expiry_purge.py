@@ -27,13 +27,16 @@ AGENT = Actor("claude-code", "agent")
 
 
 def remember(text: str, expired_days_ago: float | None = None) -> Memory:
-    """A memory, expired that many days ago (set through the edit path, as PATCH does)."""
+    """A memory, expired that many days ago: expired through the edit path, as PATCH does (which
+    stores a past moment as the moment of the change), then those days gone by."""
     memory = writes.remember(text, actor=AGENT, create_job=False).memory
     if expired_days_ago is not None:
-        at = timezone.now() - timedelta(days=expired_days_ago)
-        memory = writes.modify(
-            memory.id, {"expires_at": at}, actor=Actor("ada"), reason="no longer true"
+        writes.modify(
+            memory.id, {"expires_at": timezone.now()}, actor=Actor("ada"), reason="no longer true"
         )
+        at = timezone.now() - timedelta(days=expired_days_ago)
+        Memory.objects.filter(id=memory.id).update(expires_at=at)
+        memory = Memory.objects.get(id=memory.id)
     return memory
 
 
