@@ -6,6 +6,7 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
+from django.utils.html import escape
 
 from memory import writes
 from memory.models import Memory, MemoryCold, MemoryHistory
@@ -393,6 +394,32 @@ def test_a_stale_version_shows_the_conflict_and_writes_nothing(reviewer_client, 
     forget = {"action": "forget", "reason": "old", "force": "on", "if_version": 1}
     assert "now version 2" in reviewer_client.post(action_url(memory), forget).content.decode()
     assert state(memory.id) == before
+
+
+def test_an_edit_refused_because_the_memory_was_forgotten_meanwhile_gives_the_text_back(
+    reviewer_client, hx
+):
+    """Before, the page showed the store's "memory is deleted; recover it first" and the typed
+    text was gone (found by a day of QA)."""
+    memory = remember("Billing runs on Postgres 16")
+    typed = "Billing moved to <Postgres 17> in March"
+    writes.forget(memory.id, actor=AGENT, reason="someone else")
+    data = {"action": "edit", "content": typed, "reason": "upgrade", "if_version": 2}
+    body = reviewer_client.post(action_url(memory), data, **hx).content.decode()
+    assert "This memory was forgotten since you opened it: recover it first." in body
+    assert 'data-testid="kept-edit"' in body and f">{escape(typed)}</textarea>" in body
+    assert 'value="recover"' in body
+
+
+def test_an_edit_to_another_memorys_text_links_to_that_memory(reviewer_client, hx):
+    other = remember("Billing runs on Postgres 16")
+    memory = remember("Billing runs on MySQL 8")
+    data = {"action": "edit", "content": other.content, "reason": "same", "if_version": 1}
+    body = reviewer_client.post(action_url(memory), data, **hx).content.decode()
+    assert "Another active memory already has this content." in body
+    assert (
+        f'<a href="/memories/{other.id}/" data-testid="duplicate-of">Open that memory</a>' in body
+    )
 
 
 def test_forgetting_a_pinned_memory_needs_force_then_recover_brings_it_back(reviewer_client, hx):

@@ -401,6 +401,8 @@ REFUSAL_FIELDS = {
 REFUSAL_MESSAGES = {
     "pinned_requires_force": "This memory is pinned: tick “force” to forget it anyway.",
     "invalid_content": "The content is empty after normalisation.",
+    "deleted": "This memory was forgotten since you opened it: recover it first.",
+    "duplicate_content_hash": "Another active memory already has this content.",
 }
 
 
@@ -430,8 +432,8 @@ def _refusal_form(request, form: ActionForm, refused: writes.Refused, memory_id:
         form.add_error(field, message)
         return form
     message = REFUSAL_MESSAGES.get(refused.code, refused.message)
-    if refused.code == "duplicate_content_hash":
-        message = f"Another active memory already has this content ({refused.details.get('duplicateMemoryId')})."
+    # The template links to it beside the error (a bare id could not be opened).
+    form.duplicate_of = refused.details.get("duplicateMemoryId")
     field = REFUSAL_FIELDS.get(refused.code)
     form.add_error(field if field in form.fields else None, message)
     return form
