@@ -292,7 +292,7 @@ def test_retry_needs_post(reviewer_client, dead_job):
 
 def test_an_idle_jobs_list_still_checks_for_new_jobs(viewer_client, done_job, hx):
     body = viewer_client.get(reverse("dashboard:jobs")).content.decode()
-    assert 'id="job-list" hx-get="/jobs/" hx-trigger="every 15s"' in body
+    assert 'id="job-list" data-refreshing-list hx-get="/jobs/" hx-trigger="every 15s"' in body
     remember("Carol runs the on-call rotation for payments.", actor=AGENT)
     fragment = viewer_client.get(reverse("dashboard:jobs"), **hx).content.decode()
     assert 'hx-trigger="every 5s"' in fragment and "Carol runs the on-call rotation" in fragment

@@ -275,6 +275,21 @@
     else return;
     window.__focusXhr = event.detail.xhr;
   });
+  // A list that refreshes itself (<div data-refreshing-list>: the jobs list every few seconds)
+  // keeps the keyboard's place: the row focused before the swap is focused again after it, if it
+  // is still there, without scrolling. Before, each refresh dropped it and "j" began again.
+  let refreshedFrom = null;
+  document.addEventListener("htmx:beforeSwap", (event) => {
+    const target = event.detail.target;
+    const row = focused();
+    refreshedFrom = target && target.matches && target.matches("[data-refreshing-list]") && row && target.contains(row) ? row.id : null;
+  });
+  document.addEventListener("htmx:afterSettle", () => {
+    if (!refreshedFrom) return;
+    const row = document.getElementById(refreshedFrom);
+    refreshedFrom = null;
+    if (row && !row.classList.contains("focused")) focusRow(row, false);
+  });
   // A new list of rows (<section data-review-list>: a filter change, another page) swapped in:
   // focus its first open row, so the first "a" decides something; bring the list's top into view
   // when the reviewer had scrolled past it.

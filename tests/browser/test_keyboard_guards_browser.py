@@ -147,3 +147,48 @@ def test_a_decision_in_a_row_brings_the_bulk_bars_counts_up_to_date(
     expect(scope_all).to_have_text(str(queue - 1))
     page.locator("#toast [data-undo]").click()  # the undo puts it back: counted again
     expect(counts).to_have_text(str(queue))
+
+
+@pytest.mark.parametrize("path", ["/jobs/", "/entities/"])
+def test_o_opens_the_focused_row_of_the_jobs_and_entities_lists(
+    page, live_server, login, queue, path
+):
+    """The ? help says o / Enter open the detail; on these two lists they opened nothing."""
+    from django.utils import timezone
+
+    from memory.models import Entity
+
+    now = timezone.now()
+    for name in ("Priya", "billing-api", "Kenji"):
+        Entity.objects.create(
+            name=name, canonical_name=name.lower(), created_at=now, updated_at=now
+        )
+    login("reviewer")
+    page.goto(live_server.url + path)
+    rows = page.locator("tr[data-row]")
+    assert rows.count() >= 2, "the pipeline made jobs and entities"
+    page.keyboard.press("j")
+    page.keyboard.press("j")
+    target = page.locator("tr[data-row].focused [data-action=open]").get_attribute("href")
+    page.keyboard.press("o")
+    page.wait_for_url(live_server.url + target)
+
+
+def test_the_jobs_list_keeps_the_focused_row_when_it_refreshes_itself(
+    page, live_server, login, queue
+):
+    """It refreshes every few seconds; each refresh dropped the focus and j began again."""
+    login("reviewer")
+    page.goto(live_server.url + "/jobs/")
+    for _ in range(3):
+        page.keyboard.press("j")
+    focused = page.locator("tr[data-row].focused")
+    row_id = focused.get_attribute("id")
+    page.evaluate("() => { document.getElementById('job-list').dataset.old = '1'; }")
+    page.evaluate(
+        "() => htmx.ajax('GET', location.pathname, {target: '#job-list', swap: 'outerHTML'})"
+    )
+    expect(page.locator("#job-list:not([data-old])")).to_be_attached()  # the new list is in
+    expect(focused).to_have_attribute("id", row_id)
+    page.keyboard.press("j")  # and the keyboard goes on from there
+    expect(focused).not_to_have_attribute("id", row_id)
