@@ -175,3 +175,28 @@ def test_a_proposals_candidates_and_entity_triples_are_readable_on_a_phone(
         assert box and box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], box
     assert lines(page.locator("#triples td.mono").first) == 1  # the relationship, one word
     shot("proposal-phone")
+
+
+def test_a_jobs_facts_and_a_memorys_snapshots_are_readable_on_a_phone(
+    page, live_server, login, seeded
+):
+    """Found by a day of QA: a job's Fact column and a memory's "Content at that version" stood a
+    letter or two a line."""
+    from memory.models import Memory
+    from memory.writes import Actor, modify
+    from pipeline.models import Proposal
+
+    job_id = Proposal.objects.values_list("job_id", flat=True).first()
+    memory = Memory.objects.filter(source_id__isnull=True, is_deleted=False).first()
+    modify(memory.id, {"content": memory.content + " Checked again."}, actor=Actor("t"), reason="t")
+    login("reviewer")
+    page.set_viewport_size(PHONE)
+    for path, cell in (
+        (f"/jobs/{job_id}/", "table.proposals td.fact"),
+        (f"/memories/{memory.id}/", "table.mb-mini td.snapshot"),
+    ):
+        page.goto(live_server.url + path)
+        expect(page.locator(cell).first).to_be_visible()
+        assert sideways(page) <= 0, path
+        width = page.locator(cell).first.evaluate("el => el.getBoundingClientRect().width")
+        assert width >= 180, (path, width)  # words a line, not letters
