@@ -11,7 +11,7 @@ from django.db import connection
 from django.db.models import Count
 from django.http import JsonResponse
 
-from api.auth import authenticate
+from api.auth import authenticate, refusal
 from api.http import api
 from memory import backend, processes, vectors
 from memory.models import Job, JobStatus
@@ -22,7 +22,16 @@ from pipeline.llm.ollama import ollama_reachable
 
 @api(("GET",), None, public=True)
 def health(request):
-    report = health_report() if authenticate(request.headers.get("Authorization")) else liveness()
+    header = request.headers.get("Authorization")
+    if authenticate(header):
+        report = health_report()
+    else:
+        report = liveness()
+        if header:
+            # A token it refused (expired, revoked, unknown) is said, but the answer stays the
+            # liveness one with its status: a probe that sends a token must not fail for it.
+            code, message = refusal(header, "this API token is not valid")
+            report["token"] = {"ok": False, "error": code, "message": message}
     return JsonResponse(report, status=200 if report["database"]["ok"] else 503)
 
 

@@ -59,6 +59,24 @@ def test_a_token_past_its_expiry_gets_a_401_saying_it_expired_on_the_json_api(cl
     assert unknown.status_code == 401 and unknown.json()["error"] == "unauthorized"
 
 
+@pytest.mark.django_db
+def test_health_with_an_expired_token_says_so_and_stays_a_200_liveness_answer(client):
+    """Before, a monitor whose token expired got the anonymous answer with no sign of it (found
+    by a day of QA); a 401 would fail a probe, so the answer says it and keeps its status."""
+    row, plain = make(expires_at=timezone.now() + timedelta(days=1))
+    full = client.get("/api/health", **bearer(plain)).json()
+    assert "queue" in full and "token" not in full
+    expire(row)
+    response = client.get("/api/health", **bearer(plain))
+    body = response.json()
+    assert response.status_code == 200 and body["ok"] is True and "queue" not in body
+    assert body["token"]["ok"] is False and body["token"]["error"] == "token_expired"
+    assert "expired at" in body["token"]["message"]
+    unknown = client.get("/api/health", HTTP_AUTHORIZATION="Bearer mcd_nope").json()
+    assert unknown["token"]["error"] == "unauthorized"
+    assert "token" not in client.get("/api/health").json()  # anonymous: nothing to say
+
+
 @pytest.mark.django_db(transaction=True)
 def test_an_expired_token_gets_a_401_saying_it_expired_over_mcp_http_and_from_its_tools():
     from api.mcp_transports import http_app
@@ -128,6 +146,16 @@ def test_create_api_token_sets_an_expiry_from_a_date_or_a_number_of_days():
 def test_create_api_token_refuses_a_bad_expiry_and_creates_nothing(args, error):
     with pytest.raises(CommandError, match=error):
         manage("create_api_token", "bad", *args)
+    assert not ApiToken.objects.exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("scopes", ["", " , "])
+def test_create_api_token_refuses_an_empty_scope_list_instead_of_giving_ingest(scopes):
+    """A reviewer asking for no scope (a read-only token?) got ingest, which writes, silently
+    (found by a day of QA)."""
+    with pytest.raises(CommandError, match="--scopes names no scope.*every token may read"):
+        manage("create_api_token", "read-only", "--scopes", scopes)
     assert not ApiToken.objects.exists()
 
 

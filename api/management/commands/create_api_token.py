@@ -52,11 +52,19 @@ class Command(BaseCommand):
             if expires_in_days < 1:
                 raise CommandError("--expires-in-days must be 1 or more")
             expires_at = timezone.now() + timedelta(days=expires_in_days)
+        chosen = [s.strip() for s in scopes.split(",") if s.strip()]
+        if not chosen:
+            # Asked for none (a read-only token?): create_token would give the default, ingest,
+            # which writes. Every token may read; a scope adds what it may do besides.
+            raise CommandError(
+                "--scopes names no scope: give one or more of ingest, review, assert, admin "
+                "(every token may read; ingest also writes memories)"
+            )
         try:
             row, plain = create_token(
                 name,
                 agent_id=agent,
-                scopes=[s.strip() for s in scopes.split(",") if s.strip()],
+                scopes=chosen,
                 multi_agent=multi_agent,
                 expires_at=expires_at,
             )
