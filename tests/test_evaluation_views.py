@@ -348,6 +348,29 @@ def test_two_runs_side_by_side_show_each_rate_and_the_cases_one_got_right(
     assert admin_client_role.get("/evaluation/compare/", {"a": a.id}).status_code == 200
 
 
+def _report(update_support: int, update_f1: float) -> dict:
+    per = {"add": {"f1": 0.9, "support": 4}, "update": {"f1": update_f1, "support": update_support}}
+    return {
+        "decision": {"accuracy": 0.8, "perAction": per},
+        "extraction": {},
+        "categories": {},
+        "set": {"sha256": "s", "cases": 4 + update_support},
+    }
+
+
+def test_a_comparison_claims_no_difference_for_an_action_one_run_had_no_case_of():
+    """Found by a day of QA: B, a selection with no update case, read "update F1 93% -> 0%,
+    worse"."""
+    from pipeline.eval.summary import compare
+
+    rows = {row["label"]: row for row in compare(_report(3, 0.93), _report(0, 0.0)).actions}
+    assert rows["update"]["b"] is None and rows["update"]["delta"] is None
+    assert not rows["update"]["worse"] and not rows["update"]["better"]
+    assert rows["add"]["delta"] == 0 and not rows["add"]["worse"]
+    both = compare(_report(3, 0.93), _report(3, 0.5)).actions
+    assert next(r for r in both if r["label"] == "update")["worse"]  # measured on both: said
+
+
 def test_the_run_list_costs_the_same_queries_for_3_runs_as_for_15(admin_client_role):
     client = get_chat_client("offline")
 

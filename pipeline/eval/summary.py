@@ -90,7 +90,11 @@ def _at(report: dict, path: tuple[str, ...]) -> float:
     return value if isinstance(value, int | float) else 0.0
 
 
-def _row(label: str, a: float, b: float, higher_is_better: bool) -> dict:
+def _row(label: str, a: float | None, b: float | None, higher_is_better: bool) -> dict:
+    """One measure of A and B; None where a run had nothing to measure it on (no case of that
+    action): no difference is claimed then."""
+    if a is None or b is None:
+        return {"label": label, "a": a, "b": b, "delta": None, "better": False, "worse": False}
     delta = round(b - a, 4)
     better = delta > 0 if higher_is_better else delta < 0
     return {
@@ -101,6 +105,15 @@ def _row(label: str, a: float, b: float, higher_is_better: bool) -> dict:
         "better": delta != 0 and better,
         "worse": delta != 0 and not better,
     }
+
+
+def _f1(report: dict, action: str) -> float | None:
+    """The action's F1, or None when the run had no case expecting it (its recall has nothing to
+    count: an F1 of 0 then read as a model that got every one wrong)."""
+    per = ((report.get("decision") or {}).get("perAction") or {}).get(action) or {}
+    if not per.get("support"):
+        return None
+    return _at(report, ("decision", "perAction", action, "f1"))
 
 
 @dataclass
@@ -117,15 +130,7 @@ def compare(a: dict, b: dict) -> Comparison:
     """B against A: every headline rate, each action's f1, each category's share correct, and on
     the same set (same SHA-256) the cases one got right and the other wrong."""
     headlines = [_row(label, _at(a, path), _at(b, path), up) for label, path, up in HEADLINES]
-    actions = [
-        _row(
-            action,
-            _at(a, ("decision", "perAction", action, "f1")),
-            _at(b, ("decision", "perAction", action, "f1")),
-            True,
-        )
-        for action in ACTIONS
-    ]
+    actions = [_row(action, _f1(a, action), _f1(b, action), True) for action in ACTIONS]
     names = list(dict.fromkeys([*a["categories"], *b["categories"]]))
     categories = [
         _row(name, _share(a["categories"].get(name)), _share(b["categories"].get(name)), True)

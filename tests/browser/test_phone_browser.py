@@ -200,3 +200,22 @@ def test_a_jobs_facts_and_a_memorys_snapshots_are_readable_on_a_phone(
         assert sideways(page) <= 0, path
         width = page.locator(cell).first.evaluate("el => el.getBoundingClientRect().width")
         assert width >= 180, (path, width)  # words a line, not letters
+
+
+def test_the_run_pickers_of_the_evaluation_comparison_fit_a_phone(page, live_server, login):
+    """Found by a day of QA: a run's name (model, prompt, set, cases, time) pushed its select past
+    the card and the page scrolled sideways."""
+    login("reviewer")
+    page.set_viewport_size(PHONE)
+    page.goto(live_server.url + "/evaluation/compare/")
+    name = "offline-heuristic-v2 · prompt v2 · shipped.jsonl, 331 cases · 2026-12-06 18:23:45"
+    page.evaluate(
+        "name => { for (const id of ['compare-a', 'compare-b']) {"
+        " const s = document.getElementById(id); s.add(new Option(name, 'x')); s.value = 'x'; } }",
+        name,
+    )
+    card = page.locator("form.replay-form").bounding_box()
+    for picker in ("#compare-a", "#compare-b"):
+        box = page.locator(picker).bounding_box()
+        assert box["x"] + box["width"] <= card["x"] + card["width"], (picker, box, card)
+    assert sideways(page) <= 0
