@@ -6,6 +6,7 @@ settings page's evidence before a switch to a writing mode."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import timedelta
 
 import pytest
@@ -109,7 +110,12 @@ def test_a_reviewer_reads_the_page_but_is_refused_a_start(reviewer_client):
 
 def test_bad_input_starts_nothing_and_says_why(admin_client_role):
     refused = start(admin_client_role, limit="0")
-    assert refused.status_code == 400 and 'data-testid="eval-error"' in refused.content.decode()
+    body = refused.content.decode()
+    assert refused.status_code == 400 and 'data-testid="eval-error"' in body
+    # The error stands by its field (it stood only atop the card, naming no field).
+    limit = re.search(r'<input[^>]*name="limit"[^>]*>\s*<p class="field-error">([^<]+)</p>', body)
+    assert limit and "greater than or equal to 1" in limit.group(1)
+    assert 'aria-invalid="true"' in re.search(r'<input[^>]*name="limit"[^>]*>', body).group(0)
     missing = start(admin_client_role, category="no-such-category")
     assert missing.status_code == 400 and "no-such-category" in missing.content.decode()
     none_reviewed = start(admin_client_role, case_set="reviewed")

@@ -93,8 +93,9 @@ def _start(request):
             url = reverse("dashboard:eval-run", args=[run.id])
             return redirect(url)
     else:
-        error = "Cannot start the run: " + "; ".join(
-            e for errors in form.errors.values() for e in errors
+        # Each field's error stands by its field; the form's own ones here.
+        error = " ".join(
+            ["Nothing was started: fix the fields marked below.", *form.non_field_errors()]
         )
     # A plain form post (no htmx): the whole page again, with the form as it was sent.
     return render(
