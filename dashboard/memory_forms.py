@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django import forms
 from django.conf import settings
+from django.utils import timezone
 
 from dashboard.feedback import FEEDBACK_CHOICES
 from memory import expiry
@@ -85,6 +86,11 @@ class ExpiryForm(ActionForm):
         moment = self.cleaned_data.get("expires_at")
         if moment is None:
             return "expiry lifted from the memory browser"
+        if moment < timezone.now():  # memory.writes stores it as the moment of the change
+            return (
+                f"expired now from the memory browser (the moment given, "
+                f"{moment:%Y-%m-%d %H:%M:%S} UTC, had passed)"
+            )
         return f"expiry set to {moment:%Y-%m-%d %H:%M:%S} UTC from the memory browser"
 
 

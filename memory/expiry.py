@@ -77,3 +77,16 @@ def due_for_purge(days: int, *, now: datetime | None = None, limit: int = 100) -
     before = (now or timezone.now()) - timedelta(days=days)
     due = Memory.objects.filter(expires_at__lte=before, purged_at__isnull=True)
     return list(due.order_by("expires_at", "id").values_list("id", flat=True)[:limit])
+
+
+def as_changed(current: datetime | None, changes: dict, now: datetime) -> dict:
+    """An edit's changes with the expiry it stores (`current`: the memory's own). A past moment
+    expires a live memory now, so the wait before its purge counts from now (stored as given, a
+    wrong year typed was due for erasure at the next maintenance run); a memory already expired
+    keeps its own moment (sent again with another edit, it changes nothing and never restarts
+    that wait)."""
+    moment = changes.get("expires_at")
+    if moment is None or moment >= now:
+        return changes
+    expired = current is not None and current <= now
+    return {**changes, "expires_at": current if expired else now}

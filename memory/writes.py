@@ -37,7 +37,7 @@ from memory.batch import (  # noqa: F401
     write_mentions,
 )
 from memory.content import normalize
-from memory.expiry import iso
+from memory.expiry import as_changed, iso
 from memory.graph import Triple, persist_triples  # noqa: F401
 from memory.jobs import set_extraction_status  # noqa: F401
 from memory.models import (
@@ -304,15 +304,6 @@ def _field_updates(memory: Memory, changes: dict[str, Any]) -> dict[str, Any]:
     return updates
 
 
-def _past_expiry_as_now(changes: dict[str, Any], now) -> dict[str, Any]:
-    """A moment already past expires the memory now: its purge, retention.expiredPurgeDays later,
-    counts from now (stored as given, a wrong year typed was due for erasure at the next
-    maintenance run)."""
-    if changes.get("expires_at") is not None and changes["expires_at"] < now:
-        return {**changes, "expires_at": now}
-    return changes
-
-
 def modify_in_transaction(
     memory: Memory,
     changes: dict[str, Any],
@@ -332,7 +323,7 @@ def modify_in_transaction(
         raise Refused("deleted", "memory is deleted; recover it first")
     _check_version(memory, if_version)
     now = at or timezone.now()
-    changes = _past_expiry_as_now(changes, now)
+    changes = as_changed(memory.expires_at, changes, now)
     updates: dict[str, Any] = {}
     old_content = memory.content
     content_changed = False

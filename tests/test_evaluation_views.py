@@ -354,12 +354,12 @@ def test_two_runs_side_by_side_show_each_rate_and_the_cases_one_got_right(
     assert admin_client_role.get("/evaluation/compare/", {"a": a.id}).status_code == 200
 
 
-def _report(update_support: int, update_f1: float) -> dict:
+def _report(update_support: int, update_f1: float, categories=None) -> dict:
     per = {"add": {"f1": 0.9, "support": 4}, "update": {"f1": update_f1, "support": update_support}}
     return {
-        "decision": {"accuracy": 0.8, "perAction": per},
-        "extraction": {},
-        "categories": {},
+        "decision": {"cases": 4 + update_support, "accuracy": 0.8, "perAction": per},
+        "extraction": {"cases": 0},
+        "categories": categories or {},
         "set": {"sha256": "s", "cases": 4 + update_support},
     }
 
@@ -375,6 +375,18 @@ def test_a_comparison_claims_no_difference_for_an_action_one_run_had_no_case_of(
     assert rows["add"]["delta"] == 0 and not rows["add"]["worse"]
     both = compare(_report(3, 0.93), _report(3, 0.5)).actions
     assert next(r for r in both if r["label"] == "update")["worse"]  # measured on both: said
+    # The same for a category B's selection left out, and rates with nothing to measure.
+    full = _report(
+        3, 0.9, {"temporal": {"cases": 5, "correct": 5}, "negation": {"cases": 3, "correct": 2}}
+    )
+    part = _report(0, 0.0, {"negation": {"cases": 3, "correct": 2}})
+    c = compare(full, part)
+    categories = {row["label"]: row for row in c.categories}
+    assert categories["temporal"]["b"] is None and not categories["temporal"]["worse"]
+    assert categories["negation"]["delta"] == 0
+    headlines = {row["label"]: row for row in c.headlines}
+    assert headlines["Wrong target"]["b"] is None and headlines["Wrong target"]["a"] is not None
+    assert headlines["Extraction fact recall"]["delta"] is None
 
 
 def test_the_run_list_costs_the_same_queries_for_3_runs_as_for_15(admin_client_role):

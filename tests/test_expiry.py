@@ -230,6 +230,27 @@ def test_an_expiry_set_in_the_past_expires_now_and_leaves_the_whole_grace_before
     assert event.metadata["expiresAt"] == expired.expires_at.isoformat().replace("+00:00", "Z")
 
 
+def test_a_past_moment_sent_again_for_a_memory_already_expired_changes_nothing():
+    """A client saving the whole object sends the expiry back with its edit: the memory keeps the
+    moment it expired at, and the wait before its purge is not started over (a review of the
+    change above found it restarting)."""
+    memory = remember("The Porto office closes in November")
+    expire(memory)
+    long_ago = timezone.now() - timedelta(days=29)
+    Memory.objects.filter(id=memory.id).update(expires_at=long_ago)  # 29 days gone by
+    memory = Memory.objects.get(id=memory.id)
+    with pytest.raises(writes.Refused) as same:
+        expire(memory, at=long_ago)
+    assert same.value.code == "no_changes"
+    with pytest.raises(writes.Refused):
+        expire(memory, at=long_ago - timedelta(days=3))  # another past moment: still expired
+    tagged = writes.modify(
+        memory.id, {"tags": ["porto"], "expires_at": long_ago}, actor=REVIEWER, reason="tag"
+    )
+    assert tagged.expires_at == long_ago and tagged.tags == ["porto"]
+    assert expiry.due_for_purge(28, now=timezone.now()) == [memory.id]
+
+
 def test_due_for_purge_names_what_expired_long_enough_ago_soonest_first():
     now = timezone.now()
     old = remember("Expired forty days ago", expires_at=now - timedelta(days=40))

@@ -411,6 +411,23 @@ def test_an_edit_refused_because_the_memory_was_forgotten_meanwhile_gives_the_te
     assert 'value="recover"' in body
 
 
+def test_an_edit_refused_because_the_memory_was_purged_meanwhile_says_so_and_gives_it_back(
+    reviewer_client, hx
+):
+    from django.utils import timezone
+
+    memory = remember("Billing runs on Postgres 16")
+    typed = "Billing moved to Postgres 17 in March"
+    Memory.objects.filter(id=memory.id).update(
+        is_deleted=True, purged_at=timezone.now(), content="[purged]"
+    )
+    data = {"action": "edit", "content": typed, "reason": "upgrade", "if_version": 1}
+    body = reviewer_client.post(action_url(memory), data, **hx).content.decode()
+    assert "This memory was erased since you opened it: its text is gone for good." in body
+    assert "recover it first" not in body  # it cannot be recovered
+    assert 'data-testid="kept-edit"' in body and f">{typed}</textarea>" in body
+
+
 def test_an_edit_to_another_memorys_text_links_to_that_memory(reviewer_client, hx):
     other = remember("Billing runs on Postgres 16")
     memory = remember("Billing runs on MySQL 8")

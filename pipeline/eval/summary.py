@@ -129,7 +129,9 @@ class Comparison:
 def compare(a: dict, b: dict) -> Comparison:
     """B against A: every headline rate, each action's f1, each category's share correct, and on
     the same set (same SHA-256) the cases one got right and the other wrong."""
-    headlines = [_row(label, _at(a, path), _at(b, path), up) for label, path, up in HEADLINES]
+    headlines = [
+        _row(label, _headline(a, path), _headline(b, path), up) for label, path, up in HEADLINES
+    ]
     actions = [_row(action, _f1(a, action), _f1(b, action), True) for action in ACTIONS]
     names = list(dict.fromkeys([*a["categories"], *b["categories"]]))
     categories = [
@@ -145,5 +147,19 @@ def compare(a: dict, b: dict) -> Comparison:
     return Comparison(headlines, actions, categories, same, fixed, broken)
 
 
-def _share(entry: dict | None) -> float:
-    return round(entry["correct"] / entry["cases"], 4) if entry and entry["cases"] else 0.0
+def _share(entry: dict | None) -> float | None:
+    """A category's share right; None when the run had no case of it (a selection of the set)."""
+    return round(entry["correct"] / entry["cases"], 4) if entry and entry["cases"] else None
+
+
+def _headline(report: dict, path: tuple[str, ...]) -> float | None:
+    """A headline rate; None when the run had nothing to measure it on: no case of its section
+    (decision or extraction), or for the wrong target, no case expecting an update or delete."""
+    section = report.get(path[0]) or {}
+    if not section.get("cases"):
+        return None
+    if path[-1] == "wrongTargetRate":
+        per = section.get("perAction") or {}
+        if not sum((per.get(a) or {}).get("support", 0) for a in ("update", "delete")):
+            return None
+    return _at(report, path)
