@@ -181,6 +181,11 @@ def as_previewed(
     return proposals.filter(created_at__lte=previewed_at, updated_at__lte=previewed_at)
 
 
+def arrived_since(proposals: QuerySet[Proposal], previewed_at: datetime) -> int:
+    """How many of these proposals were made after a bulk preview (left for review by it)."""
+    return proposals.filter(created_at__gt=previewed_at).count()
+
+
 def bulk_summary(proposals: QuerySet[Proposal], reviewer: str = "") -> dict:
     """What a bulk decision over these proposals meets: counts by action and by safety kind, and
     how many a bulk approval leaves out (kinds never approved in bulk and changes to pinned

@@ -241,23 +241,24 @@ def bulk(request):
     if not form.is_valid():
         return render(request, panel, {"bulk_form": form, "filters": filters.urlencode()})
     data = form.cleaned_data
+    previewed_at = data.get("previewed_at")
     # A run counts its filter's ages back from its preview: "older than 7 days" takes in no
     # proposal that grew old during the run.
-    _, matching = queue_for(filters, now=data.get("previewed_at"))
+    _, matching = queue_for(filters, now=previewed_at)
     query = matching
     if data["scope"] == "selected":
         query = query.filter(id__in=form.id_list())
     if data["step"] == "preview":
-        previewed_at = timezone.now()  # before the count: what arrives after it is not counted
+        counted_at = timezone.now()  # before the count: what arrives after it is not counted
         context = {
             "bulk_form": form,
             "preview": reviewing.bulk_summary(query, request.user.get_username()),
-            "previewed_at": previewed_at.isoformat(),
+            "previewed_at": counted_at.isoformat(),
             "filters": filters.urlencode(),
             "data": data,
         }
         return render(request, panel, context)
-    query = reviewing.as_previewed(query, data.get("previewed_at"))
+    query = reviewing.as_previewed(query, previewed_at)
     # One chunk in a stable order (id cursor), so proposals that fail stay behind only once.
     after = data.get("after") or ""
     chunk = list(
@@ -275,10 +276,9 @@ def bulk(request):
         outcomes = reviewing.bulk_reject(chunk, actor, reason=data["reason"])
     progress = _progress(request, form, outcomes, finished=len(chunk) < BULK_CHUNK)
     progress["after"] = chunk[-1] if chunk else after
-    progress["previewed_at"] = data["previewed_at"].isoformat() if data.get("previewed_at") else ""
-    if progress["finished"] and data.get("previewed_at") and data["scope"] == "all":
-        arrived = matching.filter(created_at__gt=data["previewed_at"]).count()
-        progress["arrived"] = wording.bulk_arrived(arrived)
+    progress["previewed_at"] = previewed_at.isoformat() if previewed_at else ""
+    if progress["finished"] and previewed_at and data["scope"] == "all":
+        progress["arrived"] = wording.bulk_arrived(reviewing.arrived_since(matching, previewed_at))
     context = {
         "progress": progress,
         "data": data,

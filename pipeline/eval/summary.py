@@ -92,7 +92,7 @@ def _at(report: dict, path: tuple[str, ...]) -> float:
 
 def _row(label: str, a: float | None, b: float | None, higher_is_better: bool) -> dict:
     """One measure of A and B; None where a run had nothing to measure it on (no case of that
-    action): no difference is claimed then."""
+    action, category or section): no difference is claimed then."""
     if a is None or b is None:
         return {"label": label, "a": a, "b": b, "delta": None, "better": False, "worse": False}
     delta = round(b - a, 4)
