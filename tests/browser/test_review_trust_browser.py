@@ -295,7 +295,7 @@ def test_the_sign_in_link_stays_the_same_while_later_requests_also_find_the_sess
     )
     with page.expect_response(lambda r: "/review/claims/" in r.url and r.status == 401):
         page.evaluate("document.dispatchEvent(new Event('visibilitychange'))")  # a poll now
-    page.wait_for_function("window.endedAgain >= 1")  # after the page's own handler
+    page.wait_for_function("() => window.endedAgain >= 1")  # after the page's own handler
     expect(link).to_have_count(1)
     expect(link).to_have_attribute("data-first", "yes")
     link.click()
