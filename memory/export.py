@@ -42,6 +42,7 @@ _COLUMNS = (
     ("asserted_by", "assertedBy"),
     ("is_deleted", "isDeleted"),
     ("deleted_at", "deletedAt"),
+    ("expires_at", "expiresAt"),
 )
 _HISTORY_COLUMNS = (
     ("id", "id"),
@@ -112,7 +113,7 @@ def records(
         history = _history(ids) if include_history else {}
         for row in rows:
             record = {key: value for (_, key), value in zip(_COLUMNS, row, strict=True)}
-            for key in ("createdAt", "updatedAt", "deletedAt"):
+            for key in ("createdAt", "updatedAt", "deletedAt", "expiresAt"):
                 record[key] = iso(record[key])
             record["entities"] = mentions.get(record["id"], [])
             if include_history:

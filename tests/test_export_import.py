@@ -4,11 +4,13 @@ export command writing as it reads. On whichever engine the run uses (both in `m
 
 import io
 import json
+from datetime import timedelta
 
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 from django_q.models import OrmQ
 
 from memory import export
@@ -61,7 +63,8 @@ def empty_the_store() -> None:
 
 def a_lived_in_store(pipeline_run) -> None:
     """Two agents, entities, tags, a pinned memory, an edit, a forgotten memory, a memory a
-    person asserted, and memories the pipeline derived from a raw one."""
+    person asserted, one that expires, one expired, and memories the pipeline derived from a
+    raw one."""
     remember(
         "Kenji deploys billing-api with Terraform on Fridays.",
         actor=AGENT,
@@ -75,6 +78,13 @@ def a_lived_in_store(pipeline_run) -> None:
     gone = remember("Staging is rebuilt nightly.", actor=AGENT, type="procedural").memory
     forget(gone.id, actor=AGENT, reason="no longer true")
     remember("Always ask Priya before a schema change.", actor=AGENT, asserted_by="person")
+    remember(
+        "The deploy freeze lasts until the end of January.",
+        actor=AGENT,
+        expires_at=timezone.now() + timedelta(days=40),
+    )
+    lapsed = remember("The office is closed this week.", actor=AGENT).memory
+    modify(lapsed.id, {"expires_at": timezone.now()}, actor=AGENT, reason="reopened")
     update_config({"shadowMode": False}, changed_by="t", reason="derive memories")
     pipeline_run("Priya prefers squash merges. Kenji owns the billing-api runbook.")
 
@@ -92,6 +102,8 @@ def test_export_then_import_into_an_empty_store_then_export_gives_the_same_memor
     memories = first[1:]
     assert len(memories) == Memory.objects.count() >= 6
     assert any(r["isDeleted"] for r in memories) and any(r["entities"] for r in memories)
+    expiries = {r["content"]: r["expiresAt"] for r in memories if r["expiresAt"]}
+    assert len(expiries) == 2  # one to come, one already past
     assert any(r["sourceType"] == "pipeline-v2" for r in memories)
     path = tmp_path / "store.jsonl"
     write_lines(path, first)
@@ -106,6 +118,8 @@ def test_export_then_import_into_an_empty_store_then_export_gives_the_same_memor
     # asserted them is now the import (the original authority is kept in the import's audit).
     assert without(second, "assertedBy", "history") == without(memories, "assertedBy", "history")
     assert {r["assertedBy"] for r in second} == {"import"}
+    lapsed = Memory.objects.get(content="The office is closed this week.")
+    assert lapsed.is_expired and export.iso(lapsed.expires_at) == expiries[lapsed.content]
     for before, after in zip(memories, second, strict=True):
         assert after["history"][:-1] == before["history"]  # ids and order kept
         assert after["history"][-1]["event"] == "imported"
@@ -204,6 +218,43 @@ def test_mem0_get_all_in_both_shapes_becomes_raw_memories_asserted_by_the_import
     assert created.event == "created" and created.metadata["mem0"]["id"] == first.source_id
     if document is MEM0_RESULTS:
         assert first.created_at.isoformat() == "2024-07-20T08:26:51.123456+00:00"
+
+
+def test_mem0_expiration_date_is_kept_to_the_end_of_that_day_and_a_bad_one_refuses_its_item(
+    tmp_path,
+):
+    """mem0 finds a memory all through its expiration_date (UTC); a value that is no date
+    refuses that item alone, naming the field."""
+    path = tmp_path / "mem0.json"
+    items = [
+        {"id": "a", "memory": "The Pro trial runs out.", "expiration_date": "2030-01-31"},
+        {"id": "b", "memory": "No expiry here.", "expiration_date": None},
+        {"id": "c", "memory": "Wrongly dated.", "expiration_date": "next week"},
+    ]
+    path.write_text(json.dumps({"results": items}, indent=2))
+    out, _ = run_import(path)
+    assert "2 imported, 0 deduplicated, 1 refused" in out
+    assert "expiration_date: must be a date like 2030-01-31" in out
+    expiries = dict(Memory.objects.values_list("source_id", "expires_at"))
+    assert expiries["a"].isoformat() == "2030-02-01T00:00:00+00:00"
+    assert expiries["b"] is None and "c" not in expiries
+
+
+def test_an_export_line_with_a_bad_expiry_is_refused_alone(tmp_path):
+    path = tmp_path / "store.jsonl"
+    header = export.header(agent=None, include_history=False, include_deleted=False)
+    write_lines(
+        path,
+        [
+            header,
+            {"content": "Kept.", "agentId": "default", "expiresAt": "2031-05-01T00:00:00Z"},
+            {"content": "Refused.", "agentId": "default", "expiresAt": "soon"},
+        ],
+    )
+    out, _ = run_import(path)
+    assert "1 imported, 0 deduplicated, 1 refused" in out
+    assert "line 3: expiresAt: 'soon' is not an ISO 8601 date and time" in out
+    assert Memory.objects.get().expires_at.isoformat() == "2031-05-01T00:00:00+00:00"
 
 
 def document_items(document):

@@ -15,7 +15,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, time, timedelta
 
 from django.conf import settings
 
@@ -271,6 +271,7 @@ def from_export(line: int, obj: dict, options: Options) -> Incoming:
         id=memory_id,
         is_deleted=deleted,
         deleted_at=_time(obj.get("deletedAt"), "deletedAt") if deleted else None,
+        expires_at=_time(obj.get("expiresAt"), "expiresAt"),
         mentions=_mentions(obj.get("entities")),
         history=_history(obj.get("history")),
         origin={"assertedBy": asserted} if asserted else {},
@@ -408,9 +409,24 @@ def from_mem0(line: int, item: dict, options: Options) -> Incoming:
         source_id=None if mem0_id is None else str(mem0_id)[:NAME_CHARS],
         created_at=_time(item.get("created_at"), "created_at"),
         updated_at=_time(item.get("updated_at"), "updated_at"),
+        expires_at=_mem0_expiry(item.get("expiration_date")),
         mentions=None,
         origin={"mem0": kept},
     )
+
+
+def _mem0_expiry(value) -> datetime | None:
+    """mem0's `expiration_date` (YYYY-MM-DD, UTC): the memory is found all through that day, so
+    it expires at the start of the next."""
+    if value is None or value == "":
+        return None
+    try:
+        day = date.fromisoformat(value.strip()) if isinstance(value, str) else None
+    except ValueError:
+        day = None
+    if day is None:
+        raise Bad("expiration_date", "must be a date like 2030-01-31")
+    return datetime.combine(day + timedelta(days=1), time.min, tzinfo=UTC)
 
 
 def _array_items(text: str) -> Iterator[tuple[int, object]]:
