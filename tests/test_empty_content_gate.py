@@ -11,6 +11,7 @@ from memory.models import Memory, MemoryHistory
 from memory.writes import Actor, Refused
 from pipeline import review, tasks
 from pipeline.models import Proposal
+from tests.aria_checks import assert_errors_described
 from tests.fake_ollama import Script
 from tests.pipeline_support import (
     RAW_TEXT,
@@ -137,5 +138,6 @@ def test_a_dashboard_edit_to_punctuation_shows_the_error_next_to_the_content(
         **hx,
     )
     body = response.content.decode()
-    assert '<p class="field-error">The content is empty after normalisation.</p>' in body
+    assert "The content is empty after normalisation.</p>" in body
+    assert_errors_described(body)
     assert Memory.objects.get(id=store.postgres.id).version == 1

@@ -28,6 +28,7 @@ from pipeline.models import ConfigChange, EvalResult, EvalRun, Proposal
 from pipeline.tasks import process_pending
 from pipeline.writes import evaluation as eval_writes
 from pipeline.writes import review as review_writes
+from tests.aria_checks import assert_errors_described
 from tests.pipeline_support import (
     RAW_TEXT,
     UPDATE_FACT,
@@ -113,9 +114,12 @@ def test_bad_input_starts_nothing_and_says_why(admin_client_role):
     body = refused.content.decode()
     assert refused.status_code == 400 and 'data-testid="eval-error"' in body
     # The error stands by its field (it stood only atop the card, naming no field).
-    limit = re.search(r'<input[^>]*name="limit"[^>]*>\s*<p class="field-error">([^<]+)</p>', body)
+    limit = re.search(
+        r'<input[^>]*name="limit"[^>]*>\s*<p class="field-error"[^>]*>([^<]+)</p>', body
+    )
     assert limit and "greater than or equal to 1" in limit.group(1)
     assert 'aria-invalid="true"' in re.search(r'<input[^>]*name="limit"[^>]*>', body).group(0)
+    assert_errors_described(body)
     missing = start(admin_client_role, category="no-such-category")
     assert missing.status_code == 400 and "no-such-category" in missing.content.decode()
     none_reviewed = start(admin_client_role, case_set="reviewed")

@@ -17,6 +17,7 @@ from memory import writes
 from memory.models import Memory, MemoryHistory
 from memory.writes import Actor
 from pipeline.review import update_config
+from tests.aria_checks import assert_errors_described
 
 pytestmark = pytest.mark.django_db
 
@@ -93,6 +94,7 @@ def test_a_bad_value_is_shown_next_to_the_field_and_changes_nothing(
     error = page.index('id="expiry-at-error"')
     assert field < error < page.index('id="expiry-reason"')
     assert says in page[error : error + 300]
+    assert_errors_described(page)
     assert 'open data-testid="expiry-action"' in page  # the form stays open on its error
     assert state(memory) == before
     plain = action(reviewer_client, memory, expires_at=value, if_version=1)

@@ -12,6 +12,7 @@ from memory import writes
 from memory.models import Memory, MemoryCold, MemoryHistory
 from memory.writes import Actor, Triple
 from pipeline.models import Proposal
+from tests.aria_checks import assert_errors_described
 
 pytestmark = pytest.mark.django_db
 
@@ -476,6 +477,7 @@ def test_recover_needs_a_reason_and_a_deleted_memory(reviewer_client):
     before = state(memory.id)
     body = reviewer_client.post(action_url(memory), {"action": "recover"}).content.decode()
     assert "Give a reason" in body and state(memory.id) == before
+    assert_errors_described(body)
 
 
 # --- query counts ---------------------------------------------------------------------------------

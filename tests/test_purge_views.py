@@ -12,6 +12,7 @@ from memory import writes
 from memory.erasure import PURGED
 from memory.models import Memory
 from memory.writes import Actor
+from tests.aria_checks import assert_errors_described
 from tests.test_templates_static import page_problems
 
 SECRET = "the staging DB password is hunter2-prod"
@@ -76,6 +77,7 @@ def test_bad_input_is_shown_next_to_its_field(admin_client_role, memory, data, f
     assert response.status_code == 400
     errors = response.context["form"].errors
     assert any(message in error for error in errors[field]), errors
+    assert_errors_described(response.content.decode())
     assert Memory.objects.get(id=memory.id).content == SECRET
 
 
@@ -86,6 +88,7 @@ def test_purging_needs_the_typed_word_and_the_previewed_set(admin_client_role, m
     )
     assert wrong_word.status_code == 400
     assert "Type PURGE" in " ".join(wrong_word.context["form"].errors["confirm"])
+    assert_errors_described(wrong_word.content.decode())
     other = writes.remember("A second memory of the same agent.", actor=Actor("a", "agent"))
     stale = admin_client_role.post(
         URL, form(memory, step="purge", confirm="PURGE", previewed=previewed([other.memory.id]))

@@ -16,6 +16,7 @@ from django.urls import reverse
 from memory.models import Memory, MemoryHistory
 from memory.redaction import REDACTED_EVENT
 from pipeline.models import Proposal
+from tests.aria_checks import assert_errors_described
 from tests.test_redaction import FACT, MARKER, SECRET, story
 from tests.test_templates_static import page_problems
 
@@ -193,6 +194,7 @@ def test_bad_input_is_refused_in_the_panel_with_nothing_written(
     response = reviewer_client.post(URL, data, **hx)
     assert response.status_code == 200  # htmx swaps only a 2xx answer
     assert message in response.content.decode()
+    assert_errors_described(response.content.decode())
     assert response["HX-Retarget"] == f"#redact-{proposal.id}"
     assert unchanged(memory) and not MemoryHistory.objects.filter(event=REDACTED_EVENT).exists()
     assert reviewer_client.post(URL, data).status_code == 400  # without htmx: the page, 400

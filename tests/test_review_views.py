@@ -10,6 +10,7 @@ from django.utils.html import escape
 from memory.models import Memory, MemoryHistory
 from pipeline.models import Proposal
 from pipeline.writes.config import update_config
+from tests.aria_checks import assert_errors_described
 
 pytestmark = pytest.mark.django_db
 
@@ -95,6 +96,7 @@ def test_the_queue_filters_and_rejects_bad_filter_values_next_to_the_field(viewe
     assert "Must be at least the lower bound." in response.content.decode()
     response = viewer_client.get("/review/?conf_min=abc")
     assert "Enter a number." in response.content.decode()
+    assert_errors_described(response.content.decode())
 
 
 def test_the_queue_fragment_is_served_to_htmx(viewer_client, queue, hx):
@@ -225,6 +227,7 @@ def test_a_refused_decision_on_the_proposal_page_keeps_what_was_typed_by_its_fie
     assert response.status_code == 200  # the page itself, not a redirect
     assert '<p class="field-error" id="reason-error">Say why you reject it' in body
     assert 'data-testid="decide-refused"' in body
+    assert_errors_described(body)
 
     edited = "Kenji maintains ingest-worker <and> its consumers."
     body = decide(
@@ -460,6 +463,7 @@ def test_a_refused_merge_on_a_card_gives_back_the_note_and_marks_the_text_box(
         f'<p class="field-error" id="merge-error-{flagged.id}">Write the merged text.</p>' in body
     )
     assert 'value="both halves matter"' in body
+    assert_errors_described(body)
     assert Proposal.objects.get(id=flagged.id).status == "pending"
 
 

@@ -17,6 +17,7 @@ from django.test import Client
 
 from dashboard.models import LoginThrottle
 from dashboard.throttle import FREE_FAILURES, LONGEST_LOCK, client_address, seconds_locked
+from tests.aria_checks import assert_errors_described
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -141,9 +142,9 @@ def test_the_thirtieth_wrong_password_in_eleven_seconds_is_refused_unchecked(rol
 def test_the_first_failures_are_free_and_a_success_clears_the_username(role_users):
     client = Client()
     for n in range(FREE_FAILURES["user"] - 1):
-        assert (
-            "Please enter a correct username" in sign_in(client, "rita", f"x{n}").content.decode()
-        )
+        refused = sign_in(client, "rita", f"x{n}").content.decode()
+        assert "Please enter a correct username" in refused
+        assert_errors_described(refused)
     assert sign_in(client, "rita", "pw-rita").status_code == 302
     assert not LoginThrottle.objects.filter(key="user:rita").exists()
 

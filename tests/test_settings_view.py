@@ -18,6 +18,7 @@ from pipeline.config import FIELDS, config_json, get_config
 from pipeline.models import ConfigChange, Proposal
 from pipeline.tasks import process_pending
 from pipeline.writes.config import update_config
+from tests.aria_checks import assert_errors_described
 
 pytestmark = pytest.mark.django_db
 URL = "/settings/"
@@ -131,6 +132,7 @@ def test_missing_reason_is_an_error_next_to_the_field(admin_client_role):
     html = response.content.decode()
     assert "Say why you are changing the settings" in html
     assert "Nothing was saved" in html
+    assert_errors_described(html)
     # The error sits next to the reason field, inside the form.
     assert (
         html.index('name="reason"')
@@ -173,6 +175,7 @@ def test_out_of_range_value_is_a_field_error(admin_client_role):
     response = admin_client_role.post(URL, form_data(**{"search.alpha": 3, "reason": "x"}))
     assert response.status_code == 200
     assert "less than or equal to 1" in response.content.decode()
+    assert_errors_described(response.content.decode())
     assert get_config().search_alpha == 0.7
     assert not ConfigChange.objects.exists()
 
@@ -238,7 +241,7 @@ def test_preview_with_a_bad_value_marks_it_by_its_field(admin_client_role, hx):
     ).content.decode()
     assert "Fix the values marked in red to see a preview." in body
     alpha, min_score = (
-        f"id_{field_name(key)}-error" for key in ("search.alpha", "search.minScore")
+        f"id_{field_name(key)}_error" for key in ("search.alpha", "search.minScore")
     )
     assert re.search(
         rf'<p class="field-error" id="{alpha}" hx-swap-oob="true">Ensure this value is less than '
@@ -247,7 +250,7 @@ def test_preview_with_a_bad_value_marks_it_by_its_field(admin_client_role, hx):
     )
     assert f'id="{min_score}" hx-swap-oob="true">Enter a number.</p>' in body
     # Every other field's mark is cleared: a value fixed since the last preview is unmarked.
-    shadow = f"id_{field_name('shadowMode')}-error"
+    shadow = f"id_{field_name('shadowMode')}_error"
     assert f'<p class="field-error" id="{shadow}" hx-swap-oob="true"></p>' in body
     page = admin_client_role.get(URL).content.decode()
     assert f'<p class="field-error" id="{alpha}"></p>' in page  # the slot the preview fills

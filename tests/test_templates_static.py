@@ -18,6 +18,7 @@ from memory.models import Job, Memory
 from pipeline.imports import runs
 from pipeline.models import Proposal
 from pipeline.writes.config import update_config
+from tests.aria_checks import undescribed_errors
 
 TEMPLATES = Path(settings.BASE_DIR) / "templates"
 COMMENTS = re.compile(r"{%\s*comment\s*%}.*?{%\s*endcomment\s*%}|{#.*?#}", re.S)
@@ -179,6 +180,21 @@ def test_the_main_pages_render_without_inline_css_or_javascript(
         response = admin_client_role.get(url)
         assert response.status_code == 200, url
         assert page_problems(response.content.decode()) == [], url
+        # Django names a field's help text in its aria-describedby: the page must hold it.
+        assert undescribed_errors(response.content.decode()) == [], url
+
+
+def test_the_aria_check_catches_a_missing_id_an_unnamed_message_and_a_silent_invalid_field():
+    assert undescribed_errors('<input aria-describedby="x_helptext">') == [
+        "<input > names #x_helptext, which is not on the page"
+    ]
+    assert undescribed_errors('<input name="a" aria-invalid="true"><p class="field-error">Bad') == [
+        "the error 'Bad' is named by no field",
+        "<input a> is aria-invalid and names no message",
+    ]
+    described = '<input name="a" aria-invalid="true" aria-describedby="a_error">'
+    assert undescribed_errors(described + '<p class="field-error" id="a_error">Bad</p>') == []
+    assert undescribed_errors('<p class="field-error" data-form-error>Nothing saved</p>') == []
 
 
 def test_the_page_check_catches_inline_code_but_not_escaped_text():

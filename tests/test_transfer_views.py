@@ -17,6 +17,7 @@ from memory.models import Memory
 from memory.writes import Actor, remember
 from pipeline.imports.models import ImportRun
 from pipeline.writes import imports as import_writes
+from tests.aria_checks import assert_errors_described
 
 pytestmark = pytest.mark.django_db
 
@@ -120,6 +121,7 @@ def test_an_unknown_agent_in_the_export_form_is_shown_next_to_the_field(admin_cl
     response = admin_client_role.get(DOWNLOAD, {"agent": "nobody"})
     assert response.status_code == 400 and not response.streaming
     assert 'class="field-error"' in response.content.decode()
+    assert_errors_described(response.content.decode())
 
 
 def test_an_upload_is_queued_then_its_page_polls_until_the_report(
@@ -174,6 +176,7 @@ def test_a_file_over_the_limit_is_refused_next_to_the_file_field(admin_client_ro
     assert response.status_code == 400
     body = response.content.decode()
     assert 'data-testid="import-error"' in body and "MEMORY_IMPORT_MAX_BYTES" in body
+    assert_errors_described(body)
     assert not ImportRun.objects.exists() and not OrmQ.objects.exists()
 
 

@@ -49,7 +49,7 @@ def test_a_value_the_preview_cannot_read_is_marked_by_its_field(page, live_serve
     alpha.press("Tab")  # a change: the preview is asked for
     preview = page.get_by_test_id("settings-preview")
     expect(preview).to_contain_text("Fix the values marked in red")
-    error = page.locator(f"#{alpha.get_attribute('id')}-error")
+    error = page.locator(f"#{alpha.get_attribute('id')}_error")
     expect(error).to_have_text("Ensure this value is less than or equal to 1.0.")
     row = page.locator(".setting", has=alpha)
     marked = row.evaluate("el => getComputedStyle(el).backgroundColor")
