@@ -36,8 +36,9 @@ def create_token(
     """Create a token row and return it with the plain token, which is never stored.
 
     The token acts for `agent_id` only, unless `multi_agent` (an admin's choice) lets it name
-    other agents too. From `expires_at` on (None: never) it is refused."""
-    scopes = list(scopes or ["ingest"])
+    other agents too. From `expires_at` on (None: never) it is refused. `scopes` None gives
+    `ingest`; an empty list, none: the token only reads."""
+    scopes = ["ingest"] if scopes is None else list(scopes)
     unknown = sorted(set(scopes) - set(SCOPES))
     if unknown:
         raise ValueError(f"unknown scope(s): {', '.join(unknown)}; choose from {', '.join(SCOPES)}")

@@ -154,8 +154,59 @@ def test_create_api_token_refuses_a_bad_expiry_and_creates_nothing(args, error):
 def test_create_api_token_refuses_an_empty_scope_list_instead_of_giving_ingest(scopes):
     """A reviewer asking for no scope (a read-only token?) got ingest, which writes, silently
     (found by a day of QA)."""
-    with pytest.raises(CommandError, match="--scopes names no scope.*every token may read"):
+    with pytest.raises(CommandError, match="--scopes names no scope.*--read-only"):
         manage("create_api_token", "read-only", "--scopes", scopes)
+    assert not ApiToken.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_read_only_token_reads_and_recalls_but_writes_nothing_on_the_api_and_mcp(client):
+    writer = make("writer")[1]
+    stored = client.post(
+        "/api/memory/remember",
+        {"content": "Kenji deploys billing-api on Fridays."},
+        content_type="application/json",
+        **bearer(writer),
+    ).json()
+    out = manage("create_api_token", "dashboard-bot", "--read-only")
+    assert "with no scope (read only)" in out
+    plain = out.strip().splitlines()[-1]
+    assert ApiToken.objects.get(name="dashboard-bot").scopes == []
+    reader = bearer(plain)
+    memory_url = f"/api/memory/{stored['id']}"
+    assert client.get(memory_url, **reader).status_code == 200
+    assert client.get(f"{memory_url}/history", **reader).status_code == 200
+    found = client.post(
+        "/api/memory/recall", {"query": "billing-api"}, content_type="application/json", **reader
+    )
+    assert found.status_code == 200 and found.json()["results"][0]["id"] == stored["id"]
+    refused = [
+        client.post(
+            "/api/memory/remember",
+            {"content": "A new fact."},
+            content_type="application/json",
+            **reader,
+        ),
+        client.patch(
+            memory_url,
+            {"content": "Kenji deploys on Mondays.", "reason": "moved"},
+            content_type="application/json",
+            **reader,
+        ),
+        client.delete(f"{memory_url}?reason=gone", **reader),
+    ]
+    assert [(r.status_code, r.json()["error"]) for r in refused] == [(403, "forbidden")] * 3
+    recalled, is_error = run_tool("recall", {"query": "billing-api"}, f"Bearer {plain}", None)
+    assert not is_error and recalled["results"][0]["id"] == stored["id"]
+    wrote, is_error = run_tool("remember", {"content": "A new fact."}, f"Bearer {plain}", None)
+    assert is_error and wrote["error"] == "forbidden"
+    assert client.get(memory_url, **reader).json()["version"] == 1
+
+
+@pytest.mark.django_db
+def test_read_only_and_scopes_together_are_refused():
+    with pytest.raises(CommandError, match="not allowed with"):
+        manage("create_api_token", "both", "--read-only", "--scopes", "ingest")
     assert not ApiToken.objects.exists()
 
 

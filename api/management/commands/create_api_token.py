@@ -1,5 +1,5 @@
-"""create_api_token NAME [--agent ID] [--multi-agent] [--scopes ingest,review,assert,admin]
-[--expires DATE | --expires-in-days N]: prints the token once."""
+"""create_api_token NAME [--agent ID] [--multi-agent] [--scopes ingest,review,assert,admin |
+--read-only] [--expires DATE | --expires-in-days N]: prints the token once."""
 
 from datetime import UTC, datetime, timedelta
 
@@ -33,8 +33,13 @@ class Command(BaseCommand):
             action="store_true",
             help="also let it read and write other agents' memories (agentId in a request)",
         )
-        parser.add_argument(
-            "--scopes", default="ingest", help="comma-separated: ingest,review,assert,admin"
+        access = parser.add_mutually_exclusive_group()
+        # No default here: argparse lets a value equal to the default pass beside --read-only.
+        access.add_argument("--scopes", help="comma-separated: ingest,review,assert,admin (ingest)")
+        access.add_argument(
+            "--read-only",
+            action="store_true",
+            help="no scope: the token recalls and reads its agent's memories, and writes nothing",
         )
         expiry = parser.add_mutually_exclusive_group()
         expiry.add_argument(
@@ -46,19 +51,30 @@ class Command(BaseCommand):
             "--expires-in-days", type=int, metavar="N", help="refuse the token N days from now"
         )
 
-    def handle(self, *args, name, agent, multi_agent, scopes, expires, expires_in_days, **options):
+    def handle(
+        self,
+        *args,
+        name,
+        agent,
+        multi_agent,
+        scopes,
+        read_only,
+        expires,
+        expires_in_days,
+        **options,
+    ):
         expires_at = parse_expiry(expires) if expires else None
         if expires_in_days is not None:
             if expires_in_days < 1:
                 raise CommandError("--expires-in-days must be 1 or more")
             expires_at = timezone.now() + timedelta(days=expires_in_days)
-        chosen = [s.strip() for s in scopes.split(",") if s.strip()]
-        if not chosen:
-            # Asked for none (a read-only token?): create_token would give the default, ingest,
-            # which writes. Every token may read; a scope adds what it may do besides.
+        scopes = "ingest" if scopes is None else scopes
+        chosen = [] if read_only else [s.strip() for s in scopes.split(",") if s.strip()]
+        if not chosen and not read_only:
+            # An empty list by mistake must not make a token of another kind: ask for it by name.
             raise CommandError(
-                "--scopes names no scope: give one or more of ingest, review, assert, admin "
-                "(every token may read; ingest also writes memories)"
+                "--scopes names no scope: give one or more of ingest, review, assert, admin, "
+                "or --read-only for a token that only reads"
             )
         try:
             row, plain = create_token(
@@ -74,7 +90,8 @@ class Command(BaseCommand):
         until = f", expiring at {when(row.expires_at)}" if row.expires_at else ", never expiring"
         self.stdout.write(
             f"Created token '{row.name}' for agent '{row.agent_id}'{reach} "
-            f"with scopes {','.join(row.scopes)}{until}."
+            f"with {'scopes ' + ','.join(row.scopes) if row.scopes else 'no scope (read only)'}"
+            f"{until}."
         )
         self.stdout.write("Store it now: it cannot be shown again.")
         self.stdout.write(plain)
