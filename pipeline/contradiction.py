@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 
 from memory.words import NEGATIONS, STOP_WORDS
+from pipeline.contradiction_words import ANTONYM_PAIRS, POSITIONAL_PAIRS, SYNONYMS
 
 __all__ = [
     "ANTONYM_PAIRS",
@@ -35,94 +36,6 @@ NEGATION_REACH = 4
 # Content words after a negation that the other side must state for the negation to conflict.
 NEGATED_WORDS = 2
 
-# Written in any form: both sides are compared by stem, so "allows" meets "denied".
-ANTONYM_PAIRS: tuple[tuple[str, str], ...] = (
-    ("enable", "disable"),
-    ("allow", "deny"),
-    ("allow", "forbid"),
-    ("allow", "block"),
-    ("allow", "prohibit"),
-    ("permit", "deny"),
-    ("permit", "forbid"),
-    ("grant", "revoke"),
-    ("accept", "reject"),
-    ("approve", "reject"),
-    ("approve", "deny"),
-    ("include", "exclude"),
-    ("add", "remove"),
-    ("install", "uninstall"),
-    ("start", "stop"),
-    ("begin", "end"),
-    ("open", "close"),
-    ("lock", "unlock"),
-    ("show", "hide"),
-    ("visible", "hidden"),
-    ("always", "never"),
-    ("true", "false"),
-    ("yes", "no"),
-    ("love", "hate"),
-    ("like", "dislike"),
-    ("like", "hate"),
-    ("enjoy", "hate"),
-    ("enjoy", "dislike"),
-    ("love", "dislike"),
-    ("prefer", "avoid"),
-    ("use", "avoid"),
-    ("want", "avoid"),
-    ("increase", "decrease"),
-    ("upgrade", "downgrade"),
-    ("active", "inactive"),
-    ("positive", "negative"),
-    ("required", "optional"),
-    ("mandatory", "optional"),
-    ("public", "private"),
-    ("internal", "external"),
-    ("sync", "async"),
-    ("synchronous", "asynchronous"),
-    ("success", "failure"),
-    ("succeed", "fail"),
-    ("pass", "fail"),
-    ("light", "dark"),
-    ("buy", "sell"),
-    ("win", "lose"),
-    ("valid", "invalid"),
-    ("supported", "unsupported"),
-    ("available", "unavailable"),
-    ("encrypted", "unencrypted"),
-    ("encrypted", "plaintext"),
-    ("online", "offline"),
-    ("connected", "disconnected"),
-    ("together", "apart"),
-    ("married", "divorced"),
-    ("married", "single"),
-    ("alive", "dead"),
-    ("present", "absent"),
-    ("safe", "unsafe"),
-    ("stable", "unstable"),
-    ("healthy", "unhealthy"),
-    ("fast", "slow"),
-    ("hot", "cold"),
-    ("early", "late"),
-    ("schedule", "cancel"),
-    ("confirm", "cancel"),
-    ("renew", "cancel"),
-    ("allowlist", "denylist"),
-    ("whitelist", "blacklist"),
-    ("subscribe", "unsubscribe"),
-)
-
-# Short words that are mostly prepositions or particles ("runs on GitHub", "signed off on"): they
-# only conflict when they replace each other in the same place, between the same neighbours
-# ("is on in production" / "is off in production").
-POSITIONAL_PAIRS: tuple[tuple[str, str], ...] = (
-    ("on", "off"),
-    ("up", "down"),
-    ("before", "after"),
-    ("in", "out"),
-    ("above", "below"),
-    ("more", "less"),
-    ("more", "fewer"),
-)
 
 # "un-", "in-", "dis-" and "non-" in front of a word the other side says plainly ("unencrypted" /
 # "encrypted", "disallow" / "allow"). Short stems are left out: "in" + "to" is not an antonym.
@@ -147,6 +60,32 @@ _FILLERS = frozenset(
         "going",
     ]
 )
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# Words of place in a negation's reach: "isn't behind a CDN" negates the CDN, not being behind.
+_PLACE_WORDS = frozenset(
+    ["behind", "via", "across", "inside", "outside", "beside", "beyond", "toward", "towards"]
+    + ["onto", "along", "around", "near", "past", "directly"]
+)
+# "turned on" / "switched off": said as the words the antonym pairs know.
+_SWITCHED = {"on": "enabled", "off": "disabled"}
+# A new clause: a negation before it does not reach past it ("is no longer disabled and runs").
+_CLAUSE_BREAKS = frozenset(["and", "but"])
+_SWITCH_VERBS = _words("turn turns turned turning switch switches switched switching")
+# Words between two things that make their order matter: "tabs over spaces", "faster than",
+# "reports to".
+_ORDERING = frozenset(["over", "than", "instead", "rather"])
+# Words before "not" that make it an ordinary negation ("is not", "does not"); after any other
+# word "not" contrasts ("hit the primary, not read replicas"): what comes before it replaces.
+_AUXILIARIES = _words(
+    "is are was were am be been being do does did has have had will would shall should can"
+    " could may might must"
+)
+
 # "stopped using Jenkins", "quit commuting": the verb after them is no longer done.
 _CEASING = frozenset(["stop", "stops", "stopped", "quit", "quits", "ceased", "ceases"])
 # "is used to working nights" and "got used to it" are not "used to" a habit that ended.
@@ -206,15 +145,6 @@ def stem(word: str) -> str:
     return word
 
 
-# Words that name the same thing for comparison: "does not need an API key" / "requires an API
-# key".
-SYNONYMS: tuple[tuple[str, str], ...] = (
-    ("need", "require"),
-    ("mandatory", "require"),
-    ("permit", "allow"),
-    ("enjoy", "like"),
-    ("want", "prefer"),
-)
 _SYNONYM_OF = {stem(a): stem(b) for a, b in SYNONYMS}
 # Endings that make a noun of a verb: "owner" / "owns", "ownership", "requirement", "deployment".
 _DERIVED = ("ership", "ement", "ment", "ion", "er")
@@ -232,6 +162,31 @@ def root(stem_: str) -> str:
 
 
 _ANTONYMS = tuple((stem(a), stem(b)) for a, b in ANTONYM_PAIRS)
+
+
+def switched(tokens: list[str]) -> list[str]:
+    """ "turned on" / "switched off" as "enabled" / "disabled", so the antonym pair finds them."""
+    out: list[str] = []
+    for token in tokens:
+        if token in _SWITCHED and out and out[-1] in _SWITCH_VERBS:
+            out[-1] = _SWITCHED[token]
+        else:
+            out.append(token)
+    return out
+
+
+def joined(tokens: list[str], other: frozenset[str]) -> list[str]:
+    """Two neighbouring words as the one word the other text writes ("on call" / "on-call",
+    which the tokenizer makes "oncall")."""
+    out: list[str] = []
+    for token in tokens:
+        if out and out[-1] + token in other:
+            out[-1] += token
+        else:
+            out.append(token)
+    return out
+
+
 _POSITIONAL = tuple((stem(a), stem(b)) for a, b in POSITIONAL_PAIRS)
 
 
@@ -275,8 +230,9 @@ class _Side:
     triggers: frozenset[int]
 
     @classmethod
-    def of(cls, text: str) -> _Side:
-        tokens = tokenize(text)
+    def of(cls, text: str, other: frozenset[str] = frozenset()) -> _Side:
+        """The text read for comparison; `other`: the other text's tokens (`joined`)."""
+        tokens = joined(switched(tokenize(text)), other)
         stems = [stem(t) for t in tokens]
         roots = [t if t in STOP_WORDS else root(s) for t, s in zip(tokens, stems, strict=True)]
         negations, triggers = _negations(tokens)
@@ -365,14 +321,17 @@ def _negations(tokens: list[str]) -> tuple[list[_Negation], set[int]]:
         if tokens[i] not in NEGATIONS:
             triggers.add(i)
         reach = range(start, min(start + NEGATION_REACH, len(tokens)))
+        cut = next((j for j in reach if tokens[j] in _CLAUSE_BREAKS), None)
+        reach = reach if cut is None else range(start, cut)
         second = next((j for j in reach if tokens[j] in NEGATIONS), None)
         if second is not None:
             i = second + 1
             continue
         words = [j for j in reach if tokens[j] not in STOP_WORDS]
         # "is not allowed to deploy" negates the deploying; "is not allowed" negates allowing.
-        scope = [j for j in words if tokens[j] not in _FILLERS][:NEGATED_WORDS]
-        scope = scope or words[:NEGATED_WORDS] or list(reach)[:1]
+        said = [j for j in words if tokens[j] not in _FILLERS and tokens[j] not in _PLACE_WORDS]
+        scope = said[:NEGATED_WORDS] or words[:NEGATED_WORDS]
+        # "Elena no longer does", "production is not": about the word before it.
         if not scope:
             before = [
                 j for j in range(i) if tokens[j] not in STOP_WORDS and tokens[j] not in NEGATIONS
@@ -441,6 +400,7 @@ def _negation(fact: _Side, existing: _Side, overlap: list[str]) -> Contradiction
         # "works without a shared secret" / "needs a shared secret": the verb before "without"
         # is part of saying it is not needed.
         skip = {negation.at - 1} if negation.word == "without" else set()
+        skip |= _replaced(negated, other, negation)
         if _apart(negated, other, skip, set(), negation.reach):
             continue
         word = _shown(negation.word)
@@ -449,6 +409,50 @@ def _negation(fact: _Side, existing: _Side, overlap: list[str]) -> Contradiction
         else:
             reason = f'The existing memory is negated ("{word}") while the new fact is not'
         return Contradiction(True, "negation", overlap, side, None, reason)
+    return None
+
+
+def _replaced(negated: _Side, other: _Side, negation: _Negation) -> set[int]:
+    """The words a contrasting "not" puts in place of what it negates ("hit the primary
+    database, not read replicas"): back from it to the last word both sides say. They differ
+    from the other side by design, so they do not show that the texts are about different
+    things."""
+    at = negation.at
+    if negation.word != "not" or at == 0 or negated.tokens[at - 1] in _AUXILIARIES:
+        return set()
+    shared = negated.content_roots() & other.content_roots()
+    replaced, j = set(), at - 1
+    while j >= 0 and negated.roots[j] not in shared:
+        replaced.add(j)
+        j -= 1
+    return replaced
+
+
+def _ordered(side: _Side) -> set[tuple[str, str, str]]:
+    """(thing before, word, thing after) around each word that makes an order matter: "tabs
+    over spaces", "faster than", and "X reports to Y" (its subject, "to", whom)."""
+    content = [i for i in side.content() if side.tokens[i] not in _PLACE_WORDS]
+    found = set()
+    for i, token in enumerate(side.tokens):
+        reports = token == "to" and "report" in side.stems[max(0, i - 2) : i]
+        if token not in _ORDERING and not reports:
+            continue
+        before = [j for j in content if j < i]
+        after = [j for j in content if j > i]
+        if before and after:
+            first = before[0] if reports else before[-1]
+            found.add((side.roots[first], token, side.roots[after[0]]))
+    return found
+
+
+def _reversal(fact: _Side, existing: _Side, overlap: list[str]) -> Contradiction | None:
+    """The same two things the other way round: "tabs over spaces" / "spaces over tabs",
+    "Kenji reports to Priya" / "Priya reports to Kenji"."""
+    theirs = _ordered(existing)
+    for a, word, b in sorted(_ordered(fact)):
+        if a != b and (b, word, a) in theirs:
+            reason = f'The order is reversed: "{a} {word} {b}" / "{b} {word} {a}"'
+            return Contradiction(True, "reversal", overlap, None, None, reason)
     return None
 
 
@@ -514,7 +518,9 @@ def detect(fact_text: str, existing_text: str | None) -> Contradiction:
     """Flag a likely contradiction between a new fact and an existing memory."""
     if not existing_text or not isinstance(existing_text, str):
         return _clear([], "No existing memory to compare against")
-    fact, existing = _Side.of(fact_text), _Side.of(existing_text)
+    fact_tokens = frozenset(switched(tokenize(fact_text)))
+    existing = _Side.of(existing_text, fact_tokens)
+    fact = _Side.of(fact_text, frozenset(existing.tokens))
     if not fact.tokens or not existing.tokens:
         return _clear([], "One side has no words to compare")
     # Shared stop words ("the", "is") say nothing about being on the same topic.
@@ -524,5 +530,11 @@ def detect(fact_text: str, existing_text: str | None) -> Contradiction:
     )
     if len(shared) < MIN_OVERLAP:
         return _clear(overlap, f"Too little shared vocabulary ({len(shared)} word(s)) to compare")
-    found = _negation(fact, existing, overlap) or _antonym(fact, existing, overlap)
-    return found or _clear(overlap, "No one-sided negation and no conflicting antonyms")
+    found = (
+        _negation(fact, existing, overlap)
+        or _antonym(fact, existing, overlap)
+        or _reversal(fact, existing, overlap)
+    )
+    return found or _clear(
+        overlap, "No one-sided negation, no conflicting antonyms and no reversal"
+    )

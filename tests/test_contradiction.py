@@ -192,7 +192,7 @@ def test_missing_or_wordless_existing_memory_is_not_flagged(existing):
 def test_identical_statements_are_not_flagged():
     found = detect("Alice prefers dark mode in VS Code", "Alice prefers dark mode in VS Code")
     assert found.flagged is False
-    assert found.reason == "No one-sided negation and no conflicting antonyms"
+    assert found.reason == "No one-sided negation, no conflicting antonyms and no reversal"
 
 
 def test_as_dict_uses_camel_case_keys_and_json_friendly_values():
@@ -702,6 +702,67 @@ def test_precision_and_recall_on_the_labelled_pair_files(name):
     # 0.80, held-out 0.80 / 0.87; after: tune 1.00 / 0.95, held-out 0.93 / 0.92.
     precision, recall = _precision_recall(_labelled(name))
     assert (precision >= 0.90, recall >= 0.85) == (True, True), (precision, recall)
+
+
+# Two sets written by others, blind to the detector and to the sets above (issue: the detector
+# scored 0.46 recall on the first, against 0.92 on its own held-out set). "others_tune" was
+# tuned on; "others_heldout" was written before that tuning began and only measured after it.
+# A changed value ("port 8080" / "port 8081") is an ordinary UPDATE, which the detector leaves
+# alone by design: those pairs are left out. Measured before -> after: others_tune 0.905 / 0.463
+# -> 0.938 / 0.732; others_heldout 0.886 / 0.456 -> 0.900 / 0.529.
+OTHERS_FLOORS = {"others_tune": (0.93, 0.72), "others_heldout": (0.89, 0.52)}
+
+
+@pytest.mark.parametrize("name", sorted(OTHERS_FLOORS))
+def test_precision_and_recall_on_pairs_written_by_others(name):
+    rows = _labelled(name)
+    assert len(rows) == 160 and sum(r["contradicts"] for r in rows) == 80
+    judged = [r for r in rows if not (r["contradicts"] and r["kind"] == "value-change")]
+    precision, recall = _precision_recall(judged)
+    low_precision, low_recall = OTHERS_FLOORS[name]
+    assert (precision >= low_precision, recall >= low_recall) == (True, True), (precision, recall)
+
+
+@pytest.mark.parametrize(
+    ("fact", "existing", "kind"),
+    [
+        ("SSO is switched off in staging", "SSO login is turned on for staging", "antonym"),
+        ("Priya prefers spaces over tabs", "Priya prefers tabs over spaces", "reversal"),
+        ("Priya reports directly to Kenji", "Kenji reports directly to Priya", "reversal"),
+        (
+            "Marta isn't on call this week; Diego is",
+            "Marta is the on-call engineer this week",
+            "negation",
+        ),
+        (
+            "Queries hit the primary database, not read replicas",
+            "Queries are served by read replicas",
+            "negation",
+        ),
+        (
+            "Marco approves access requests now; Elena no longer does",
+            "Elena approves access requests",
+            "negation",
+        ),
+    ],
+)
+def test_swaps_switches_and_corrections_are_flagged(fact, existing, kind):
+    found = detect(fact, existing)
+    assert (found.flagged, found.kind) == (True, kind), found.reason
+
+
+@pytest.mark.parametrize(
+    ("fact", "existing"),
+    [
+        ("Kenji and Priya own billing", "Priya and Kenji own billing"),
+        ("Priya works with Kenji on billing", "Kenji works with Priya on billing"),
+        # An end said without a negation is what a DELETE is for: full mode applies it.
+        ("The staging cluster was shut down", "The staging cluster runs in eu-west-1"),
+    ],
+)
+def test_lists_symmetric_relations_and_plain_ends_are_not_flagged(fact, existing):
+    found = detect(fact, existing)
+    assert found.flagged is False, found.reason
 
 
 # --- in the pipeline's own terms: full mode holds such an UPDATE for review --------------------
