@@ -153,6 +153,27 @@
     if (!toast.dataset.delay || toast.matches(":hover, :focus-within")) return;
     window.__toastTimer = setTimeout(() => { toast.hidden = true; }, Number(toast.dataset.delay));
   }
+  // A table or a raw reply wider (or taller) than its box scrolls inside it: then it takes the
+  // keyboard's focus, so the arrow keys scroll it (axe: scrollable-region-focusable); when it
+  // fits, it does not, since a Tab stop that scrolls nothing is one too many. Checked at load,
+  // after each swap, when a <details> opens and when the window's width changes.
+  const SCROLL_BOXES = ".page table:not(.queue):not(.triples), pre.raw";
+  function markScrollBoxes() {
+    document.querySelectorAll(SCROLL_BOXES).forEach((box) => {
+      const scrolls = box.scrollWidth > box.clientWidth + 1 || box.scrollHeight > box.clientHeight + 1;
+      if (scrolls) box.tabIndex = 0;
+      else if (box !== document.activeElement) box.removeAttribute("tabindex");
+    });
+  }
+  let scrollBoxTimer = null;
+  const markScrollBoxesSoon = () => {
+    clearTimeout(scrollBoxTimer);
+    scrollBoxTimer = setTimeout(markScrollBoxes, 100);
+  };
+  document.addEventListener("DOMContentLoaded", markScrollBoxes);
+  document.addEventListener("htmx:afterSettle", markScrollBoxesSoon);
+  document.addEventListener("toggle", markScrollBoxesSoon, true);
+  window.addEventListener("resize", markScrollBoxesSoon);
   document.addEventListener("DOMContentLoaded", () => {
     const toast = document.getElementById("toast");
     if (!toast) return;

@@ -108,6 +108,37 @@ def test_the_main_pages_have_no_serious_accessibility_violation(
     assert found == [], "\n".join(found)
 
 
+def test_the_analytics_and_evaluation_pages_have_no_serious_violation_on_a_phone(
+    page, live_server, login, seeded
+):
+    """Their tables keep whole words on a phone and scroll in their own box, which then takes the
+    keyboard's focus (app.js); before, they squeezed a column to a letter a line."""
+    from pipeline import tasks
+    from pipeline.eval import runs as eval_runs
+    from pipeline.llm import get_chat_client
+
+    client = get_chat_client("offline", "offline-heuristic-v2")
+    a, b = (eval_runs.start_run("shipped", client, requested_by="ada", limit=n) for n in (3, 4))
+    for run in (a, b):
+        tasks.run_eval(run.id)
+    login("admin")
+    page.set_viewport_size(PHONE)
+    found = []
+    for url in (
+        "/analytics/",
+        "/evaluation/",
+        f"/evaluation/compare/?a={a.id}&b={b.id}",
+        f"/evaluation/runs/{a.id}/",
+    ):
+        page.goto(live_server.url + url)
+        page.wait_for_load_state("networkidle")
+        found += blocking_violations(page)
+    assert found == [], "\n".join(found)
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"{live_server.url}/evaluation/compare/?a={a.id}&b={b.id}")
+    expect(page.locator("table.compare")).not_to_have_attribute("tabindex", "0")  # it fits
+
+
 def test_a_decided_row_keeps_its_contrast(page, live_server, login, seeded):
     """A row swapped for its decided version stepped back with opacity .7, which took its badges
     and muted text below 4.5:1."""

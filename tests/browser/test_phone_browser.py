@@ -219,3 +219,39 @@ def test_the_run_pickers_of_the_evaluation_comparison_fit_a_phone(page, live_ser
         box = page.locator(picker).bounding_box()
         assert box["x"] + box["width"] <= card["x"] + card["width"], (picker, box, card)
     assert sideways(page) <= 0
+
+
+def test_the_evaluation_runs_their_comparison_and_the_imports_keep_whole_words_on_a_phone(
+    page, live_server, login, db, tmp_path
+):
+    """Found by a day of QA: "shipped.jsonl", "offline-heuristic-v2" and "Decision accuracy" stood
+    a letter a line, a row some 500 px tall; the tables now scroll in their own box."""
+    from pipeline import tasks
+    from pipeline.eval import runs as eval_runs
+    from pipeline.imports import runs as import_runs
+    from pipeline.llm import get_chat_client
+
+    client = get_chat_client("offline", "offline-heuristic-v2")
+    first, second = (
+        eval_runs.start_run("shipped", client, requested_by="ada", limit=limit) for limit in (3, 4)
+    )
+    for run in (first, second):
+        tasks.run_eval(run.id)
+    notes = tmp_path / "notes.md"
+    notes.write_text("- Kenji deploys billing-api.\n")
+    import_runs.import_file(notes)
+    login("admin")
+    page.set_viewport_size(PHONE)
+    for path, table in (
+        ("/evaluation/", "[data-testid=eval-runs]"),
+        (f"/evaluation/compare/?a={first.id}&b={second.id}", "table.compare"),
+        ("/transfer/", "[data-testid=import-runs]"),
+    ):
+        page.goto(live_server.url + path)
+        cells = page.locator(f"{table} tbody tr:first-child td")
+        expect(cells.first).to_be_visible()
+        assert sideways(page) <= 0, path
+        for cell in cells.all():
+            # A line a word at most (a hyphen may break a name), not a letter a line.
+            words = len(cell.inner_text().replace("-", " ").split())
+            assert lines(cell) <= max(words, 1) + 1, (path, cell.inner_text())
