@@ -319,6 +319,8 @@ def modify_in_transaction(
     """The modify path for callers that already hold a transaction (the pipeline's one write)."""
     if not reason or not reason.strip():
         raise Refused("reason_required", "reason is required")
+    if memory.is_purged:  # recover refuses it too: "recover it first" would send a caller round
+        raise Refused("purged", "memory was purged: its text is gone for good")
     if memory.is_deleted:
         raise Refused("deleted", "memory is deleted; recover it first")
     _check_version(memory, if_version)

@@ -193,6 +193,15 @@ def test_a_purged_memory_cannot_be_purged_again_or_recovered(client, admin_auth)
     assert (again.status_code, again.json()["error"]) == (409, "already_purged")
     recover = post(client, admin_auth, f"/api/memory/{memory.id}/recover", {"reason": "oops"})
     assert (recover.status_code, recover.json()["error"]) == (409, "purged")
+    # An edit says so too (it said "recover it first", and recover is refused: a QA day).
+    edit = client.patch(
+        f"/api/memory/{memory.id}",
+        {"content": "Back again.", "reason": "oops"},
+        content_type="application/json",
+        **admin_auth,
+    )
+    assert (edit.status_code, edit.json()["error"]) == (409, "purged")
+    assert "gone for good" in edit.json()["message"]
 
 
 def test_purge_is_not_an_mcp_tool():
