@@ -290,11 +290,13 @@ def test_a_scripted_model_gets_exactly_the_scores_its_answers_deserve(fake_ollam
             "destructiveFalsePositiveRate": 0.4286,  # d7 d10 d11 of d1 d5 d6 d7 d9 d10 d11
             "wrongTargetRate": 0.25,  # d3 of d2 d3 d4 d8
             "droppedRate": 0.2727,  # d4 (hallucinated), d6 (garbage), d8 (empty reason)
-            "reviewNeeded": {"precision": 1.0, "recall": 0.5},  # d2 flagged; d4 dropped
+            # d2 flagged; d4 dropped
+            "reviewNeeded": {"precision": 1.0, "recall": 0.5, "flagged": 1, "needed": 2},
             "notAction": {"cases": 2, "correct": 1},
         },
         "extraction": {
             "cases": 3,
+            "facts": 4,
             "factRecall": 0.75,
             "forbiddenRate": 0.3333,
             "overMaxRate": 0.3333,

@@ -393,6 +393,37 @@ def test_a_comparison_claims_no_difference_for_an_action_one_run_had_no_case_of(
     assert headlines["Extraction fact recall"]["delta"] is None
 
 
+def test_a_review_flag_or_fact_recall_with_nothing_to_measure_is_a_dash_not_0_percent(
+    admin_client_role, reviewer_client, drain_queue
+):
+    """Found by a day of QA: a selection with no contradiction case read "0% contradictions
+    flagged · precision 0%", and the comparison called it a 100-point drop."""
+    from pipeline.eval.summary import compare, measured
+
+    run = finished_run(admin_client_role, drain_queue, limit="3", provider="offline", model="")
+    review = run.report["decision"]["reviewNeeded"]
+    assert (review["flagged"], review["needed"]) == (0, 0)  # the first three cases flag nothing
+    assert measured(run.report)["reviewRecall"] is None
+    assert measured(run.report)["reviewPrecision"] is None
+    body = reviewer_client.get(f"/evaluation/runs/{run.id}/").content.decode()
+    flag = body[body.index('data-testid="eval-review-flag"') :][:300]
+    assert '<div class="value">–</div>' in flag and "precision <b>–</b>" in flag
+    full = dict(run.report, decision=dict(run.report["decision"]))
+    full["decision"]["reviewNeeded"] = {"precision": 1.0, "recall": 0.98, "flagged": 9, "needed": 9}
+    rows = {row["label"]: row for row in compare(full, run.report).headlines}
+    assert rows["Review needed: recall"]["delta"] is None
+    assert not rows["Review needed: recall"]["worse"]
+
+
+def test_a_difference_under_half_a_point_is_no_difference():
+    """7.59% against 7.50% read "8% -> 8%, better" (a QA day): the page shows whole percents."""
+    from pipeline.eval.summary import _row
+
+    tiny = _row("Destructive false positives", 0.0759, 0.0750, False)
+    assert not tiny["better"] and not tiny["worse"]
+    assert _row("Destructive false positives", 0.0759, 0.0650, False)["better"]
+
+
 def test_the_run_list_costs_the_same_queries_for_3_runs_as_for_15(admin_client_role):
     client = get_chat_client("offline")
 

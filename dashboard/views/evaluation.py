@@ -112,6 +112,7 @@ def _run_context(run: EvalRun) -> dict:
     if report:
         context.update(
             heat=summary.heat_rows(report),
+            measured=summary.measured(report),
             categories=summary.category_rows(report),
             answers=summary.ANSWERS,
         )

@@ -117,7 +117,13 @@ def _decision_scores(outcomes: list[Outcome]) -> dict:
             len(destructive),
         ),
         "droppedRate": rate(sum(1 for o in outcomes if o.dropped), len(outcomes)),
-        "reviewNeeded": {"precision": rate(both, len(flagged)), "recall": rate(both, len(needed))},
+        # The counts say whether there was anything to measure (a rate of 0/0 reads 0.0).
+        "reviewNeeded": {
+            "precision": rate(both, len(flagged)),
+            "recall": rate(both, len(needed)),
+            "flagged": len(flagged),
+            "needed": len(needed),
+        },
         "notAction": {
             "cases": len(rejected),
             "correct": sum(1 for o in rejected if decision_correct(o)),
@@ -130,6 +136,7 @@ def _extraction_scores(outcomes: list[Outcome]) -> dict:
     found = wanted - sum(len(_missing(o)) for o in outcomes)
     return {
         "cases": len(outcomes),
+        "facts": wanted,
         "factRecall": rate(found, wanted),
         "forbiddenRate": rate(sum(1 for o in outcomes if _forbidden_found(o)), len(outcomes)),
         "overMaxRate": rate(sum(1 for o in outcomes if _over_max(o)), len(outcomes)),

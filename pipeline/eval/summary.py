@@ -83,6 +83,9 @@ HEADLINES = (
 )
 
 
+VISIBLE_DELTA = 0.005
+
+
 def _at(report: dict, path: tuple[str, ...]) -> float:
     value = report
     for key in path:
@@ -97,13 +100,15 @@ def _row(label: str, a: float | None, b: float | None, higher_is_better: bool) -
         return {"label": label, "a": a, "b": b, "delta": None, "better": False, "worse": False}
     delta = round(b - a, 4)
     better = delta > 0 if higher_is_better else delta < 0
+    # Under half a point the page shows "0%": it claims no difference either.
+    moved = abs(delta) >= VISIBLE_DELTA
     return {
         "label": label,
         "a": a,
         "b": b,
         "delta": delta,
-        "better": delta != 0 and better,
-        "worse": delta != 0 and not better,
+        "better": moved and better,
+        "worse": moved and not better,
     }
 
 
@@ -152,9 +157,20 @@ def _share(entry: dict | None) -> float | None:
     return round(entry["correct"] / entry["cases"], 4) if entry and entry["cases"] else None
 
 
+# A rate and the count in the report that is 0 when it had nothing to divide (reports written
+# before a count was kept have none: their rate is taken as measured).
+_DENOMINATORS = {
+    ("decision", "reviewNeeded", "precision"): ("decision", "reviewNeeded", "flagged"),
+    ("decision", "reviewNeeded", "recall"): ("decision", "reviewNeeded", "needed"),
+    ("extraction", "factRecall"): ("extraction", "facts"),
+}
+
+
 def _headline(report: dict, path: tuple[str, ...]) -> float | None:
     """A headline rate; None when the run had nothing to measure it on: no case of its section
-    (decision or extraction), or for the wrong target, no case expecting an update or delete."""
+    (decision or extraction), for the wrong target no case expecting an update or delete, for the
+    review flag no proposal flagged (precision) or none to flag (recall), for the fact recall no
+    fact expected."""
     section = report.get(path[0]) or {}
     if not section.get("cases"):
         return None
@@ -162,4 +178,19 @@ def _headline(report: dict, path: tuple[str, ...]) -> float | None:
         per = section.get("perAction") or {}
         if not sum((per.get(a) or {}).get("support", 0) for a in ("update", "delete")):
             return None
+    counted = _DENOMINATORS.get(path)
+    if counted is not None:
+        value = report
+        for key in counted:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value == 0:
+            return None
     return _at(report, path)
+
+
+def measured(report: dict) -> dict[str, float | None]:
+    """A run's headline rates by their report key (the review flag's as reviewPrecision and
+    reviewRecall), None where the run had nothing to measure: the run page shows a dash there."""
+    keys = {("decision", "reviewNeeded", "precision"): "reviewPrecision"}
+    keys[("decision", "reviewNeeded", "recall")] = "reviewRecall"
+    return {keys.get(path, path[-1]): _headline(report, path) for _, path, _ in HEADLINES}
