@@ -19,6 +19,7 @@ from pipeline.models import (
     Approval,
     LlmCall,
     Proposal,
+    ProposalStatus,
     RejectionFingerprint,
     ReplayRun,
     TripleReview,
@@ -256,10 +257,15 @@ def _log_entries(memory_ids: list[str], proposal_ids: list[str]) -> list[int]:
     return list(LogEntry.objects.filter(query).values_list("pk", flat=True))
 
 
-def erase_pipeline_in_transaction(plan: PipelinePlan, texts: Texts) -> None:
+def erase_pipeline_in_transaction(plan: PipelinePlan, texts: Texts, *, at) -> None:
     """Wipe the planned rows: a purged memory's proposals keep their ids, action, status and who
-    decided, and lose every text; the rows that only point at one lose the copies they hold."""
+    decided, and lose every text; the rows that only point at one lose the copies they hold.
+    A purged memory's pending proposals leave the queue, cancelled: their fact is gone, so no
+    reviewer could decide them (they stood there as "[purged]", counted as waiting)."""
     _wipe_proposals(plan.proposals)
+    Proposal.objects.filter(id__in=plan.proposals, status=ProposalStatus.PENDING).update(
+        status=ProposalStatus.CANCELLED, updated_at=at
+    )
     _scrub_rows(Proposal, plan.targeting, [*_REPLACED, *_TEXT_VALUES], texts)
     Proposal.objects.filter(id__in=plan.targeting).exclude(target_content=None).update(
         target_content=PURGED

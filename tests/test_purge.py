@@ -225,3 +225,26 @@ def test_a_purged_proposals_first_approval_loses_its_text(fake_ollama):
     receipt = purge.purge(Request(Scope.MEMORY, memory_id=source.id), reason="leak", actor=ADMIN)
     approval.refresh_from_db()
     assert approval.content == PURGED and receipt.verified
+
+
+def test_a_purged_memorys_pending_proposals_leave_the_queue_cancelled(fake_ollama):
+    """Found by a day of QA: they stayed pending as "[purged]", counted as waiting, and approving
+    one was refused (source_forgotten)."""
+    store = seed_store()
+    four_decisions(fake_ollama, store)
+    source = raw(RAW_TEXT).memory
+    process_pending()
+    pending = set(
+        Proposal.objects.filter(source_memory=source, status="pending").values_list("id", flat=True)
+    )
+    decided = set(
+        Proposal.objects.filter(source_memory=source)
+        .exclude(status="pending")
+        .values_list("id", "status")
+    )
+    assert pending
+    purge.purge(Request(Scope.MEMORY, memory_id=source.id), reason="leak", actor=ADMIN)
+    statuses = dict(Proposal.objects.filter(source_memory=source).values_list("id", "status"))
+    assert {statuses[p] for p in pending} == {"cancelled"}
+    assert {(p, statuses[p]) for p, _ in decided} == decided  # decided ones keep their status
+    assert not Proposal.objects.filter(status="pending", fact_content=PURGED).exists()
