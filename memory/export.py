@@ -43,6 +43,7 @@ _COLUMNS = (
     ("is_deleted", "isDeleted"),
     ("deleted_at", "deletedAt"),
     ("expires_at", "expiresAt"),
+    ("purged_at", "purgedAt"),
 )
 _HISTORY_COLUMNS = (
     ("id", "id"),
@@ -113,7 +114,7 @@ def records(
         history = _history(ids) if include_history else {}
         for row in rows:
             record = {key: value for (_, key), value in zip(_COLUMNS, row, strict=True)}
-            for key in ("createdAt", "updatedAt", "deletedAt", "expiresAt"):
+            for key in ("createdAt", "updatedAt", "deletedAt", "expiresAt", "purgedAt"):
                 record[key] = iso(record[key])
             record["entities"] = mentions.get(record["id"], [])
             if include_history:

@@ -86,6 +86,8 @@ class Incoming:
     # Kept as the file says, a moment already past too: the memory arrives expired, and the
     # purge counts from that moment as it would have in the store it came from.
     expires_at: datetime | None = None
+    # A purge's tombstone stays one: never recovered, its text "[purged]".
+    purged_at: datetime | None = None
     # None: the inline linker's mentions (existing entities only), as at remember.
     mentions: list[Mention] | None = None
     history: list[HistoryEntry] = field(default_factory=list)
@@ -239,6 +241,7 @@ def _row(item: Incoming, *, actor: Actor, at, process: bool) -> Memory:
         is_deleted=item.is_deleted,
         deleted_at=(item.deleted_at or at) if item.is_deleted else None,
         expires_at=item.expires_at,
+        purged_at=item.purged_at,
         extraction_status=(
             ExtractionStatus.PENDING if process and not item.is_deleted else ExtractionStatus.NONE
         ),

@@ -14,6 +14,7 @@ from django.utils import timezone
 from django_q.models import OrmQ
 
 from memory import export
+from memory.erasure import PURGED
 from memory.models import (
     Embedding,
     Entity,
@@ -26,9 +27,11 @@ from memory.models import (
     MemoryHistory,
     Relation,
 )
-from memory.writes import Actor, Triple, forget, modify, remember
+from memory.writes import Actor, Refused, Triple, forget, modify, recover, remember
+from pipeline import purge
 from pipeline.imports.models import ImportRun
 from pipeline.models import LlmCall, Proposal, ReplayStatus, TripleReview
+from pipeline.purge import Request, Scope
 from pipeline.writes.config import update_config
 
 pytestmark = pytest.mark.django_db
@@ -63,8 +66,8 @@ def empty_the_store() -> None:
 
 def a_lived_in_store(pipeline_run) -> None:
     """Two agents, entities, tags, a pinned memory, an edit, a forgotten memory, a memory a
-    person asserted, one that expires, one expired, and memories the pipeline derived from a
-    raw one."""
+    person asserted, one that expires, one expired, a purged one, and memories the pipeline
+    derived from a raw one."""
     remember(
         "Kenji deploys billing-api with Terraform on Fridays.",
         actor=AGENT,
@@ -85,6 +88,8 @@ def a_lived_in_store(pipeline_run) -> None:
     )
     lapsed = remember("The office is closed this week.", actor=AGENT).memory
     modify(lapsed.id, {"expires_at": timezone.now()}, actor=AGENT, reason="reopened")
+    leaked = remember("The staging root password is hunter2-prod.", actor=AGENT).memory
+    purge.purge(Request(Scope.MEMORY, memory_id=leaked.id), reason="a leaked password", actor=AGENT)
     update_config({"shadowMode": False}, changed_by="t", reason="derive memories")
     pipeline_run("Priya prefers squash merges. Kenji owns the billing-api runbook.")
 
@@ -119,6 +124,14 @@ def test_export_then_import_into_an_empty_store_then_export_gives_the_same_memor
     assert without(second, "assertedBy", "history") == without(memories, "assertedBy", "history")
     assert {r["assertedBy"] for r in second} == {"import"}
     lapsed = Memory.objects.get(content="The office is closed this week.")
+    # A purge's tombstone comes back a tombstone, which recover refuses (it came back as a
+    # forgotten memory that recover brought back live as "[purged]": a QA day).
+    tombstones = [r for r in memories if r["purgedAt"]]
+    assert len(tombstones) == 1 and tombstones[0]["isDeleted"]
+    tombstone = Memory.objects.get(id=tombstones[0]["id"])
+    assert tombstone.is_purged and tombstone.content == PURGED
+    with pytest.raises(Refused, match="purged"):
+        recover(tombstone.id, actor=AGENT, reason="oops")
     assert lapsed.is_expired and export.iso(lapsed.expires_at) == expiries[lapsed.content]
     for before, after in zip(memories, second, strict=True):
         assert after["history"][:-1] == before["history"]  # ids and order kept
@@ -240,7 +253,7 @@ def test_mem0_expiration_date_is_kept_to_the_end_of_that_day_and_a_bad_one_refus
     assert expiries["b"] is None and "c" not in expiries
 
 
-def test_an_export_line_with_a_bad_expiry_is_refused_alone(tmp_path):
+def test_an_export_line_with_a_bad_expiry_or_a_live_tombstone_is_refused_alone(tmp_path):
     path = tmp_path / "store.jsonl"
     header = export.header(agent=None, include_history=False, include_deleted=False)
     write_lines(
@@ -249,11 +262,13 @@ def test_an_export_line_with_a_bad_expiry_is_refused_alone(tmp_path):
             header,
             {"content": "Kept.", "agentId": "default", "expiresAt": "2031-05-01T00:00:00Z"},
             {"content": "Refused.", "agentId": "default", "expiresAt": "soon"},
+            {"content": "[purged]", "agentId": "default", "purgedAt": "2026-01-01T00:00:00Z"},
         ],
     )
     out, _ = run_import(path)
-    assert "1 imported, 0 deduplicated, 1 refused" in out
+    assert "1 imported, 0 deduplicated, 2 refused" in out
     assert "line 3: expiresAt: 'soon' is not an ISO 8601 date and time" in out
+    assert "line 4: purgedAt: a purged memory is forgotten too: isDeleted must be true" in out
     assert Memory.objects.get().expires_at.isoformat() == "2031-05-01T00:00:00+00:00"
 
 

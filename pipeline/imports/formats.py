@@ -253,6 +253,9 @@ def from_export(line: int, obj: dict, options: Options) -> Incoming:
         raise Bad("assertedBy", f"must be one of {', '.join(Authority.values)}")
     importance = obj.get("importance")
     deleted = _bool(obj, "isDeleted")
+    purged = _time(obj.get("purgedAt"), "purgedAt")
+    if purged is not None and not deleted:
+        raise Bad("purgedAt", "a purged memory is forgotten too: isDeleted must be true")
     return Incoming(
         line=line,
         text=content_of(obj.get("content"), "content"),
@@ -272,6 +275,7 @@ def from_export(line: int, obj: dict, options: Options) -> Incoming:
         is_deleted=deleted,
         deleted_at=_time(obj.get("deletedAt"), "deletedAt") if deleted else None,
         expires_at=_time(obj.get("expiresAt"), "expiresAt"),
+        purged_at=purged,
         mentions=_mentions(obj.get("entities")),
         history=_history(obj.get("history")),
         origin={"assertedBy": asserted} if asserted else {},
