@@ -190,6 +190,11 @@ def _migrated(conn, path: Path) -> None:
     folder = Path(tempfile.mkdtemp(prefix="migrated-store-"))
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     template = folder / "store.sqlite3"
+    # Closed first: the copy opens and closes the file in this process, which drops the POSIX
+    # locks SQLite holds on it, and another process closing the store could then reset its log
+    # under the open connection (the first file-store test of a process failed with "disk I/O
+    # error" in test_erasure_files). The connection opens again at its next query.
+    conn.close()
     shutil.copyfile(path, template)
     _MIGRATED[settings.MEMORY_EMBEDDING_DIMENSIONS] = template
 
