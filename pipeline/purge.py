@@ -70,6 +70,8 @@ class Receipt:
     rows: dict[str, int]
     verified: bool = False
     found: list[dict] = field(default_factory=list)
+    # Copies the first check found outside the purge's own rows, scrubbed and checked again.
+    repaired: list[dict] = field(default_factory=list)
     out_of_reach: list[str] = field(default_factory=list)
     tombstone: str | None = None
     checks: list[str] = field(default_factory=list)  # what was verified, in words
@@ -85,6 +87,7 @@ class Receipt:
             "rows": self.rows,
             "verified": self.verified,
             "found": self.found,
+            "repaired": self.repaired,
             "outOfReach": self.out_of_reach,
             "tombstone": self.tombstone,
         }
@@ -241,9 +244,10 @@ def purge_memories(
         tombstone=written.tombstone,
         out_of_reach=out_of_reach(),
     )
-    rounds = 0
+    rounds, first = 0, None
     while True:
         found, copies = verify(written, texts, settled, matrix_rows, receipt)
+        first = found if first is None else first
         repairable = {label: c for label, c in copies.items() if _repairable(c)}
         if not repairable or rounds == REPAIR_ROUNDS:
             break
@@ -253,10 +257,24 @@ def purge_memories(
                 receipt.rows[table] = receipt.rows.get(table, 0) + n
             settled = files.settle(list(receipt.rows))
     receipt.found = [{"where": where, "count": n} for where, n in found]
+    receipt.repaired = repaired(first, found)
     receipt.verified = not found
     receipt.rows = dict(sorted(receipt.rows.items()))
     purge_writes.keep_receipt(written.tombstone, {**receipt.as_json(), "checks": receipt.checks})
     return receipt
+
+
+def repaired(first: list[tuple[str, int]], last: list[tuple[str, int]]) -> list[dict]:
+    """What the first check found that the last no longer does: the copies scrubbed between
+    them (a receipt that said "nothing found" hid them)."""
+    left: dict[str, int] = {}
+    for where, n in last:
+        left[where] = left.get(where, 0) + n
+    gone = []
+    for where, n in first:
+        if n > left.get(where, 0):
+            gone.append({"where": where, "count": n - left.get(where, 0)})
+    return gone
 
 
 def verify(written: Written, texts: Texts, settled, matrix_rows, receipt: Receipt):

@@ -36,7 +36,14 @@ from memory.writes import Actor, Refused
 from pipeline import memory_ops, safety
 from pipeline.erasure import PLACES
 from pipeline.models import OPEN, Proposal
-from pipeline.purge import REPAIR_ROUNDS, copies_table, lineage_of, out_of_reach, required_reason
+from pipeline.purge import (
+    REPAIR_ROUNDS,
+    copies_table,
+    lineage_of,
+    out_of_reach,
+    repaired,
+    required_reason,
+)
 from pipeline.writes import redact as redact_writes
 from pipeline.writes.purge import keep_receipt
 from pipeline.writes.redact import Written
@@ -90,6 +97,8 @@ class Receipt:
     event: str
     verified: bool = False
     found: list[dict] = field(default_factory=list)
+    # Copies the first check found outside the redaction's own rows, scrubbed and checked again.
+    repaired: list[dict] = field(default_factory=list)
     out_of_reach: list[str] = field(default_factory=list)
     others: list[str] = field(default_factory=list)
     duplicates: dict[str, str] = field(default_factory=dict)
@@ -106,6 +115,7 @@ class Receipt:
             "rows": self.rows,
             "verified": self.verified,
             "found": self.found,
+            "repaired": self.repaired,
             "outOfReach": self.out_of_reach,
             "event": self.event,
             "otherMemories": self.others,
@@ -256,9 +266,10 @@ def redact(request: Request, *, reason, actor: Actor) -> Receipt:
         out_of_reach=[place.replace("the purge", "the redaction") for place in out_of_reach()],
         duplicates={c.memory_id: c.duplicate_of for c in written.changed if c.duplicate_of},
     )
-    rounds = 0
+    rounds, first = 0, None
     while True:
         found, copies = verify(written, texts, settled, matrix_rows, receipt)
+        first = found if first is None else first
         repairable = _repairable(copies)
         if not repairable or rounds == REPAIR_ROUNDS:
             break
@@ -268,6 +279,7 @@ def redact(request: Request, *, reason, actor: Actor) -> Receipt:
                 receipt.rows[table] = receipt.rows.get(table, 0) + n
             settled = files.settle(list(receipt.rows))
     receipt.found = [{"where": where, "count": n} for where, n in found]
+    receipt.repaired = repaired(first, found)
     receipt.verified = not found
     receipt.rows = dict(sorted(receipt.rows.items()))
     keep_receipt(written.event, {**receipt.as_json(), "checks": receipt.checks})

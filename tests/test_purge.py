@@ -105,6 +105,12 @@ def test_copies_no_link_leads_to_are_found_scrubbed_and_then_verified():
     receipt = purge.purge(Request(Scope.MEMORY, memory_id=memory.id), reason="leak", actor=ADMIN)
     assert receipt.verified and receipt.found == []
     assert receipt.rows["pipeline_llm_calls"] == 1 and receipt.rows["pipeline_eval_runs"] == 1
+    # The receipt says the check found them and they were scrubbed (it said "nothing found").
+    assert receipt.repaired == [
+        {"where": "pipeline_llm_calls.prompt", "count": 1},
+        {"where": "pipeline_eval_runs.set_text", "count": 1},
+    ]
+    assert receipt.as_json()["repaired"] == receipt.repaired
     call = LlmCall.objects.get(job=job)
     assert SECRET not in call.prompt and PURGED in call.prompt and "rotation" in call.prompt
     run.refresh_from_db()

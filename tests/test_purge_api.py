@@ -14,7 +14,9 @@ from memory.erasure import PURGED
 from memory.models import Memory
 from memory.writes import Actor
 
-RECEIPT_KEYS = {"dryRun", "memories", "rows", "verified", "found", "outOfReach", "tombstone"}
+RECEIPT_KEYS = {
+    *("dryRun", "memories", "rows", "verified", "found", "repaired", "outOfReach", "tombstone")
+}
 KEY = "sk-live-4f9a2c7e1b3d5f6a8c0e"
 WRITER = Actor("agent-one", "agent")
 

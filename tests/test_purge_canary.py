@@ -133,6 +133,7 @@ def test_a_purged_canary_leaves_no_copy_anywhere(
         "rows",
         "verified",
         "found",
+        "repaired",
         "outOfReach",
         "tombstone",
     }

@@ -122,6 +122,35 @@ def test_a_confirmed_purge_shows_its_receipt_and_the_memory_says_it_was_purged(
         assert page_problems(html if isinstance(html, str) else html.decode()) == []
 
 
+def test_the_receipt_says_which_copies_the_first_check_found_and_rewrote(admin_client_role, memory):
+    """A copy outside the purge's rows (another job's prompt quoting the memory) is rewritten
+    after the first check; the receipt said "Nothing: 0 copies" and hid it (a QA day)."""
+    from django.utils import timezone
+
+    from memory.models import Job
+    from pipeline.models import LlmCall
+
+    other = writes.remember("Kenji rotates the staging keys.", actor=Actor("a", "agent")).memory
+    now = timezone.now()
+    job = Job.objects.create(memory=other, created_at=now, updated_at=now)
+    LlmCall.objects.create(
+        job=job,
+        kind="decide",
+        provider="offline",
+        model="m",
+        prompt=f"[1] {SECRET}",
+        created_at=now,
+    )
+    response = admin_client_role.post(
+        URL, form(memory, step="purge", confirm="PURGE", previewed=previewed([memory.id]))
+    )
+    body = admin_client_role.get(response["Location"]).content.decode()
+    assert 'data-testid="receipt-found">Nothing left: 0 copies.' in body
+    repaired = body[body.index('data-testid="receipt-repaired"') :]
+    assert "<code>pipeline_llm_calls.prompt</code>: 1" in repaired
+    assert SECRET not in body and SECRET not in LlmCall.objects.get(job=job).prompt
+
+
 def test_an_admin_finds_the_purge_link_on_a_memory_and_a_reviewer_does_not(
     admin_client_role, reviewer_client, memory
 ):

@@ -17,6 +17,7 @@ RECEIPT_KEYS = {
     "rows",
     "verified",
     "found",
+    "repaired",
     "outOfReach",
     "event",
     "otherMemories",
