@@ -26,6 +26,16 @@ def texts(text: str) -> list[tuple[int, str]]:
 HEADER = json.dumps({"format": export.FORMAT, "version": export.VERSION})
 
 
+def test_a_list_item_with_nothing_after_its_marker_is_refused_not_dropped_unseen():
+    """Found by a day of QA: "- " and "-" read as a heading's underline and fell out of every
+    count; an underline under a paragraph stays a heading."""
+    found = texts("- first item\n- \n-\n- \u200b\n- last item\n\nRelease notes\n-------------\n")
+    assert found[0] == (1, "first item") and found[-1] == (5, "last item")
+    refused = found[1:-1]
+    assert [item.split(":")[0] for item in refused] == ["line 2", "line 3", "line 4"]
+    assert all("content" in item for item in refused), refused
+
+
 @pytest.mark.parametrize(
     ("first", "expected"),
     [

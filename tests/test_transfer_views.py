@@ -177,6 +177,8 @@ def test_a_file_over_the_limit_is_refused_next_to_the_file_field(admin_client_ro
     body = response.content.decode()
     assert 'data-testid="import-error"' in body and "MEMORY_IMPORT_MAX_BYTES" in body
     assert_errors_described(body)
+    # Served at the upload's address, it is still the Data page (a QA day: nothing was current).
+    assert 'aria-current="page" title="Export and import">Data</a>' in body
     assert not ImportRun.objects.exists() and not OrmQ.objects.exists()
 
 

@@ -502,6 +502,15 @@ def blocks(lines: Iterable[bytes]) -> Iterator[tuple[int, str] | Refusal]:
             parts.append(line)
             continue
         line = _unquoted(line)
+        marker = _ITEM.match(line)
+        if marker and not line[marker.end() :].strip() and (not parts or _ITEM.match(parts[0])):
+            # A list item with nothing after its marker ("- "): its own item, refused as empty,
+            # not an underline that ends the list unseen (it was in no count).
+            if parts:
+                yield start, "\n".join(parts)
+            yield number, line
+            start, parts = 0, []
+            continue
         if not line.strip() or _HEADING.match(line) or _UNDERLINE.match(line) or _RULE.match(line):
             # A single line underlined with === or --- is a heading, not a memory.
             if _UNDERLINE.match(line) and len(parts) == 1 and not _ITEM.match(parts[0]):
