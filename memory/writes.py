@@ -248,6 +248,15 @@ def _locked_memory(memory_id: str) -> Memory:
     return memory
 
 
+def _check_editable(memory: Memory) -> None:
+    """A forgotten memory is recovered before an edit; a purged one never is (recover refuses
+    it, so "recover it first" would send the caller round)."""
+    if memory.is_purged:
+        raise Refused("purged", "memory was purged: its text is gone for good")
+    if memory.is_deleted:
+        raise Refused("deleted", "memory is deleted; recover it first")
+
+
 def _check_version(memory: Memory, if_version: int | None) -> None:
     if if_version is not None and memory.version != if_version:
         raise Refused(
@@ -319,10 +328,7 @@ def modify_in_transaction(
     """The modify path for callers that already hold a transaction (the pipeline's one write)."""
     if not reason or not reason.strip():
         raise Refused("reason_required", "reason is required")
-    if memory.is_purged:  # recover refuses it too: "recover it first" would send a caller round
-        raise Refused("purged", "memory was purged: its text is gone for good")
-    if memory.is_deleted:
-        raise Refused("deleted", "memory is deleted; recover it first")
+    _check_editable(memory)
     _check_version(memory, if_version)
     now = at or timezone.now()
     changes = as_changed(memory.expires_at, changes, now)

@@ -402,6 +402,7 @@ REFUSAL_MESSAGES = {
     "pinned_requires_force": "This memory is pinned: tick “force” to forget it anyway.",
     "invalid_content": "The content is empty after normalisation.",
     "deleted": "This memory was forgotten since you opened it: recover it first.",
+    "purged": "This memory was erased since you opened it: its text is gone for good.",
     "duplicate_content_hash": "Another active memory already has this content.",
 }
 
@@ -432,11 +433,6 @@ def _refusal_form(request, form: ActionForm, refused: writes.Refused, memory_id:
         form.add_error(field, message)
         return form
     message = REFUSAL_MESSAGES.get(refused.code, refused.message)
-    if (
-        refused.code == "deleted"
-        and Memory.objects.filter(id=memory_id, purged_at__isnull=False).exists()
-    ):
-        message = "This memory was erased since you opened it: its text is gone for good."
     # The template links to it beside the error (a bare id could not be opened).
     form.duplicate_of = refused.details.get("duplicateMemoryId")
     field = REFUSAL_FIELDS.get(refused.code)
