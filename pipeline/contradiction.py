@@ -1,5 +1,7 @@
 """Syntactic contradiction detector: given real lexical overlap, a negation on one side of what the
-other side states, or a conflicting antonym pair, when both texts speak of the same thing.
+other side states, a conflicting antonym pair ("turned on" reads as "enabled"), or the same two
+things the other way round ("tabs over spaces" / "spaces over tabs"), when both texts speak of
+the same thing.
 
 Words are compared by their roots: a light stem, a noun of the verb ("owner" / "owns") and a few
 synonyms ("need" / "require"). A negation is a negation word ("not", "don't", "no longer", "never",
@@ -331,7 +333,10 @@ def _negations(tokens: list[str]) -> tuple[list[_Negation], set[int]]:
         # "is not allowed to deploy" negates the deploying; "is not allowed" negates allowing.
         said = [j for j in words if tokens[j] not in _FILLERS and tokens[j] not in _PLACE_WORDS]
         scope = said[:NEGATED_WORDS] or words[:NEGATED_WORDS]
-        # "Elena no longer does", "production is not": about the word before it.
+        # "Elena no longer does", "production is not": about the word before it. Other words
+        # of no meaning after it ("is not done yet", "does not have any") stay its scope.
+        if not scope and not all(tokens[j] in _AUXILIARIES for j in reach):
+            scope = list(reach)[:1]
         if not scope:
             before = [
                 j for j in range(i) if tokens[j] not in STOP_WORDS and tokens[j] not in NEGATIONS
@@ -418,41 +423,57 @@ def _replaced(negated: _Side, other: _Side, negation: _Negation) -> set[int]:
     from the other side by design, so they do not show that the texts are about different
     things."""
     at = negation.at
-    if negation.word != "not" or at == 0 or negated.tokens[at - 1] in _AUXILIARIES:
+    if negation.word != "not" or at == 0:
+        return set()
+    before = negated.tokens[at - 1]
+    # After a verb's helper or a word of no meaning ("is also not", "currently not", "probably
+    # not") it is an ordinary negation.
+    if before in _AUXILIARIES or before in STOP_WORDS or before in _FILLERS:
+        return set()
+    if before.endswith("ly"):
         return set()
     shared = negated.content_roots() & other.content_roots()
     replaced, j = set(), at - 1
-    while j >= 0 and negated.roots[j] not in shared:
+    # Back to the last shared word, never past a verb's helper (the subject is before it).
+    while j >= 0 and negated.roots[j] not in shared and negated.tokens[j] not in _AUXILIARIES:
         replaced.add(j)
         j -= 1
     return replaced
 
 
-def _ordered(side: _Side) -> set[tuple[str, str, str]]:
-    """(thing before, word, thing after) around each word that makes an order matter: "tabs
-    over spaces", "faster than", and "X reports to Y" (its subject, "to", whom)."""
+def _ordered(side: _Side) -> dict[tuple[str, str, str], tuple[int, int]]:
+    """(thing before, word, thing after) around each word that makes an order matter ("tabs
+    over spaces", "X reports to Y": the one who reports, "to", whom), with the two things'
+    positions."""
     content = [i for i in side.content() if side.tokens[i] not in _PLACE_WORDS]
-    found = set()
+    found = {}
     for i, token in enumerate(side.tokens):
-        reports = token == "to" and "report" in side.stems[max(0, i - 2) : i]
-        if token not in _ORDERING and not reports:
+        reporting = [j for j in range(max(0, i - 2), i) if side.stems[j] == "report"]
+        if token not in _ORDERING and not (token == "to" and reporting):
             continue
-        before = [j for j in content if j < i]
+        before = [j for j in content if j < (reporting[0] if token == "to" else i)]
         after = [j for j in content if j > i]
         if before and after:
-            first = before[0] if reports else before[-1]
-            found.add((side.roots[first], token, side.roots[after[0]]))
+            first, second = before[-1], after[0]
+            found[(side.roots[first], token, side.roots[second])] = (first, second)
     return found
 
 
 def _reversal(fact: _Side, existing: _Side, overlap: list[str]) -> Contradiction | None:
-    """The same two things the other way round: "tabs over spaces" / "spaces over tabs",
-    "Kenji reports to Priya" / "Priya reports to Kenji"."""
-    theirs = _ordered(existing)
-    for a, word, b in sorted(_ordered(fact)):
-        if a != b and (b, word, a) in theirs:
-            reason = f'The order is reversed: "{a} {word} {b}" / "{b} {word} {a}"'
-            return Contradiction(True, "reversal", overlap, None, None, reason)
+    """The same two things the other way round, and not both ways on either side, by the same
+    subject: "tabs over spaces" / "spaces over tabs", "Kenji reports to Priya" / "Priya reports
+    to Kenji" ("Alice prefers ..." / "Bob prefers ..." speak of different people)."""
+    ours, theirs = _ordered(fact), _ordered(existing)
+    for (a, word, b), at_fact in sorted(ours.items()):
+        swapped = (b, word, a)
+        if a == b or swapped not in theirs or (a, word, b) in theirs or swapped in ours:
+            continue
+        if _apart(fact, existing, set(at_fact), set(theirs[swapped]), range(0)):
+            continue
+        said = " ".join(fact.tokens[at_fact[0] : at_fact[1] + 1])
+        before = " ".join(existing.tokens[theirs[swapped][0] : theirs[swapped][1] + 1])
+        reason = f'The order is reversed: "{said}" / "{before}"'
+        return Contradiction(True, "reversal", overlap, None, None, reason)
     return None
 
 

@@ -756,6 +756,18 @@ def test_swaps_switches_and_corrections_are_flagged(fact, existing, kind):
     [
         ("Kenji and Priya own billing", "Priya and Kenji own billing"),
         ("Priya works with Kenji on billing", "Kenji works with Priya on billing"),
+        # Found by a second reviewer: a negation with only empty words after it, a "not" after a
+        # word of no meaning, another person's order, both orders said, another reporting line.
+        ("The billing migration is not done yet", "The billing migration is scheduled for Friday"),
+        ("The billing service does not have any", "The billing service has a dedicated database"),
+        ("Alice is also not on the billing team", "Bob is on the billing team"),
+        ("Alice is currently not on the billing team", "Bob is on the billing team"),
+        ("Bob prefers spaces over tabs", "Alice prefers tabs over spaces"),
+        (
+            "Alice prefers tabs over spaces",
+            "Alice prefers tabs over spaces and Bob prefers spaces over tabs",
+        ),
+        ("Kenji reports to Priya", "Priya says Dana reports to Kenji"),
         # An end said without a negation is what a DELETE is for: full mode applies it.
         ("The staging cluster was shut down", "The staging cluster runs in eu-west-1"),
     ],
