@@ -21,6 +21,7 @@ from memory.batch import (
     write_mentions,
 )
 from memory.content import NormalizedContent
+from memory.erasure import PURGED
 from memory.graph import upsert_named_entities
 from memory.models import (
     Authority,
@@ -250,6 +251,8 @@ def _row(item: Incoming, *, actor: Actor, at, process: bool) -> Memory:
         asserted_by=Authority.IMPORT,
     )
     memory.created_at, memory.updated_at = created, item.updated_at or created
+    if item.purged_at is not None:  # the row a purge leaves (memory.erasure_rows)
+        memory.normalized_content, memory.content_hash = PURGED, ""
     return memory
 
 

@@ -21,6 +21,7 @@ from django.conf import settings
 
 from memory import export
 from memory.content import is_effectively_empty, normalize
+from memory.erasure import PURGED
 from memory.imported import HistoryEntry, Incoming, Mention
 from memory.models import ActorType, Authority
 
@@ -256,6 +257,14 @@ def from_export(line: int, obj: dict, options: Options) -> Incoming:
     purged = _time(obj.get("purgedAt"), "purgedAt")
     if purged is not None and not deleted:
         raise Bad("purgedAt", "a purged memory is forgotten too: isDeleted must be true")
+    history = _history(obj.get("history"))
+    if purged is not None and not _only_a_tombstone(obj, history):
+        # Stored as purged, a text could never be erased again (purge and redaction skip it).
+        raise Bad(
+            "purgedAt",
+            f"a purged memory holds nothing but its tombstone: content {PURGED}, no why, tags, "
+            "entities or texts in its history",
+        )
     return Incoming(
         line=line,
         text=content_of(obj.get("content"), "content"),
@@ -277,9 +286,18 @@ def from_export(line: int, obj: dict, options: Options) -> Incoming:
         expires_at=_time(obj.get("expiresAt"), "expiresAt"),
         purged_at=purged,
         mentions=_mentions(obj.get("entities")),
-        history=_history(obj.get("history")),
+        history=history,
         origin={"assertedBy": asserted} if asserted else {},
     )
+
+
+def _only_a_tombstone(obj: dict, history: list[HistoryEntry]) -> bool:
+    """What a purge leaves of a memory: its marker, no why, tags or entities, no text in its
+    audits."""
+    if obj.get("content") != PURGED or obj.get("why") or obj.get("tags") or obj.get("entities"):
+        return False
+    kept = (None, PURGED)
+    return all(e.old_content in kept and e.new_content in kept for e in history)
 
 
 def _mentions(value) -> list[Mention] | None:
@@ -428,9 +446,13 @@ def _mem0_expiry(value) -> datetime | None:
         day = date.fromisoformat(value.strip()) if isinstance(value, str) else None
     except ValueError:
         day = None
-    if day is None:
+    try:
+        following = day + timedelta(days=1) if day is not None else None
+    except OverflowError:  # 9999-12-31: no day after it
+        following = None
+    if following is None:
         raise Bad("expiration_date", "must be a date like 2030-01-31")
-    return datetime.combine(day + timedelta(days=1), time.min, tzinfo=UTC)
+    return datetime.combine(following, time.min, tzinfo=UTC)
 
 
 def _array_items(text: str) -> Iterator[tuple[int, object]]:
