@@ -82,10 +82,17 @@ class SettingsForm(forms.Form):
         required=False, label="I understand what this switch does and want it now"
     )
 
-    def __init__(self, *args, current: dict[str, Any], prefill=None, **kwargs):
+    def __init__(
+        self, *args, current: dict[str, Any], prefill=None, previewing: bool = False, **kwargs
+    ):
         """`prefill`: values (by config key, as a query string gives them) shown in an unbound
-        form instead of the current ones; an invalid one is ignored."""
+        form instead of the current ones; an invalid one is ignored. `previewing`: nothing is
+        saved, so the reason and the confirmation are not asked for (their fields are not
+        marked invalid)."""
         super().__init__(*args, **kwargs)
+        self.previewing = previewing
+        if previewing:
+            self.fields["reason"].required = False
         self.current = current
         self.flat_current = flat_config(current)
         self.changes: dict[str, Any] = {}
@@ -148,7 +155,7 @@ class SettingsForm(forms.Form):
         except ConfigError as exc:
             raise forms.ValidationError(str(exc)) from exc
         self.risky = risky_switches(self.before, self.after)
-        if self.risky and not cleaned.get("confirm"):
+        if self.risky and not cleaned.get("confirm") and not self.previewing:
             self.add_error(
                 "confirm", "Tick this box to confirm: this will " + "; ".join(self.risky) + "."
             )

@@ -55,6 +55,13 @@ class PurgeForm(forms.Form):
     confirm = forms.CharField(required=False, max_length=20, label=f"Type {CONFIRM_WORD}")
     previewed = forms.CharField(required=False, widget=forms.HiddenInput)
 
+    def full_clean(self):
+        super().full_clean()
+        # Radios in a fieldset: Django names no message in their aria-describedby.
+        if "scope" in self.errors:
+            described = f"{self['scope'].auto_id}_error"
+            self.fields["scope"].widget.attrs["aria-describedby"] = described
+
     def clean(self):
         data = super().clean()
         scope = data.get("scope")

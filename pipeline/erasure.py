@@ -16,6 +16,7 @@ from django.db.models import Q
 from memory.erasure import PURGED, STORE_PLACES, How, Place, Texts, scrub, text_values_purged
 from memory.models import Job, Memory, MemoryHistory
 from pipeline.models import (
+    OPEN,
     Approval,
     LlmCall,
     Proposal,
@@ -260,10 +261,11 @@ def _log_entries(memory_ids: list[str], proposal_ids: list[str]) -> list[int]:
 def erase_pipeline_in_transaction(plan: PipelinePlan, texts: Texts, *, at) -> None:
     """Wipe the planned rows: a purged memory's proposals keep their ids, action, status and who
     decided, and lose every text; the rows that only point at one lose the copies they hold.
-    A purged memory's pending proposals leave the queue, cancelled: their fact is gone, so no
-    reviewer could decide them (they stood there as "[purged]", counted as waiting)."""
+    A purged memory's open proposals (pending, skipped, stale) leave the queue, cancelled: their
+    fact is gone, so no reviewer could decide them (they stood there as "[purged]", counted as
+    waiting)."""
     _wipe_proposals(plan.proposals)
-    Proposal.objects.filter(id__in=plan.proposals, status=ProposalStatus.PENDING).update(
+    Proposal.objects.filter(id__in=plan.proposals, status__in=OPEN).update(
         status=ProposalStatus.CANCELLED, updated_at=at
     )
     _scrub_rows(Proposal, plan.targeting, [*_REPLACED, *_TEXT_VALUES], texts)

@@ -60,6 +60,7 @@ def test_the_preview_lists_what_would_go_and_writes_nothing(admin_client_role, m
     ("data", "field", "message"),
     [
         ({"reason": ""}, "reason", "Give a reason"),
+        ({"scope": "everything"}, "scope", "Select a valid choice"),
         ({"memory": ""}, "memory", "Give the memory id to purge"),
         ({"memory": "nope"}, "memory", "Memory nope not found"),
         ({"scope": "agent", "agent": "nobody"}, "agent", "No memory was ever written for agent"),

@@ -233,6 +233,21 @@ def test_preview_of_stopping_auto_apply(admin_client_role, hx):
     assert "Needs the confirmation box" not in body
 
 
+def test_a_plain_preview_asks_for_no_reason_and_marks_no_field_it_does_not_explain(
+    admin_client_role,
+):
+    """A second reviewer found the reason box marked invalid on a preview, naming an error the
+    page did not show (a preview saves nothing, so it needs no reason or confirmation)."""
+    body = admin_client_role.post(
+        URL, form_data(shadowMode=False, reason="", preview="1")
+    ).content.decode()
+    assert "Say why you are changing" not in body
+    reason = re.search(r"<textarea[^>]*name=\"reason\"[^>]*>", body).group(0)
+    assert "aria-invalid" not in reason
+    assert_errors_described(body)
+    assert get_config().shadow_mode is True
+
+
 def test_preview_with_a_bad_value_marks_it_by_its_field(admin_client_role, hx):
     """The preview redraws only itself: each field's error comes out of band, by the field (before,
     it said "Fix the highlighted fields" while nothing was marked)."""

@@ -202,7 +202,7 @@ def settings_page(request):
     data = request.POST if request.method == "POST" else request.GET
     if "preview" in data or "preview" in request.GET:
         # Nothing is saved: the form is validated only to show what the change would do.
-        form = SettingsForm(data, current=current)
+        form = SettingsForm(data, current=current, previewing=True)
         context = _settings_context(request, form, current, previewing=True)
         return render_page(request, template, "settings-preview", context)
     if request.method == "GET":

@@ -83,7 +83,9 @@ HEADLINES = (
 )
 
 
-VISIBLE_DELTA = 0.005
+def shown(rate: float) -> str:
+    """A rate as the page shows it (the `pct` filter's whole percents)."""
+    return f"{rate * 100:.0f}"
 
 
 def _at(report: dict, path: tuple[str, ...]) -> float:
@@ -100,8 +102,8 @@ def _row(label: str, a: float | None, b: float | None, higher_is_better: bool) -
         return {"label": label, "a": a, "b": b, "delta": None, "better": False, "worse": False}
     delta = round(b - a, 4)
     better = delta > 0 if higher_is_better else delta < 0
-    # Under half a point the page shows "0%": it claims no difference either.
-    moved = abs(delta) >= VISIBLE_DELTA
+    # What the page shows, whole percents: where they read the same, no difference is claimed.
+    moved = shown(a) != shown(b)
     return {
         "label": label,
         "a": a,

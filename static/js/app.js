@@ -157,7 +157,7 @@
   // keyboard's focus, so the arrow keys scroll it (axe: scrollable-region-focusable); when it
   // fits, it does not, since a Tab stop that scrolls nothing is one too many. Checked at load,
   // after each swap, when a <details> opens and when the window's width changes.
-  const SCROLL_BOXES = ".page table:not(.queue):not(.triples), pre.raw";
+  const SCROLL_BOXES = ".page table:not(.queue, .triples, .jobs), pre.raw";
   function markScrollBoxes() {
     document.querySelectorAll(SCROLL_BOXES).forEach((box) => {
       const scrolls = box.scrollWidth > box.clientWidth + 1 || box.scrollHeight > box.clientHeight + 1;
