@@ -123,6 +123,7 @@ def test_a_confirmed_purge_shows_its_receipt_and_the_memory_says_it_was_purged(
         assert page_problems(html if isinstance(html, str) else html.decode()) == []
 
 
+@pytest.mark.django_db(transaction=True)  # PostgreSQL vacuums the scrubbed tables: no transaction
 def test_the_receipt_says_which_copies_the_first_check_found_and_rewrote(admin_client_role, memory):
     """A copy outside the purge's rows (another job's prompt quoting the memory) is rewritten
     after the first check; the receipt said "Nothing: 0 copies" and hid it (a QA day)."""
