@@ -78,11 +78,11 @@ _SWITCHED = {"on": "enabled", "off": "disabled"}
 # A new clause: a negation before it does not reach past it ("is no longer disabled and runs").
 _CLAUSE_BREAKS = frozenset(["and", "but"])
 _SWITCH_VERBS = _words("turn turns turned turning switch switches switched switching")
-# Words between two things that make their order matter: "tabs over spaces", "faster than",
-# "reports to".
+# Words between two things that make their order matter ("tabs over spaces"); "reports to" is
+# read apart (`_ordered`).
 _ORDERING = frozenset(["over", "than", "instead", "rather"])
-# Words before "not" that make it an ordinary negation ("is not", "does not"); after any other
-# word "not" contrasts ("hit the primary, not read replicas"): what comes before it replaces.
+# A verb's helper: before "not" it makes an ordinary negation ("is not", "does not"), where a
+# word that says something makes a contrast ("hit the primary, not read replicas": `_replaced`).
 _AUXILIARIES = _words(
     "is are was were am be been being do does did has have had will would shall should can"
     " could may might must"

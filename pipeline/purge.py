@@ -11,6 +11,7 @@ by this actor" that other domain code (expiry) calls. Neither calls a model.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -267,14 +268,10 @@ def purge_memories(
 def repaired(first: list[tuple[str, int]], last: list[tuple[str, int]]) -> list[dict]:
     """What the first check found that the last no longer does: the copies scrubbed between
     them (a receipt that said "nothing found" hid them)."""
-    left: dict[str, int] = {}
+    left = Counter()
     for where, n in last:
-        left[where] = left.get(where, 0) + n
-    gone = []
-    for where, n in first:
-        if n > left.get(where, 0):
-            gone.append({"where": where, "count": n - left.get(where, 0)})
-    return gone
+        left[where] += n
+    return [{"where": w, "count": n - left[w]} for w, n in first if n > left[w]]
 
 
 def verify(written: Written, texts: Texts, settled, matrix_rows, receipt: Receipt):

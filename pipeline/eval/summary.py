@@ -88,10 +88,16 @@ def shown(rate: float) -> str:
     return f"{rate * 100:.0f}"
 
 
-def _at(report: dict, path: tuple[str, ...]) -> float:
+def _value(report: dict, path: tuple[str, ...]):
+    """What the report holds at `path`, None where it holds nothing."""
     value = report
     for key in path:
-        value = value.get(key, {}) if isinstance(value, dict) else {}
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def _at(report: dict, path: tuple[str, ...]) -> float:
+    value = _value(report, path)
     return value if isinstance(value, int | float) else 0.0
 
 
@@ -181,18 +187,19 @@ def _headline(report: dict, path: tuple[str, ...]) -> float | None:
         if not sum((per.get(a) or {}).get("support", 0) for a in ("update", "delete")):
             return None
     counted = _DENOMINATORS.get(path)
-    if counted is not None:
-        value = report
-        for key in counted:
-            value = value.get(key) if isinstance(value, dict) else None
-        if value == 0:
-            return None
+    if counted is not None and _value(report, counted) == 0:
+        return None
     return _at(report, path)
+
+
+# The run page's names of the rates whose report key is not their own ("precision", "recall").
+_MEASURED_AS = {
+    ("decision", "reviewNeeded", "precision"): "reviewPrecision",
+    ("decision", "reviewNeeded", "recall"): "reviewRecall",
+}
 
 
 def measured(report: dict) -> dict[str, float | None]:
     """A run's headline rates by their report key (the review flag's as reviewPrecision and
     reviewRecall), None where the run had nothing to measure: the run page shows a dash there."""
-    keys = {("decision", "reviewNeeded", "precision"): "reviewPrecision"}
-    keys[("decision", "reviewNeeded", "recall")] = "reviewRecall"
-    return {keys.get(path, path[-1]): _headline(report, path) for _, path, _ in HEADLINES}
+    return {_MEASURED_AS.get(path, path[-1]): _headline(report, path) for _, path, _ in HEADLINES}

@@ -443,15 +443,9 @@ def _mem0_expiry(value) -> datetime | None:
     if value is None or value == "":
         return None
     try:
-        day = date.fromisoformat(value.strip()) if isinstance(value, str) else None
-    except ValueError:
-        day = None
-    try:
-        following = day + timedelta(days=1) if day is not None else None
-    except OverflowError:  # 9999-12-31: no day after it
-        following = None
-    if following is None:
-        raise Bad("expiration_date", "must be a date like 2030-01-31")
+        following = date.fromisoformat(value.strip()) + timedelta(days=1)
+    except (AttributeError, ValueError, OverflowError):  # no text, no date, 9999-12-31
+        raise Bad("expiration_date", "must be a date like 2030-01-31") from None
     return datetime.combine(following, time.min, tzinfo=UTC)
 
 
