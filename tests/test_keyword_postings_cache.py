@@ -3,6 +3,7 @@ date equals the list read afresh after memories are added, their text changes (a
 marker), a row is deleted or the index is merged; the keyword leg ranks the same with the cache as
 without it; reads inside a transaction never touch it; and the log of changed texts is trimmed."""
 
+import random
 from datetime import timedelta
 
 import pytest
@@ -66,6 +67,72 @@ def test_a_kept_list_brought_up_to_date_equals_one_read_afresh_after_adds_and_ed
     # Twice: the changes folded in are not folded again into something else.
     assert through_cache() == afresh()
     assert sqlite_postings._CACHE.lists["winter"].seq > 0, "the change log was read"
+
+
+WORDS = ["deploy", "deployed", "deploying", "harbor", "harbors", "café", "cafe", "fraud_check"]
+
+
+def test_lists_kept_over_many_searches_equal_lists_read_afresh_at_every_step():
+    """Adds, edits of old and of just-added rows, and searches asking for a changing part of the
+    terms, in a seeded random order: inflections sharing a token ("deployed", "deploying"), a
+    diacritic folded ("café"), a term of two tokens ("fraud_check", a phrase: never kept)."""
+    rng = random.Random(7)
+    words = WORDS + ["check", "fraud", "spring"]
+    made = iter(range(10**6))
+
+    def text() -> str:  # numbered: no two texts alike
+        return " ".join(rng.choice(words) for _ in range(rng.randint(1, 5))) + f" {next(made)}"
+
+    bulk_store([text() for _ in range(20)])
+    for step in range(40):
+        kind = rng.random()
+        if kind < 0.4:
+            bulk_store([text() for _ in range(rng.randint(1, 4))])
+        elif kind < 0.7:
+            memory = rng.choice(list(Memory.objects.all()))
+            Memory.objects.filter(pk=memory.pk).update(content=text())
+        asked = rng.sample(WORDS, rng.randint(1, len(WORDS)))
+        with connection.cursor() as cursor:
+            cached = sqlite_postings.postings(cursor, asked, rows=10**6)
+            fresh = sqlite_postings.read_afresh(cursor, asked)
+        assert {t: v.tolist() for t, v in cached.items()} == {
+            t: v.tolist() for t, v in fresh.items()
+        }, f"step {step}"
+    kept = sqlite_postings._CACHE.lists
+    assert "fraud_check" not in kept and {"deployed", "deploying", "cafe"} <= set(kept)
+    assert kept["deployed"].token == kept["deploying"].token
+
+
+def test_the_cache_keeps_no_word_of_a_changed_text_that_no_search_asked_for():
+    (memory, *_) = bulk_store(texts(30))
+    through_cache()
+    Memory.objects.filter(pk=memory.pk).update(content="zanzibarquokka beside the harbor")
+    assert through_cache() == afresh()
+    (held,) = {tokens for _, _, tokens in sqlite_postings._CACHE.changes}
+    assert held == {"harbor"}
+
+
+def test_a_search_copies_only_the_rows_added_since_the_last_one():
+    """Catching up takes in the new rows alone, not every row above the oldest kept list."""
+    bulk_store(texts(60))
+    through_cache()
+    bulk_store(texts(5, offset=60))
+    with connection.cursor() as cursor:  # one term asked for: the others' lists stay behind
+        sqlite_postings.postings(cursor, ["harbor"], rows=10**6)
+    bulk_store(texts(3, offset=65))
+    copied = []
+    fill = "INSERT INTO temp.memories_fts_recent(rowid, content) SELECT rowid, content"
+
+    def watch(execute, sql, params, many, context):
+        if sql.startswith(fill):  # how many rows it copies, counted before it runs
+            with connection.cursor() as cursor:
+                cursor.execute(sql.replace(fill, "SELECT COUNT(*)"), params)
+                copied.append(cursor.fetchone()[0])
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(watch):
+        assert through_cache() == afresh()
+    assert copied == [3]
 
 
 def logged() -> int:

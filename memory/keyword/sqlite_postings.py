@@ -1,19 +1,21 @@
 """Each query term's posting list on SQLite (the rowids of the memories FTS5 matches it in), kept per
-process: a list read once is brought up to date at each later search from the rows added above
-the rowid it was read to and the rows whose text changed since (memories_fts_changes, filled by
-triggers), looked up in a scratch index of those rows alone, so a job's ten facts stop reading
-every posting of every term. A list brought up to date equals the list read afresh; a deleted
-row or a merge of the index empties the cache (a rowid can be reused only after a delete), and
-so do an aged cache, a store that shrank, or one that is not the one the cache was filled from.
+process and brought up to date at each later search: the rows added since the last search and
+the rows whose text changed since (memories_fts_changes, filled by triggers) are copied into a
+scratch index, and its vocabulary says which of them hold each kept term's token, so a search
+copies the few rows that are new since the last one, not every row above its oldest list. A list
+brought up to date equals the list read afresh; a deleted row or a merge of the index empties
+the cache (a rowid can be reused only after a delete), and so do an aged cache, a store that
+shrank, or one that is not the one the cache was filled from.
 
 Reads inside a transaction never use the cache: they see rows a rollback may take back."""
 
 from __future__ import annotations
 
+import bisect
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from django.db import connection
@@ -48,7 +50,7 @@ MIN_ROWS = 5000
 MAX_POSTINGS = 16_000_000
 MAX_CHANGES = 256  # rows changed since the cache was filled: more, and it is filled again
 MAX_SECONDS = 300.0
-MAX_BEHIND = 5000  # rows added since a list was read past which it is read afresh
+MAX_BEHIND = 5000  # rows added since the last search past which every list is read afresh
 # The store's tokenizer (memory.keyword.sqlite builds its index with it), for the scratch index.
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 
@@ -71,11 +73,15 @@ _ABOVE_SQL = (
 # rows left the words of a purged text in its segments and freed pages (and with FTS5's
 # secure-delete on, took 250 ms for 5,000 rows). Not dropped and made again by each search: DDL
 # expires every prepared statement of the connection (the job's write then parsed all of its
-# statements again: its lock hold doubled).
-_RECENT_EXISTS_SQL = "SELECT 1 FROM temp.sqlite_master WHERE name = 'memories_fts_recent'"
+# statements again: its lock hold doubled). Its vocabulary (fts5vocab, one row per token of each
+# row) gives each copied row's tokens, and each new query term's own (a term is copied in too, at
+# a negative rowid): the tokens as the store's tokenizer makes them, porter stems included.
+_RECENT_EXISTS_SQL = "SELECT 1 FROM temp.sqlite_master WHERE name = 'memories_fts_recent_tokens'"
 _RECENT_MAKE_SQL = [
     "CREATE VIRTUAL TABLE IF NOT EXISTS temp.memories_fts_recent USING fts5(content, "
     f"content='', tokenize='{TOKENIZER}')",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.memories_fts_recent_tokens "
+    "USING fts5vocab(temp, memories_fts_recent, instance)",
     "PRAGMA temp.secure_delete = 1",  # the temporary database exists from here on
 ]
 _RECENT_CLEAR_SQL = (
@@ -83,12 +89,10 @@ _RECENT_CLEAR_SQL = (
 )
 _RECENT_FILL_SQL = (
     "INSERT INTO temp.memories_fts_recent(rowid, content) SELECT rowid, content FROM "
-    "main.memories WHERE (rowid > %s AND rowid <= %s){changed}"
+    "main.memories WHERE {rows}"
 )
-_RECENT_SQL = (
-    "SELECT %s, (SELECT group_concat(rowid) FROM temp.memories_fts_recent "
-    "WHERE memories_fts_recent MATCH %s)"
-)
+_RECENT_TERMS_SQL = "INSERT INTO temp.memories_fts_recent(rowid, content) VALUES {values}"
+_RECENT_TOKENS_SQL = "SELECT DISTINCT doc, term FROM temp.memories_fts_recent_tokens"
 
 
 def _rowids(text: str | None) -> np.ndarray:
@@ -96,13 +100,13 @@ def _rowids(text: str | None) -> np.ndarray:
     return np.fromstring(text, dtype=np.int64, sep=",") if text else np.zeros(0, np.int64)
 
 
-def read_afresh(cursor, terms: list[str]) -> dict[str, np.ndarray]:
-    """Every term's whole posting list, in one query."""
+def read_afresh(cursor, terms: list[str], high: int = 2**62) -> dict[str, np.ndarray]:
+    """Every term's whole posting list (up to rowid `high`), in one query."""
     if not terms:
         return {}
     cursor.execute(
         " UNION ALL ".join([_ABOVE_SQL] * len(terms)),
-        [value for i, term in enumerate(terms) for value in (i, f'"{term}"', 0, 2**62)],
+        [value for i, term in enumerate(terms) for value in (i, f'"{term}"', 0, high)],
     )
     return {terms[int(i)]: _rowids(text) for i, text in cursor.fetchall()}
 
@@ -110,11 +114,16 @@ def read_afresh(cursor, terms: list[str]) -> dict[str, np.ndarray]:
 @dataclass
 class _List:
     rowids: np.ndarray  # ascending, int32
-    high: int  # every posting up to this rowid is in `rowids`
+    token: str  # the term as the index holds it (its one token)
     seq: int  # with every change up to this one folded in
+    added: list[int] = field(default_factory=list)  # rows added since, ascending, not yet in rowids
 
 
 class _Cache:
+    """The kept lists, each complete up to `high` once its `added` rows and its changes after its
+    `seq` are folded in; `changes` holds which kept terms' tokens each changed row held when the
+    search that saw the change read it (at most MAX_CHANGES rows)."""
+
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.empty(None)
@@ -122,7 +131,8 @@ class _Cache:
     def empty(self, key) -> None:
         self.key, self.lists, self.size = key, {}, 0
         self.high = self.seq = 0
-        self.changes: list[tuple[int, int]] = []  # (seq, row) of the changed rows seen
+        self.by_token: dict[str, set[str]] = {}  # token -> the kept terms that are it
+        self.changes: list[tuple[int, int, frozenset[str]]] = []  # (seq, row, its tokens now)
         self.filled_at = time.monotonic()
 
     def is_stale(self, key, high: int, first: int | None, last: int | None) -> bool:
@@ -135,6 +145,11 @@ class _Cache:
             or self.size > MAX_POSTINGS
         )
 
+    def keep(self, term: str, token: str, rowids: np.ndarray) -> None:
+        self.lists[term] = _List(rowids.astype(np.int32), token, self.seq)
+        self.by_token.setdefault(token, set()).add(term)
+        self.size += len(rowids)
+
 
 _CACHE = _Cache()
 # A child forked while another thread held the lock would wait on it forever: it starts empty.
@@ -143,8 +158,8 @@ os.register_at_fork(after_in_child=_CACHE.__init__)
 
 def postings(cursor, terms: list[str], rows: int) -> dict[str, np.ndarray]:
     """Every term's posting list as the index holds it now: from the process's cache, brought up
-    to date (the log's new entries, the scratch index, one lookup of every term), on a store of
-    MIN_ROWS or more outside a transaction; read afresh otherwise."""
+    to date (the log's new entries, the scratch index's tokens of the new and changed rows), on a
+    store of MIN_ROWS or more outside a transaction; read afresh otherwise."""
     if rows < MIN_ROWS or connection.in_atomic_block or not terms:
         return read_afresh(cursor, terms)
     with _CACHE.lock:
@@ -161,53 +176,71 @@ def _up_to_date(cursor, terms: list[str]) -> dict[str, np.ndarray]:
         cache.is_stale(key, high, first, last)
         or any(deleted for _, _, deleted in changed)
         or len(cache.changes) + len(changed) > MAX_CHANGES
+        or high - cache.high > MAX_BEHIND
     ):
         # Every list is read afresh below, up to `high`: the changes so far are in them.
         cache.empty(key)
-        changed = []
-    cache.changes += [(seq, row) for seq, row, _ in changed]
+    was_kept = bool(cache.lists)
+    # A row above the last search's `high` is taken in as new, with the text it has now.
+    rows_changed = sorted({row for _, row, _ in changed if row <= cache.high}) if was_kept else []
+    new = [term for term in terms if term not in cache.lists]
+    tokens = _tokens(cursor, cache.high if was_kept else high, high, rows_changed, new)
+    if was_kept:
+        # Of a changed row's tokens, only the kept terms' (a list kept later is read afresh): the
+        # cache holds no word of a memory that is not a word a search asked for.
+        cache.changes += [
+            (seq, row, frozenset(cache.by_token.keys() & tokens.get(row, ())))
+            for seq, row, _ in changed
+        ]
+        for row in sorted(row for row in tokens if row > cache.high):
+            for token in tokens[row]:
+                for term in cache.by_token.get(token, ()):
+                    cache.lists[term].added.append(row)
+    cache.high = high
     cache.seq = max(cache.seq, last or 0)
-    for term in terms:  # a list far behind is read afresh rather than caught up row by row
-        held = cache.lists.get(term)
-        if held is not None and high - held.high > MAX_BEHIND:
-            cache.size -= len(cache.lists.pop(term).rowids)
-    held = {term: cache.lists[term] for term in terms if term in cache.lists}
-    recent = _recent(cursor, cache, held, high)
-    statements, params = [], []
-    for i, term in enumerate(terms):
-        if term in held:
-            statements.append(_RECENT_SQL)
-            params += [i, f'"{term}"']
-        else:
-            statements.append(_ABOVE_SQL)
-            params += [i, f'"{term}"', 0, high]
-    try:
-        cursor.execute(" UNION ALL ".join(statements), params)
-        read = {terms[i]: _rowids(text) for i, text in cursor.fetchall()}
-    finally:
-        if recent:
-            cursor.execute(_RECENT_CLEAR_SQL)  # its copies of the texts are not kept
-    found = {term: _fold(cache, term, read[term], high) for term in terms}
-    cache.high = max(cache.high, high)
+    read = read_afresh(cursor, new, high)
+    found = {}
+    for index, term in enumerate(new):
+        own = tokens.get(-1 - index, frozenset())
+        if len(own) == 1:  # a term of two tokens ("fraud_check") is a phrase: read each time
+            cache.keep(term, next(iter(own)), read[term])
+        found[term] = read[term]
+    for term in terms:
+        if term in cache.lists and term not in found:
+            found[term] = _fold(cache, cache.lists[term])
     return found
 
 
-def _recent(cursor, cache: _Cache, held: dict[str, _List], high: int) -> bool:
-    """Copy into this connection's scratch index the rows the held lists lack: those above the
-    lowest list's rowid, and the changed ones. The scratch index tokenizes as the store's does,
-    and a term is looked up in its few rows at a fraction of a lookup in the whole index."""
-    if not held:
-        return False
-    low = min(list_.high for list_ in held.values())
-    changed = sorted({row for list_ in held.values() for row in _changed_rows(cache, list_)})
+def _tokens(cursor, low: int, high: int, changed: list[int], terms: list[str]):
+    """The tokens of the rows above `low` up to `high`, of the changed rows, and of each term (at
+    rowid -1 - its index), as the scratch index's vocabulary gives them: {rowid: tokens}."""
+    if low >= high and not changed and not terms:
+        return {}
     cursor.execute(_RECENT_EXISTS_SQL)
     if cursor.fetchone() is None:
         for sql in _RECENT_MAKE_SQL:
             cursor.execute(sql)
-    rows = f" OR rowid IN ({','.join(map(str, changed))})" if changed else ""
-    # One statement in autocommit: if it fails, it leaves no row behind.
-    cursor.execute(_RECENT_FILL_SQL.format(changed=rows), [low, high])
-    return True
+    try:
+        if low < high or changed:
+            rows = [*(["(rowid > %s AND rowid <= %s)"] if low < high else [])]
+            if changed:
+                rows.append(f"rowid IN ({','.join(map(str, changed))})")
+            # One statement in autocommit: if it fails, it leaves no row behind.
+            cursor.execute(
+                _RECENT_FILL_SQL.format(rows=" OR ".join(rows)), [low, high] if low < high else []
+            )
+        if terms:
+            cursor.execute(
+                _RECENT_TERMS_SQL.format(values=",".join(["(%s, %s)"] * len(terms))),
+                [value for index, term in enumerate(terms) for value in (-1 - index, term)],
+            )
+        cursor.execute(_RECENT_TOKENS_SQL)
+        found: dict[int, set[str]] = {}
+        for doc, token in cursor.fetchall():
+            found.setdefault(doc, set()).add(token)
+    finally:
+        cursor.execute(_RECENT_CLEAR_SQL)  # its copies of the texts are not kept
+    return {doc: frozenset(held) for doc, held in found.items()}
 
 
 def _head(cursor, seq: int) -> tuple[int, int | None, int | None, list[tuple[int, int, bool]]]:
@@ -224,29 +257,21 @@ def _head(cursor, seq: int) -> tuple[int, int | None, int | None, list[tuple[int
     return high, first, last, changed
 
 
-def _changed_rows(cache: _Cache, held: _List | None) -> list[int]:
-    """Rows at or below a cached list's rowid whose text changed after it was read."""
-    if held is None:
-        return []
-    return sorted({row for seq, row in cache.changes if seq > held.seq and row <= held.high})
-
-
-def _fold(cache: _Cache, term: str, read: np.ndarray, high: int) -> np.ndarray:
-    """The term's list now, kept for the next search: read afresh, or what was kept less its
-    changed rows, plus those of them and of the rows above it that the scratch index matched."""
-    held = cache.lists.get(term)
-    if held is None:
-        rowids = read.astype(np.int32)
-    else:
-        rowids = held.rowids
-        changed = _changed_rows(cache, held)
-        if changed:
-            rowids = rowids[~np.isin(rowids, changed)]
-            rowids = np.union1d(rowids, read[np.isin(read, changed)].astype(np.int32))
-        above = read[(read > held.high) & (read <= high)]
-        if len(above):
-            rowids = np.concatenate([rowids, np.sort(above).astype(np.int32)])
-        cache.size -= len(held.rowids)
-    cache.lists[term] = _List(rowids, max(high, held.high if held else 0), cache.seq)
-    cache.size += len(rowids)
+def _fold(cache: _Cache, held: _List) -> np.ndarray:
+    """The list now, kept for the next search: the rows added since folded in, then each row
+    whose text changed after the list's `seq` taken out, and back in if its text holds the token."""
+    rowids = held.rowids
+    if held.added:
+        rowids = np.concatenate([rowids, np.asarray(held.added, dtype=np.int32)])
+        held.added = []
+    since = bisect.bisect_right(cache.changes, held.seq, key=lambda change: change[0])
+    latest = {row: tokens for _, row, tokens in cache.changes[since:]}  # the last change wins
+    if latest:
+        rows = np.fromiter(latest, dtype=np.int32, count=len(latest))
+        rowids = rowids[~np.isin(rowids, rows)]
+        holding = [row for row, tokens in latest.items() if held.token in tokens]
+        if holding:
+            rowids = np.union1d(rowids, np.asarray(holding, dtype=np.int32))
+    cache.size += len(rowids) - len(held.rowids)
+    held.rowids, held.seq = rowids, cache.seq
     return rowids
