@@ -34,8 +34,8 @@ PROPOSAL_WORDS = {
     "covered), so there was nothing to write.",
     ProposalStatus.STALE: "The memory it changes (or its raw memory) was edited or deleted after "
     "the decision, so it cannot be applied as it is. Compare, then reject it or decide again.",
-    ProposalStatus.CANCELLED: "Dropped without a decision: its raw memory was purged before anyone "
-    "decided, so its fact is gone.",
+    ProposalStatus.CANCELLED: "Dropped without a decision: its raw memory, or the memory it would "
+    "change, was purged before anyone decided.",
     ProposalStatus.SUPPRESSED: "A reviewer rejected this exact proposal before, so it was not put "
     "in the queue again. Unsuppress puts it back.",
 }

@@ -263,9 +263,10 @@ def erase_pipeline_in_transaction(plan: PipelinePlan, texts: Texts, *, at) -> No
     decided, and lose every text; the rows that only point at one lose the copies they hold.
     A purged memory's open proposals (pending, skipped, stale) leave the queue, cancelled: their
     fact is gone, so no reviewer could decide them (they stood there as "[purged]", counted as
-    waiting)."""
+    waiting). So do the open ones that would change or delete a purged memory: it can never come
+    back, so an approval could only find it gone."""
     _wipe_proposals(plan.proposals)
-    Proposal.objects.filter(id__in=plan.proposals, status__in=OPEN).update(
+    Proposal.objects.filter(id__in=[*plan.proposals, *plan.targeting], status__in=OPEN).update(
         status=ProposalStatus.CANCELLED, updated_at=at
     )
     _scrub_rows(Proposal, plan.targeting, [*_REPLACED, *_TEXT_VALUES], texts)

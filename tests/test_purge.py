@@ -254,3 +254,33 @@ def test_a_purged_memorys_pending_proposals_leave_the_queue_cancelled(fake_ollam
     assert {statuses[p] for p in pending} == {"cancelled"}
     assert {(p, statuses[p]) for p, _ in decided} == decided  # decided ones keep their status
     assert not Proposal.objects.filter(status="pending", fact_content=PURGED).exists()
+
+
+def test_open_proposals_that_would_change_a_purged_memory_leave_the_queue_cancelled(fake_ollama):
+    """Found by a second reviewer: an UPDATE of a purged memory stayed pending, its target shown
+    as "[purged]", and approving it could only find the target gone. Another memory's own
+    decided proposals keep their status."""
+    set_mode("controlled-write")
+    target = remember("The vault sits in the Hamburg office")
+    update = "The vault sits in the Munich office"
+    ScriptedModel(
+        fake_ollama,
+        facts=[fact("Priya owns the vault key ring"), fact(update)],
+        decisions={update: decision("update", target)},
+    )
+    source = raw("Priya owns the vault key ring; the vault moved to Munich.").memory
+    process_pending()
+    pending = Proposal.objects.get(target_memory=target, status=ProposalStatus.PENDING)
+    decided = dict(
+        Proposal.objects.filter(source_memory=source)
+        .exclude(pk=pending.pk)
+        .values_list("id", "status")
+    )
+    purge.purge(Request(Scope.MEMORY, memory_id=target.id), reason="leak", actor=ADMIN)
+    pending.refresh_from_db()
+    assert pending.status == ProposalStatus.CANCELLED and pending.target_content == PURGED
+    assert decided == dict(
+        Proposal.objects.filter(source_memory=source)
+        .exclude(pk=pending.pk)
+        .values_list("id", "status")
+    )
