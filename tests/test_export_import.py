@@ -312,7 +312,10 @@ def test_an_import_dedupes_against_what_the_store_already_has_and_within_the_fil
     path = tmp_path / "notes.md"
     path.write_text("Priya prefers squash merges\n\n- Kenji deploys.\n- kenji deploys\n")
     out, _ = run_import(path, "-v", "2")
-    assert f"line 1: deduplicated, already stored as {existing.id}" in out
+    assert f"line 1: deduplicated, the same memory as {existing.id}" in out
+    kenji = Memory.objects.exclude(pk=existing.pk).get()  # in the file twice: not "already stored"
+    assert f"line 3: imported as {kenji.id}" in out
+    assert f"line 4: deduplicated, the same memory as {kenji.id}" in out
     assert "1 imported, 2 deduplicated, 0 refused of 3 items." in out
     assert Memory.objects.count() == 2
 

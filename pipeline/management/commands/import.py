@@ -62,7 +62,7 @@ class Command(BaseCommand):
                 self.stderr.write(f"line {item.line}: refused: {item.field}: {item.message}")
             elif self.verbose:
                 verb = (
-                    "deduplicated, already stored as" if item.status == DEDUPED else "imported as"
+                    "deduplicated, the same memory as" if item.status == DEDUPED else "imported as"
                 )
                 self.stdout.write(f"line {item.line}: {verb} {item.memory_id}")
 
