@@ -283,6 +283,24 @@
     else if (!model.value || model.value === offline) model.value = form.dataset.httpModel;
   });
 
+  // A field's error sent out of band (<p class="field-error" id="<input id>_error">: the settings
+  // preview redraws only itself, never the input the admin is typing in) also marks its input,
+  // as a page drawn by the server does: aria-invalid, and named by aria-describedby, while the
+  // message says something.
+  document.addEventListener("htmx:oobAfterSwap", (event) => {
+    const error = event.target; // the element swapped in (detail.target: the one it replaced)
+    if (!error || !error.matches || !error.matches(".field-error[id$='_error']")) return;
+    const input = document.getElementById(error.id.slice(0, -"_error".length));
+    if (!input) return;
+    const named = (input.getAttribute("aria-describedby") || "").split(/\s+/).filter(Boolean);
+    if (error.textContent.trim()) {
+      input.setAttribute("aria-invalid", "true");
+      if (!named.includes(error.id)) input.setAttribute("aria-describedby", [...named, error.id].join(" "));
+    } else {
+      input.removeAttribute("aria-invalid");
+    }
+  });
+
   // After a decision swaps a row, keep the reviewer moving: focus the next open row.
   document.addEventListener("htmx:beforeSwap", (event) => {
     const target = event.detail.target;

@@ -51,11 +51,14 @@ def test_a_value_the_preview_cannot_read_is_marked_by_its_field(page, live_serve
     expect(preview).to_contain_text("Fix the values marked in red")
     error = page.locator(f"#{alpha.get_attribute('id')}_error")
     expect(error).to_have_text("Ensure this value is less than or equal to 1.0.")
+    expect(alpha).to_have_attribute("aria-invalid", "true")  # as a page the server drew marks it
+    assert error.get_attribute("id") in alpha.get_attribute("aria-describedby").split()
     row = page.locator(".setting", has=alpha)
     marked = row.evaluate("el => getComputedStyle(el).backgroundColor")
     alpha.fill("0.5")
     alpha.press("Tab")
     expect(error).to_be_hidden()  # fixed: unmarked, and the preview shows again
+    expect(alpha).not_to_have_attribute("aria-invalid", "true")
     expect(preview).not_to_contain_text("Fix the values")
     assert row.evaluate("el => getComputedStyle(el).backgroundColor") != marked
 
