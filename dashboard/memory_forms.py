@@ -80,18 +80,12 @@ class ExpiryForm(ActionForm):
                 f"{exc}. Pick a date and time (UTC), or empty the field for no expiry."
             ) from None
 
-    def reason_or_default(self) -> str:
+    def reason_or_default(self, current) -> str:
+        """The reason given, or what the change does (`current`: the memory's own expiry)."""
         if reason := self.cleaned_data.get("reason"):
             return reason
         moment = self.cleaned_data.get("expires_at")
-        if moment is None:
-            return "expiry lifted from the memory browser"
-        if moment < timezone.now():  # memory.writes stores it as the moment of the change
-            return (
-                f"expired now from the memory browser (the moment given, "
-                f"{moment:%Y-%m-%d %H:%M:%S} UTC, had passed)"
-            )
-        return f"expiry set to {moment:%Y-%m-%d %H:%M:%S} UTC from the memory browser"
+        return f"{expiry.change_described(current, moment, timezone.now())} from the memory browser"
 
 
 class ForgetForm(ActionForm):

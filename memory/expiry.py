@@ -90,3 +90,17 @@ def as_changed(current: datetime | None, changes: dict, now: datetime) -> dict:
         return changes
     expired = current is not None and current <= now
     return {**changes, "expires_at": current if expired else now}
+
+
+def change_described(current: datetime | None, moment: datetime | None, now: datetime) -> str:
+    """What giving `moment` as the expiry of a memory whose own is `current` does (as as_changed
+    stores it), in words for its audit: "expiry set to ...", "expired now ...", "expiry lifted"."""
+    if moment is None:
+        return "expiry lifted"
+    if moment >= now:
+        return f"expiry set to {moment:%Y-%m-%d %H:%M:%S} UTC"
+    given = f"the moment given, {moment:%Y-%m-%d %H:%M:%S} UTC, had passed"
+    stored = as_changed(current, {"expires_at": moment}, now)["expires_at"]
+    if stored is current:
+        return f"already expired at {current:%Y-%m-%d %H:%M:%S} UTC, which it keeps ({given})"
+    return f"expired now ({given})"

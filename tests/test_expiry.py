@@ -251,6 +251,39 @@ def test_a_past_moment_sent_again_for_a_memory_already_expired_changes_nothing()
     assert expiry.due_for_purge(28, now=timezone.now()) == [memory.id]
 
 
+NOW = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("current", "moment", "says"),
+    [
+        (None, None, "expiry lifted"),
+        (None, datetime(2027, 1, 31, tzinfo=UTC), "expiry set to 2027-01-31 00:00:00 UTC"),
+        (
+            None,
+            datetime(2001, 1, 1, tzinfo=UTC),
+            "expired now (the moment given, 2001-01-01 00:00:00 UTC, had passed)",
+        ),
+        (  # a later moment of its own is no expiry yet: the change expires it now
+            datetime(2027, 1, 1, tzinfo=UTC),
+            datetime(2001, 1, 1, tzinfo=UTC),
+            "expired now (the moment given, 2001-01-01 00:00:00 UTC, had passed)",
+        ),
+        (
+            datetime(2026, 11, 1, tzinfo=UTC),
+            datetime(2001, 1, 1, tzinfo=UTC),
+            "already expired at 2026-11-01 00:00:00 UTC, which it keeps "
+            "(the moment given, 2001-01-01 00:00:00 UTC, had passed)",
+        ),
+    ],
+)
+def test_an_expiry_change_is_described_as_the_store_keeps_it(current, moment, says):
+    assert expiry.change_described(current, moment, NOW) == says
+    if moment is not None and moment < NOW:  # the words follow what as_changed stores
+        stored = expiry.as_changed(current, {"expires_at": moment}, NOW)["expires_at"]
+        assert (stored == NOW) == says.startswith("expired now")
+
+
 def test_due_for_purge_names_what_expired_long_enough_ago_soonest_first():
     now = timezone.now()
     old = remember("Expired forty days ago", expires_at=now - timedelta(days=40))

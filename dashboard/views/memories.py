@@ -370,7 +370,7 @@ def _apply(action: str, form: ActionForm, memory: Memory, actor: writes.Actor) -
             memory.id,
             {"expires_at": data["expires_at"]},
             actor=actor,
-            reason=form.reason_or_default(),
+            reason=form.reason_or_default(memory.expires_at),
             if_version=data["if_version"],
         )
         return wording.expiry_saved(done)
