@@ -51,6 +51,8 @@ MAX_POSTINGS = 16_000_000
 MAX_CHANGES = 256  # rows changed since the cache was filled: more, and it is filled again
 MAX_SECONDS = 300.0
 MAX_BEHIND = 5000  # rows added since the last search past which every list is read afresh
+# Past this many rows to copy, only the kept terms' tokens are read from the scratch index.
+FEW_ROWS = 64
 # The store's tokenizer (memory.keyword.sqlite builds its index with it), for the scratch index.
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 
@@ -92,7 +94,7 @@ _RECENT_FILL_SQL = (
     "main.memories WHERE {rows}"
 )
 _RECENT_TERMS_SQL = "INSERT INTO temp.memories_fts_recent(rowid, content) VALUES {values}"
-_RECENT_TOKENS_SQL = "SELECT DISTINCT doc, term FROM temp.memories_fts_recent_tokens"
+_RECENT_TOKENS_SQL = "SELECT doc, term FROM temp.memories_fts_recent_tokens"
 
 
 def _rowids(text: str | None) -> np.ndarray:
@@ -184,7 +186,8 @@ def _up_to_date(cursor, terms: list[str]) -> dict[str, np.ndarray]:
     # A row above the last search's `high` is taken in as new, with the text it has now.
     rows_changed = sorted({row for _, row, _ in changed if row <= cache.high}) if was_kept else []
     new = [term for term in terms if term not in cache.lists]
-    tokens = _tokens(cursor, cache.high if was_kept else high, high, rows_changed, new)
+    low = cache.high if was_kept else high
+    tokens = _tokens(cursor, low, high, rows_changed, new, cache.by_token.keys())
     if was_kept:
         # Of a changed row's tokens, only the kept terms' (a list kept later is read afresh): the
         # cache holds no word of a memory that is not a word a search asked for.
@@ -195,37 +198,57 @@ def _up_to_date(cursor, terms: list[str]) -> dict[str, np.ndarray]:
         for row in sorted(row for row in tokens if row > cache.high):
             for token in tokens[row]:
                 for term in cache.by_token.get(token, ()):
-                    cache.lists[term].added.append(row)
+                    added = cache.lists[term].added
+                    if not added or added[-1] != row:  # a token twice in the row: once
+                        added.append(row)
+                        cache.size += 1
     cache.high = high
     cache.seq = max(cache.seq, last or 0)
     read = read_afresh(cursor, new, high)
     found = {}
     for index, term in enumerate(new):
-        own = tokens.get(-1 - index, frozenset())
-        if len(own) == 1:  # a term of two tokens ("fraud_check") is a phrase: read each time
-            cache.keep(term, next(iter(own)), read[term])
-        found[term] = read[term]
+        own = tokens.get(-1 - index, [])
+        if len(own) == 1:  # two tokens ("fraud_check", "knock_knock") are a phrase: read each time
+            cache.keep(term, own[0], read[term])
+        found[term] = cache.lists[term].rowids if term in cache.lists else read[term]
     for term in terms:
         if term in cache.lists and term not in found:
             found[term] = _fold(cache, cache.lists[term])
     return found
 
 
-def _tokens(cursor, low: int, high: int, changed: list[int], terms: list[str]):
-    """The tokens of the rows above `low` up to `high`, of the changed rows, and of each term (at
-    rowid -1 - its index), as the scratch index's vocabulary gives them: {rowid: tokens}."""
-    if low >= high and not changed and not terms:
+def _tokens(cursor, low: int, high: int, changed: list[int], terms: list[str], kept) -> dict:
+    """{rowid: its tokens, a repeated one as often as it occurs} of the rows above `low` up to
+    `high`, of the changed rows, and of each term (at rowid -1 - its index), as the scratch
+    index's vocabulary gives them. Past FEW_ROWS rows, only the `kept` tokens of the rows are
+    read (a process far behind would otherwise take every word of thousands of rows into
+    Python), and the terms go through the scratch index first, alone."""
+    copied = (high - low if low < high else 0) + len(changed)
+    if not copied and not terms:
         return {}
     cursor.execute(_RECENT_EXISTS_SQL)
     if cursor.fetchone() is None:
         for sql in _RECENT_MAKE_SQL:
             cursor.execute(sql)
+    found: dict[int, list[str]] = {}
+    if copied > FEW_ROWS:
+        found = _scratch(cursor, 0, 0, [], terms, None) if terms else {}
+        only, terms = sorted(kept), []
+    else:
+        only = None
+    if copied or terms:
+        found.update(_scratch(cursor, low, high, changed, terms, only))
+    return found
+
+
+def _scratch(cursor, low: int, high: int, changed: list[int], terms: list[str], only) -> dict:
+    """Fill the scratch index (those rows, those terms), read its tokens (with `only`: those of
+    them alone), empty it again."""
     try:
-        if low < high or changed:
-            rows = [*(["(rowid > %s AND rowid <= %s)"] if low < high else [])]
-            if changed:
-                rows.append(f"rowid IN ({','.join(map(str, changed))})")
-            # One statement in autocommit: if it fails, it leaves no row behind.
+        rows = ["(rowid > %s AND rowid <= %s)"] if low < high else []
+        if changed:
+            rows.append(f"rowid IN ({','.join(map(str, changed))})")
+        if rows:  # one statement in autocommit: if it fails, it leaves no row behind
             cursor.execute(
                 _RECENT_FILL_SQL.format(rows=" OR ".join(rows)), [low, high] if low < high else []
             )
@@ -234,13 +257,23 @@ def _tokens(cursor, low: int, high: int, changed: list[int], terms: list[str]):
                 _RECENT_TERMS_SQL.format(values=",".join(["(%s, %s)"] * len(terms))),
                 [value for index, term in enumerate(terms) for value in (-1 - index, term)],
             )
-        cursor.execute(_RECENT_TOKENS_SQL)
-        found: dict[int, set[str]] = {}
-        for doc, token in cursor.fetchall():
-            found.setdefault(doc, set()).add(token)
+        found: dict[int, list[str]] = {}
+        for where, params in _token_filters(only):
+            cursor.execute(_RECENT_TOKENS_SQL + where, params)
+            for doc, token in cursor.fetchall():
+                found.setdefault(doc, []).append(token)
     finally:
         cursor.execute(_RECENT_CLEAR_SQL)  # its copies of the texts are not kept
-    return {doc: frozenset(held) for doc, held in found.items()}
+    return found
+
+
+def _token_filters(only: list[str] | None) -> list[tuple[str, list[str]]]:
+    """The WHERE clauses (and their parameters) that read only these tokens, 500 at a time; one
+    reading every token when `only` is None, none when it is empty."""
+    if only is None:
+        return [("", [])]
+    parts = [only[start : start + 500] for start in range(0, len(only), 500)]
+    return [(f" WHERE term IN ({','.join(['%s'] * len(part))})", part) for part in parts]
 
 
 def _head(cursor, seq: int) -> tuple[int, int | None, int | None, list[tuple[int, int, bool]]]:
@@ -260,7 +293,7 @@ def _head(cursor, seq: int) -> tuple[int, int | None, int | None, list[tuple[int
 def _fold(cache: _Cache, held: _List) -> np.ndarray:
     """The list now, kept for the next search: the rows added since folded in, then each row
     whose text changed after the list's `seq` taken out, and back in if its text holds the token."""
-    rowids = held.rowids
+    rowids, before = held.rowids, len(held.rowids) + len(held.added)
     if held.added:
         rowids = np.concatenate([rowids, np.asarray(held.added, dtype=np.int32)])
         held.added = []
@@ -272,6 +305,6 @@ def _fold(cache: _Cache, held: _List) -> np.ndarray:
         holding = [row for row, tokens in latest.items() if held.token in tokens]
         if holding:
             rowids = np.union1d(rowids, np.asarray(holding, dtype=np.int32))
-    cache.size += len(rowids) - len(held.rowids)
+    cache.size += len(rowids) - before
     held.rowids, held.seq = rowids, cache.seq
     return rowids
