@@ -47,7 +47,9 @@ def remember(text: str, **kwargs) -> Memory:
     return writes.remember(text, actor=WRITER, create_job=False, **kwargs).memory
 
 
-def test_lineage_names_the_derived_memories_and_those_its_updates_wrote(fake_ollama):
+def an_update_waiting(fake_ollama) -> tuple[Memory, Memory, Proposal]:
+    """(its target, its raw memory, the proposal) of an UPDATE a job proposed and a reviewer has
+    not decided (controlled-write mode)."""
     set_mode("controlled-write")
     target = remember("The vault sits in the Hamburg office")
     update = "The vault sits in the Munich office"
@@ -59,6 +61,11 @@ def test_lineage_names_the_derived_memories_and_those_its_updates_wrote(fake_oll
     source = raw("Priya owns the vault key ring; the vault moved to Munich.").memory
     process_pending()
     pending = Proposal.objects.get(target_memory=target, status=ProposalStatus.PENDING)
+    return target, source, pending
+
+
+def test_lineage_names_the_derived_memories_and_those_its_updates_wrote(fake_ollama):
+    target, source, pending = an_update_waiting(fake_ollama)
     review.approve(pending.id, ADMIN)
     derived = Memory.objects.get(source_id=source.id)
     named = purge.memory_ids_for(Request(Scope.LINEAGE, memory_id=source.id))
@@ -260,17 +267,7 @@ def test_open_proposals_that_would_change_a_purged_memory_leave_the_queue_cancel
     """Found by a second reviewer: an UPDATE of a purged memory stayed pending, its target shown
     as "[purged]", and approving it could only find the target gone. Another memory's own
     decided proposals keep their status."""
-    set_mode("controlled-write")
-    target = remember("The vault sits in the Hamburg office")
-    update = "The vault sits in the Munich office"
-    ScriptedModel(
-        fake_ollama,
-        facts=[fact("Priya owns the vault key ring"), fact(update)],
-        decisions={update: decision("update", target)},
-    )
-    source = raw("Priya owns the vault key ring; the vault moved to Munich.").memory
-    process_pending()
-    pending = Proposal.objects.get(target_memory=target, status=ProposalStatus.PENDING)
+    target, source, pending = an_update_waiting(fake_ollama)
     decided = dict(
         Proposal.objects.filter(source_memory=source)
         .exclude(pk=pending.pk)
