@@ -8,7 +8,7 @@ import pytest
 
 from memory import export
 from memory.imported import Incoming
-from pipeline.imports import formats
+from pipeline.imports import formats, report
 from pipeline.imports.formats import FileRefused, Options, Refusal
 
 OPTIONS = Options(file_name="notes.md", who="ada")
@@ -239,7 +239,6 @@ def test_the_report_keeps_ranges_of_consecutive_outcomes_and_every_refusal():
 
 def test_the_report_stops_listing_ranges_past_its_limit_but_counts_exactly(monkeypatch):
     from memory.imported import DEDUPED, DONE, Outcome
-    from pipeline.imports import report
 
     monkeypatch.setattr(report, "RANGES_KEPT", 2)
     alternating = [Outcome(n, DONE if n % 2 else DEDUPED, str(n)) for n in range(1, 11)]
@@ -247,3 +246,11 @@ def test_the_report_stops_listing_ranges_past_its_limit_but_counts_exactly(monke
     assert done["imported"] == 5 and done["report"]["imported"] == [[1, 1], [3, 3]]
     assert done["report"]["unlisted"] == {"imported": 3, "deduped": 3}
     assert report.spans([[1, 1], [3, 3]], 3) == "1, 3 and 3 more not listed"
+
+
+def test_a_report_says_line_for_one_line_and_lines_for_more():
+    assert report.lines([[2, 2]]) == "line 2"
+    assert report.lines([[2, 3]]) == "lines 2-3"
+    assert report.lines([[1, 1], [3, 3]]) == "lines 1, 3"
+    assert report.lines([[2, 2]], 4) == "lines 2 and 4 more not listed"
+    assert report.lines([]) == ""

@@ -97,3 +97,11 @@ def spans(ranges: list[list[int]], unlisted: int = 0) -> str:
     """Line ranges as people read them: `2-40, 42, 44-90` (and how many more are not listed)."""
     text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
     return f"{text} and {unlisted} more not listed" if unlisted else text
+
+
+def lines(ranges: list[list[int]], unlisted: int = 0) -> str:
+    """`spans` with its noun: `line 2`, `lines 2-40, 42` ("" for none)."""
+    if not ranges:
+        return ""
+    one = len(ranges) == 1 and ranges[0][0] == ranges[0][1] and not unlisted
+    return f"{'line' if one else 'lines'} {spans(ranges, unlisted)}"

@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 from memory.imported import DEDUPED, Outcome
 from pipeline.imports import formats, runs
 from pipeline.imports.formats import FileRefused, Refusal
-from pipeline.imports.report import spans
+from pipeline.imports.report import lines
 
 
 class Command(BaseCommand):
@@ -78,7 +78,7 @@ class Command(BaseCommand):
         unlisted = report.get("unlisted", {})
         for label, key in (("Imported", "imported"), ("Deduplicated", "deduped")):
             if report.get(key):
-                self.stdout.write(f"{label}: lines {spans(report[key], unlisted.get(key, 0))}")
+                self.stdout.write(f"{label}: {lines(report[key], unlisted.get(key, 0))}")
         refusals = report.get("refused") or []
         if refusals:
             self.stdout.write("Refused:")
