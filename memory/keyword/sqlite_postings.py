@@ -230,14 +230,10 @@ def _tokens(cursor, low: int, high: int, changed: list[int], terms: list[str], k
     if cursor.fetchone() is None:
         for sql in _RECENT_MAKE_SQL:
             cursor.execute(sql)
-    found: dict[int, list[str]] = {}
-    if copied > FEW_ROWS:
-        found = _scratch(cursor, 0, 0, [], terms, None) if terms else {}
-        only, terms = sorted(kept), []
-    else:
-        only = None
-    if copied or terms:
-        found.update(_scratch(cursor, low, high, changed, terms, only))
+    if copied <= FEW_ROWS:
+        return _scratch(cursor, low, high, changed, terms, None)
+    found = _scratch(cursor, 0, 0, [], terms, None) if terms else {}
+    found.update(_scratch(cursor, low, high, changed, [], sorted(kept)))
     return found
 
 
@@ -245,21 +241,19 @@ def _scratch(cursor, low: int, high: int, changed: list[int], terms: list[str], 
     """Fill the scratch index (those rows, those terms), read its tokens (with `only`: those of
     them alone), empty it again."""
     try:
-        rows = ["(rowid > %s AND rowid <= %s)"] if low < high else []
+        rows, params = (["(rowid > %s AND rowid <= %s)"], [low, high]) if low < high else ([], [])
         if changed:
             rows.append(f"rowid IN ({','.join(map(str, changed))})")
         if rows:  # one statement in autocommit: if it fails, it leaves no row behind
-            cursor.execute(
-                _RECENT_FILL_SQL.format(rows=" OR ".join(rows)), [low, high] if low < high else []
-            )
+            cursor.execute(_RECENT_FILL_SQL.format(rows=" OR ".join(rows)), params)
         if terms:
             cursor.execute(
                 _RECENT_TERMS_SQL.format(values=",".join(["(%s, %s)"] * len(terms))),
                 [value for index, term in enumerate(terms) for value in (-1 - index, term)],
             )
         found: dict[int, list[str]] = {}
-        for where, params in _token_filters(only):
-            cursor.execute(_RECENT_TOKENS_SQL + where, params)
+        for where, tokens in _token_filters(only):
+            cursor.execute(_RECENT_TOKENS_SQL + where, tokens)
             for doc, token in cursor.fetchall():
                 found.setdefault(doc, []).append(token)
     finally:
