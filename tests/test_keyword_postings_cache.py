@@ -6,6 +6,7 @@ without it; reads inside a transaction never touch it; and the log of changed te
 import random
 from datetime import timedelta
 
+import numpy as np
 import pytest
 from django.db import connection, transaction
 from django.utils import timezone
@@ -98,6 +99,7 @@ def test_lists_kept_over_many_searches_equal_lists_read_afresh_at_every_step(mon
         return " ".join(rng.choice(words) for _ in range(rng.randint(1, 5))) + f" {next(made)}"
 
     bulk_store([text() for _ in range(20)])
+    bitsets = 0
     for step in range(40):
         kind = rng.random()
         if kind < 0.4:
@@ -107,15 +109,58 @@ def test_lists_kept_over_many_searches_equal_lists_read_afresh_at_every_step(mon
             Memory.objects.filter(pk=memory.pk).update(content=text())
         asked = rng.sample(WORDS, rng.randint(1, len(WORDS)))
         with connection.cursor() as cursor:
-            cached = sqlite_postings.postings(cursor, asked, rows=10**6)
+            cached = sqlite_postings.postings(cursor, asked, rows=10**6, bits=True)
             fresh = sqlite_postings.read_afresh(cursor, asked)
         assert {t: v.tolist() for t, v in cached.items()} == {
             t: v.tolist() for t, v in fresh.items()
         }, f"step {step}"
+        # Every bitset handed out holds its list's rowids and no other.
+        assert {t: bitset_rowids(b) for t, b in cached.bits.items()} == {
+            t: fresh[t].tolist() for t in cached.bits
+        }, f"step {step}"
+        bitsets += len(cached.bits)
+    assert bitsets > 40, "most kept lists were handed out as bitsets too"
     kept = sqlite_postings._CACHE.lists
     assert not {"fraud_check", "knock_knock", "deploy_deployed"} & set(kept)
     assert {"deployed", "deploying", "cafe"} <= set(kept)
     assert kept["deployed"].token == kept["deploying"].token
+
+
+def bitset_rowids(bits) -> list[int]:
+    return np.flatnonzero(np.unpackbits(bits, bitorder="little")).tolist()
+
+
+def test_a_bitset_kept_past_its_room_and_through_an_edit_holds_its_list(monkeypatch):
+    """Rows added past the bitset's spare bytes move it to a bigger copy, and an edit makes it
+    anew, leaving the one an earlier search was handed as it was."""
+    monkeypatch.setattr(sqlite_postings, "BITS_SLACK", 1)
+    bulk_store(texts(40))
+    with connection.cursor() as cursor:
+        before = sqlite_postings.postings(cursor, ["harbor"], rows=10**6, bits=True)
+    handed = before.bits["harbor"].copy()
+    bulk_store(texts(40, offset=40))
+    Memory.objects.filter(pk=Memory.objects.order_by("created_at", "id")[0].pk).update(
+        content="nothing of those words"
+    )
+    with connection.cursor() as cursor:
+        after = sqlite_postings.postings(cursor, ["harbor"], rows=10**6, bits=True)
+        fresh = sqlite_postings.read_afresh(cursor, ["harbor"])
+    assert bitset_rowids(after.bits["harbor"]) == fresh["harbor"].tolist()
+    assert after.bits["harbor"] is not before.bits["harbor"]
+    assert np.array_equal(before.bits["harbor"], handed)
+    assert sqlite_postings._CACHE.bit_bytes == len(after.bits["harbor"])
+
+
+def test_no_bitset_is_made_unless_asked_for_nor_past_the_cache_s_bound(monkeypatch):
+    bulk_store(texts(40))
+    with connection.cursor() as cursor:
+        found = sqlite_postings.postings(cursor, TERMS, rows=10**6)
+    assert set(found) == set(TERMS) and found.bits == {}
+    assert sqlite_postings._CACHE.bit_bytes == 0
+    monkeypatch.setattr(sqlite_postings, "MAX_BIT_BYTES", 0)
+    with connection.cursor() as cursor:
+        found = sqlite_postings.postings(cursor, TERMS, rows=10**6, bits=True)
+    assert set(found) == set(TERMS) and found.bits == {}
 
 
 def test_the_cache_keeps_no_word_of_a_changed_text_that_no_search_asked_for():
@@ -225,6 +270,36 @@ def test_the_keyword_leg_ranks_the_same_with_the_cache_as_without(monkeypatch):
     fresh_hits = keyword.search_many(queries, agent_id="default", limit=10)
     assert cached_hits == fresh_hits
     assert cached_hits[0][0][1] > 0
+
+
+def test_the_keyword_leg_ranks_the_same_weighing_only_the_heaviest_terms_memories(monkeypatch):
+    """A big store's path (the heaviest terms' memories weighed first, the others' terms looked
+    up in the kept bitsets) finds what weighing every posting finds, windows widened past other
+    agents' memories included."""
+    from memory.keyword import sqlite
+
+    rng = random.Random(11)
+    words = TERMS + ["spring", "winter", "quarry", "meadow", "beacon", "ferry"]
+    common = words[:4] * 6  # four words in most texts, the others rarer
+
+    def text(number: int) -> str:
+        return (
+            " ".join(rng.choice(common + words) for _ in range(rng.randint(2, 7))) + f" n{number}"
+        )
+
+    bulk_store([text(i) for i in range(300)])
+    bulk_store([text(i) for i in range(300, 360)], agent_id="ops")
+    monkeypatch.setattr(keyword, "CANDIDATE_WINDOW", 4)
+    queries = [" ".join(rng.sample(words, rng.randint(2, 6))) for _ in range(20)]
+    monkeypatch.setattr(sqlite, "PRUNE_ROWS", 10**9)
+    every_posting = keyword.search_many(queries, agent_id="default", limit=4)
+    found = []
+    heaviest = sqlite._heaviest
+    monkeypatch.setattr(sqlite, "_heaviest", lambda *a: found.append(heaviest(*a)) or found[-1])
+    monkeypatch.setattr(sqlite, "PRUNE_ROWS", 0)
+    assert keyword.search_many(queries, agent_id="default", limit=4) == every_posting
+    assert sum(candidates is not None for candidates in found) >= 5
+    assert all(len(hits) == 4 for hits in every_posting)
 
 
 def test_reads_inside_a_transaction_leave_the_cache_alone():

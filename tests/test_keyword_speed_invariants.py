@@ -358,6 +358,50 @@ def test_the_order_by_weight_equals_a_walk_of_every_posting_ties_included(terms)
 
 
 @pytest.mark.skipif(TEST_ENGINE == "postgres", reason="SQLite's weighing of posting lists")
+@pytest.mark.parametrize("terms", [2, 3, 8, 9, 16, 17, 24])
+def test_weighing_only_the_heaviest_terms_memories_gives_the_same_first_rowids(terms):
+    """On a big store the weighing starts from the heaviest (rarest) terms' memories and proves
+    that no other memory can be among the first n: those n equal a walk of every posting, ties
+    included, whether the other terms are looked up in bitsets or in their lists, and reading
+    past n (or asking how many memories match) weighs every posting."""
+    import numpy as np
+
+    from memory.keyword.bm25 import _Query, _Stats
+    from memory.keyword.sqlite import _ByWeight
+    from memory.keyword.sqlite_postings import Postings, _bitset
+
+    rng = np.random.default_rng(100 + terms)
+    pruned = 0
+    for case in range(12):
+        names = [f"term{i}" for i in range(terms)]
+        # A few rare, heavy terms among common ones of close weights, some weights equal.
+        weights = {
+            name: float(rng.choice([2.2, 2.7, 3.1, 3.1, 4.9] if i else [4.9, 7.5, 9.0]))
+            for i, name in enumerate(names)
+        }
+        lists = {
+            name: np.sort(
+                rng.choice(5000, int(rng.integers(1, 60 if weights[name] > 4 else 2500)), False)
+            ).astype(np.int32)
+            for name in names
+        }
+        expected = _order_by_walking_every_posting(weights, {n: list(v) for n, v in lists.items()})
+        bits = {
+            name: _bitset(ids, 700)
+            for name, ids in lists.items()
+            if case % 3 and rng.random() < 0.7
+        }
+        postings = Postings(lists, bits)
+        for n in (1, 7, 40, 101):
+            order = _ByWeight(_Query(weights, _Stats(5000, 5.0)), names, postings, enough=n)
+            pruned += order.enough is not None
+            assert list(order.first(n)) == expected[:n], (case, n)
+            assert list(order.first(n + 50)) == expected[: n + 50]
+            assert len(order) == len(expected)
+    assert pruned, "the weighing took the heaviest terms' path"
+
+
+@pytest.mark.skipif(TEST_ENGINE == "postgres", reason="SQLite's weighing of posting lists")
 def test_a_batch_weighed_on_two_threads_ranks_as_one_thread_does(small_budget, monkeypatch):
     from memory.keyword import sqlite
 

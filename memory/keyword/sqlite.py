@@ -6,7 +6,8 @@ a handful of memories still counts):
    date, on big stores), from which every memory holding a
    query term is weighed by the IDF of the terms it holds; nothing is cut before it is weighed
    (the rarest-terms tiers this replaced held 0.40 of the exhaustive ranking's top 10 at
-   100k memories, and could miss the one memory holding every query word);
+   100k memories, and could miss the one memory holding every query word), except, on a store
+   of PRUNE_ROWS or more, memories shown unable to reach the window (MaxScore's bound);
 3. scores: the best-weighed memories the agent sees, against every term, from their text, so the
    same memory gets the same score whether the keyword leg or the vector leg found it.
 """
@@ -183,56 +184,87 @@ _ROWS_SQL = (
 
 class _ByWeight:
     """Every rowid matching a term, best first by the summed IDF of the query's terms it holds
-    (ties by rowid): one pass over every posting, so no matching memory is cut before it is
-    weighed. Only as much of the order as is read gets sorted.
+    (ties by rowid), no matching memory cut before it is weighed. Only as much of the order as is
+    read gets sorted.
 
     A memory's weight depends only on which of the query's terms it holds: each posting sets its
     term's bit in the memory's code, the distinct codes (a few dozen) are weighed once, and the
     order is found from how many memories hold each weight, without a float per memory or a
-    partition of them (the cost that grew with the store)."""
+    partition of them (the cost that grew with the store).
 
-    def __init__(self, query: _Query, terms: list[str], postings: dict[str, np.ndarray]):
-        lists, weights, seen = [], [], set()
+    With `enough` (on a big store), only the memories holding one of the heaviest terms are
+    weighed when that proves the first `enough` of the order (see _heaviest); the rest is
+    weighed if more of the order is read."""
+
+    def __init__(
+        self,
+        query: _Query,
+        terms: list[str],
+        postings: dict[str, np.ndarray],
+        enough: int | None = None,
+    ):
+        self.lists, self.weights, self.bits, seen = [], [], [], set()
+        bitsets = getattr(postings, "bits", {})
         for term in terms:
             key = stem(term)
             if key in seen or key not in query.weights:  # "deploy", "deployed": one posting list
                 continue
             seen.add(key)
             if len(postings[term]):
-                lists.append(postings[term])
-                weights.append(query.weights[key])
-        self.sorted = 0
+                self.lists.append(postings[term])
+                self.weights.append(query.weights[key])
+                self.bits.append(bitsets.get(term))
+        self.enough = None
+        found = _heaviest(self.lists, self.weights, self.bits, enough) if enough else None
+        if found is None:
+            self._weigh(*self._every_posting())
+        else:
+            self.enough = enough
+            self._weigh(*found)
+
+    def _every_posting(self) -> tuple[np.ndarray, np.ndarray]:
+        """(every memory holding a term, its code), from a dense array of the store's rowids."""
+        lists = self.lists
         if not lists:
-            self.held = self.order = self.rank = np.zeros(0, dtype=np.int64)
-            self.below = np.zeros(0)
-            return
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8)
         # The terms' bits of every memory holding one (a list holds a rowid once). Indexes are
         # given to numpy as intp: with the lists' int32 it takes a slower path (at 1M memories,
         # 31 against 19-23 ms of a job's scatters).
         codes = np.zeros(max(int(ids.max()) for ids in lists) + 1, dtype=_code_type(len(lists)))
         for bit, ids in enumerate(lists):
             codes[ids.astype(np.intp)] |= codes.dtype.type(1 << bit)
-        self.held = np.flatnonzero(codes != 0)  # a bool mask: numpy finds its set bytes 6x faster
-        held_codes = codes[self.held]
-        present, counts = _distinct(held_codes, len(lists))
-        # A code's weight, summed term by term in the terms' order: the float a sum over the
-        # postings in that order gives. add.accumulate adds along a row left to right, one term
-        # after another (never pairwise), in a few numpy calls instead of four per term (seven
-        # terms at 100k memories: 461 us a weighing before, 441 after; one process, alternating).
-        held_bits = (present[:, None] >> np.arange(len(lists), dtype=present.dtype)) & 1
-        terms = np.where(held_bits.astype(bool), np.asarray(weights), 0.0)
-        weight = np.add.accumulate(terms, axis=1)[:, -1]
+        held = np.flatnonzero(codes != 0)  # a bool mask: numpy finds its set bytes 6x faster
+        return held, codes[held]
+
+    def _weigh(self, held: np.ndarray, held_codes: np.ndarray) -> None:
+        self.held, self.sorted = held, 0
+        self.order = held[:0]
+        if not len(held):
+            self.rank = np.zeros(0, dtype=np.int64)
+            self.below = np.zeros(0)
+            return
+        present, counts, weight = _code_weights(held_codes, self.weights)
         levels, level_of = np.unique(-weight, return_inverse=True)  # best weight first
         # Each held memory's weight, as its rank among the weights.
-        self.rank = _rank_of(held_codes, present, level_of, len(lists))
+        self.rank = _rank_of(held_codes, present, level_of, len(self.lists))
         self.below = np.cumsum(np.bincount(level_of, weights=counts, minlength=len(levels)))
-        self.order = self.held[:0]
+
+    def __bool__(self) -> bool:
+        return bool(self.lists)
 
     def __len__(self) -> int:
+        if self.enough is not None:
+            self._weigh_all()
         return len(self.held)
+
+    def _weigh_all(self) -> None:
+        self.enough = None
+        self._weigh(*self._every_posting())
 
     def first(self, n: int) -> np.ndarray:
         """The first n rowids of the order."""
+        if self.enough is not None and n > self.enough:
+            self._weigh_all()
         if n > self.sorted:
             held, rank = self.held, self.rank
             if n >= len(held):
@@ -247,6 +279,95 @@ class _ByWeight:
                 self.order = np.concatenate([above, ties])
             self.sorted = len(self.order)
         return self.order[:n]
+
+
+def _code_weights(codes: np.ndarray, weights: list[float]):
+    """(the distinct codes, how many memories hold each, each one's weight)."""
+    bits = len(weights)
+    present, counts = _distinct(codes, bits)
+    # A code's weight, summed term by term in the terms' order: the float a sum over the
+    # postings in that order gives. add.accumulate adds along a row left to right, one term
+    # after another (never pairwise), in a few numpy calls instead of four per term (seven
+    # terms at 100k memories: 461 us a weighing before, 441 after; one process, alternating).
+    held_bits = (present[:, None] >> np.arange(bits, dtype=present.dtype)) & 1
+    terms = np.where(held_bits.astype(bool), np.asarray(weights), 0.0)
+    return present, counts, np.add.accumulate(terms, axis=1)[:, -1]
+
+
+# Weighing only the memories that hold a heavy term pays from about this many rows on: a job's
+# ten weighings took 13 ms against 24 on one thread at 1M memories (the lists of 20 of the
+# benchmark's jobs), 5.5 against 4.2 at 100k, about even at 200k (the 100k lists doubled).
+PRUNE_ROWS = 200_000
+# The weights' sums are floats: a memory outside is left out only when the terms it could hold
+# weigh less than the n-th by more than their rounding could add.
+_ROUNDING = 1e-9
+
+
+def _heaviest(lists, weights, bits, n: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(rowids, codes) of the memories holding one of the heaviest terms, with as many of those
+    terms that the other terms together weigh less than the n-th best of these memories: no
+    memory holding none of them can then be among the first n (MaxScore's bound). None when
+    that takes most of the postings, where weighing every posting costs less.
+
+    The other terms' bits are looked up: in a term's bitset (Postings.bits), else by finding the
+    term's rowids among the memories (binary search)."""
+    if len(lists) < 2 or len(lists) > 31:  # a code's bit must fit a rowid's 5 low tag bits
+        return None
+    heavy = sorted(range(len(lists)), key=lambda i: -weights[i])
+    postings = sum(len(ids) for ids in lists)
+    used, reached = 0, 0
+    while used < len(lists) and reached < n:  # enough memories to have an n-th at all
+        reached += len(lists[heavy[used]])
+        used += 1
+    while True:
+        if used == len(lists) or 2 * sum(len(lists[i]) for i in heavy[:used]) > postings:
+            return None
+        held, codes = _codes_of(heavy[:used], lists, bits)
+        if len(held) >= n:
+            break
+        used += 1
+    present, counts, weight = _code_weights(codes, weights)
+    best = np.argsort(-weight, kind="stable")
+    nth = weight[best[int(np.searchsorted(np.cumsum(counts[best]), n))]]
+    rest = sum(weights[i] for i in heavy[used:])
+    needed = used
+    while rest * (1 + _ROUNDING) >= nth:
+        if needed == len(lists) - 1:
+            return None
+        rest -= weights[heavy[needed]]
+        needed += 1
+    if needed == used:
+        return held, codes
+    if 2 * sum(len(lists[i]) for i in heavy[:needed]) > postings:
+        return None
+    return _codes_of(heavy[:needed], lists, bits)
+
+
+def _codes_of(chosen: list[int], lists, bits) -> tuple[np.ndarray, np.ndarray]:
+    """(every rowid of the chosen terms' lists, its code over every term)."""
+    # Each posting tagged with its term's bit in its 5 low bits: the lists are ascending, so the
+    # sort merges runs, and a memory's bits are its run's bits or-ed together.
+    tagged = [(lists[i].astype(np.int64) << 5) | i for i in chosen]
+    merged = np.sort(np.concatenate(tagged), kind="stable") if len(tagged) > 1 else tagged[0]
+    rowids = merged >> 5
+    starts = np.flatnonzero(np.concatenate([[True], rowids[1:] != rowids[:-1]]))
+    code_type = _code_type(len(lists))
+    own = np.left_shift(1, merged & 31).astype(code_type)
+    codes = np.bitwise_or.reduceat(own, starts)
+    held = rowids[starts]
+    byte, shift = held >> 3, (held & 7).astype(np.uint8)
+    for bit, ids in enumerate(lists):
+        if bit in chosen:
+            continue
+        bitset = bits[bit]
+        if bitset is not None and int(held[-1]) >> 3 < len(bitset):
+            codes |= ((bitset[byte] >> shift) & 1).astype(code_type) << code_type(bit)
+        else:
+            at = np.searchsorted(held, ids)  # where each of the term's rowids would be
+            inside = at < len(held)
+            at = at[inside]
+            codes[at[held[at] == ids[inside]]] |= code_type(1 << bit)
+    return held, codes
 
 
 def _code_type(bits: int):
@@ -296,14 +417,15 @@ def search_many(
         stats = _stats(cursor)
         distinct = sorted({t for ts in terms for t in ts})
         frequencies = document_frequencies(cursor, distinct, stats)
+        pruned = stats.rows >= PRUNE_ROWS
         postings = sqlite_postings.postings(
-            cursor, [t for t in distinct if frequencies.get(t)], stats.rows
+            cursor, [t for t in distinct if frequencies.get(t)], stats.rows, bits=pruned
         )
         queries = [_Query.of(text_terms, frequencies, stats) for text_terms in terms]
         # A job's own raw memory, which its searches exclude, is among each fact's best-weighed:
         # one row more in the first slice spares every order a second read for the place it takes.
         first = window + 1 if exclude_id else window
-        orders = _weighed(queries, terms, postings, first)
+        orders = _weighed(queries, terms, postings, first, pruned)
         rows = _Rows(cursor, agent_id, exclude_id, where)
         for query, visible in zip(queries, _visible(rows, orders, window, first), strict=True):
             scores = query.score_many([rows.content_of(r) for r in visible])
@@ -322,13 +444,15 @@ def search_many(
 PARALLEL_POSTINGS = 500_000
 
 
-def _weighed(queries, terms, postings, first: int) -> list[_ByWeight]:
-    """Each text's order, its `first` rowids sorted. With many postings, the texts are split in two
+def _weighed(queries, terms, postings, first: int, pruned: bool = False) -> list[_ByWeight]:
+    """Each text's order, its `first` rowids sorted (`pruned`: weighing only the memories that
+    hold a heavy term, where that proves them). With many postings, the texts are split in two
     halves of about as many postings, weighed side by side (numpy lets go of the interpreter in
     these loops: at 1M memories a job's ten weighings took 51 ms on one thread, 32 on two)."""
+    enough = first if pruned else None
 
     def weigh(indexes: list[int]) -> list[_ByWeight]:
-        orders = [_ByWeight(queries[i], terms[i], postings) for i in indexes]
+        orders = [_ByWeight(queries[i], terms[i], postings, enough) for i in indexes]
         for order in orders:
             order.first(first)
         return orders
@@ -397,7 +521,7 @@ def _visible(
     every order's next slice are read together."""
     found: list[list[int]] = [[] for _ in orders]
     start, size = [0] * len(orders), [first or window] * len(orders)
-    pending = [i for i, order in enumerate(orders) if len(order)]
+    pending = [i for i, order in enumerate(orders) if order]
     while pending:
         parts = {
             i: [int(r) for r in orders[i].first(start[i] + size[i])[start[i] :]] for i in pending

@@ -51,6 +51,12 @@ MAX_POSTINGS = 16_000_000
 MAX_CHANGES = 256  # rows changed since the cache was filled: more, and it is filled again
 MAX_SECONDS = 300.0
 MAX_BEHIND = 5000  # rows added since the last search past which every list is read afresh
+# A kept list holding at least one rowid in BITS_SHARE is also kept as a bitset (one bit per rowid,
+# at most 4 times the list's own bytes; MAX_BIT_BYTES of them in all): the weighing of a big store
+# looks up in it whether its candidates hold a common term (memory.keyword.sqlite).
+BITS_SHARE = 128
+MAX_BIT_BYTES = 64 * 2**20
+BITS_SLACK = 4096  # bytes past the highest rowid: rows added later set their bits in place
 # Past this many rows to copy, only the kept terms' tokens are read from the scratch index.
 FEW_ROWS = 64
 # The store's tokenizer (memory.keyword.sqlite builds its index with it), for the scratch index.
@@ -113,12 +119,23 @@ def read_afresh(cursor, terms: list[str], high: int = 2**62) -> dict[str, np.nda
     return {terms[int(i)]: _rowids(text) for i, text in cursor.fetchall()}
 
 
+class Postings(dict):
+    """term -> its posting list (ascending rowids); `bits` holds some of the lists as bitsets too
+    (bit r % 8 of byte r // 8 set for each rowid r, every byte past the list's highest rowid
+    zero)."""
+
+    def __init__(self, lists: dict[str, np.ndarray], bits: dict[str, np.ndarray] | None = None):
+        super().__init__(lists)
+        self.bits = bits or {}
+
+
 @dataclass
 class _List:
     rowids: np.ndarray  # ascending, int32
     token: str  # the term as the index holds it (its one token)
     seq: int  # with every change up to this one folded in
     added: list[int] = field(default_factory=list)  # rows added since, ascending, not yet in rowids
+    bits: np.ndarray | None = None  # the rowids as a bitset (Postings.bits), for a big list
 
 
 class _Cache:
@@ -131,7 +148,7 @@ class _Cache:
         self.empty(None)
 
     def empty(self, key) -> None:
-        self.key, self.lists, self.size = key, {}, 0
+        self.key, self.lists, self.size, self.bit_bytes = key, {}, 0, 0
         self.high = self.seq = 0
         self.by_token: dict[str, set[str]] = {}  # token -> the kept terms that are it
         self.changes: list[tuple[int, int, frozenset[str]]] = []  # (seq, row, its tokens now)
@@ -158,14 +175,16 @@ _CACHE = _Cache()
 os.register_at_fork(after_in_child=_CACHE.__init__)
 
 
-def postings(cursor, terms: list[str], rows: int) -> dict[str, np.ndarray]:
+def postings(cursor, terms: list[str], rows: int, bits: bool = False) -> Postings:
     """Every term's posting list as the index holds it now: from the process's cache, brought up
     to date (the log's new entries, the scratch index's tokens of the new and changed rows), on a
-    store of MIN_ROWS or more outside a transaction; read afresh otherwise."""
+    store of MIN_ROWS or more outside a transaction; read afresh otherwise. With `bits`, the big
+    kept lists' bitsets too."""
     if rows < MIN_ROWS or connection.in_atomic_block or not terms:
-        return read_afresh(cursor, terms)
+        return Postings(read_afresh(cursor, terms))
     with _CACHE.lock:
-        return _up_to_date(cursor, terms)
+        found = _up_to_date(cursor, terms)
+        return Postings(found, _bitsets(_CACHE, found) if bits else None)
 
 
 def _up_to_date(cursor, terms: list[str]) -> dict[str, np.ndarray]:
@@ -289,8 +308,11 @@ def _fold(cache: _Cache, held: _List) -> np.ndarray:
     whose text changed after the list's `seq` taken out, and back in if its text holds the token."""
     rowids, before = held.rowids, len(held.rowids) + len(held.added)
     if held.added:
-        rowids = np.concatenate([rowids, np.asarray(held.added, dtype=np.int32)])
+        added = np.asarray(held.added, dtype=np.int32)
+        rowids = np.concatenate([rowids, added])
         held.added = []
+        if held.bits is not None:
+            _set_bits(cache, held, added)
     since = bisect.bisect_right(cache.changes, held.seq, key=lambda change: change[0])
     latest = {row: tokens for _, row, tokens in cache.changes[since:]}  # the last change wins
     if latest:
@@ -299,6 +321,53 @@ def _fold(cache: _Cache, held: _List) -> np.ndarray:
         holding = [row for row, tokens in latest.items() if held.token in tokens]
         if holding:
             rowids = np.union1d(rowids, np.asarray(holding, dtype=np.int32))
+        if held.bits is not None:  # made anew: an earlier search may still be reading the old one
+            cache.bit_bytes -= len(held.bits)
+            held.bits = None
     cache.size += len(rowids) - before
     held.rowids, held.seq = rowids, cache.seq
     return rowids
+
+
+def _bitsets(cache: _Cache, found: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The bitsets of the found lists that are kept and big (made for those that have none yet,
+    while MAX_BIT_BYTES allows)."""
+    bits = {}
+    for term, rowids in found.items():
+        held = cache.lists.get(term)
+        if held is None or held.rowids is not rowids:  # read afresh, a phrase: not kept
+            continue
+        if held.bits is None and len(rowids) * BITS_SHARE >= cache.high:
+            size = (cache.high >> 3) + 1 + BITS_SLACK
+            if cache.bit_bytes + size <= MAX_BIT_BYTES:
+                held.bits = _bitset(rowids, size)
+                cache.bit_bytes += size
+        if held.bits is not None:
+            bits[term] = held.bits
+    return bits
+
+
+def _set_bits(cache: _Cache, held: _List, added: np.ndarray) -> None:
+    """Set the bits of rows added to a list: in place while they fit (a search still reading the
+    bitset looks up only rows up to its own highest, which these are above), else in a bigger
+    copy."""
+    needed = (int(added[-1]) >> 3) + 1
+    if needed > len(held.bits):
+        bigger = np.zeros(needed + BITS_SLACK, dtype=np.uint8)
+        bigger[: len(held.bits)] = held.bits
+        cache.bit_bytes += len(bigger) - len(held.bits)
+        held.bits = bigger
+    _or_bits(held.bits, added)
+
+
+def _bitset(rowids: np.ndarray, size: int) -> np.ndarray:
+    """The rowids as a bitset of `size` bytes (numpy packs a mask of every rowid 7 times faster
+    than it sets 300k bits one by one)."""
+    held = np.zeros(size * 8, dtype=bool)
+    held[rowids] = True
+    return np.packbits(held, bitorder="little")
+
+
+def _or_bits(bits: np.ndarray, rowids: np.ndarray) -> None:
+    """Set a few rowids' bits (eight of them may share a byte)."""
+    np.bitwise_or.at(bits, rowids >> 3, np.left_shift(1, rowids & 7).astype(np.uint8))
