@@ -362,8 +362,8 @@ def test_the_order_by_weight_equals_a_walk_of_every_posting_ties_included(terms)
 def test_weighing_only_the_heaviest_terms_memories_gives_the_same_first_rowids(terms):
     """On a big store the weighing starts from the heaviest (rarest) terms' memories and proves
     that no other memory can be among the first n: those n equal a walk of every posting, ties
-    included, whether the other terms are looked up in bitsets or in their lists, and reading
-    past n (or asking how many memories match) weighs every posting."""
+    included, whether the other terms are looked up in bitsets or in their lists; reading past n
+    proves more the same way (or weighs every posting), and so does asking whether more match."""
     import numpy as np
 
     from memory.keyword.bm25 import _Query, _Stats
@@ -392,13 +392,41 @@ def test_weighing_only_the_heaviest_terms_memories_gives_the_same_first_rowids(t
             if case % 3 and rng.random() < 0.7
         }
         postings = Postings(lists, bits)
+        query = _Query(weights, _Stats(5000, 5.0))
         for n in (1, 7, 40, 101):
-            order = _ByWeight(_Query(weights, _Stats(5000, 5.0)), names, postings, enough=n)
+            order = _ByWeight(query, names, postings, enough=n)
             pruned += order.enough is not None
             assert list(order.first(n)) == expected[:n], (case, n)
             assert list(order.first(n + 50)) == expected[: n + 50]
             assert len(order) == len(expected)
+            for read in (n, len(expected) - 1, len(expected)):
+                order = _ByWeight(query, names, postings, enough=n)
+                assert order.has_more_than(read) == (read < len(expected))
     assert pruned, "the weighing took the heaviest terms' path"
+
+
+@pytest.mark.skipif(TEST_ENGINE == "postgres", reason="SQLite's weighing of posting lists")
+def test_reading_past_the_proven_rowids_proves_more_without_weighing_every_posting():
+    """A window widened past memories the agent does not see reads further: the rare term's
+    memories still prove the longer slice, and the common terms' postings are still not read."""
+    import numpy as np
+
+    from memory.keyword import sqlite
+    from memory.keyword.bm25 import _Query, _Stats
+    from memory.keyword.sqlite_postings import Postings
+
+    rng = np.random.default_rng(5)
+    lists = {"rare": np.sort(rng.choice(20000, 300, replace=False)).astype(np.int32)}
+    for name in ("alpha", "beta", "gamma"):
+        lists[name] = np.sort(rng.choice(20000, 6000, replace=False)).astype(np.int32)
+    weights = {"rare": 9.0, "alpha": 2.2, "beta": 2.2, "gamma": 2.2}
+    expected = _order_by_walking_every_posting(weights, {n: list(v) for n, v in lists.items()})
+    order = sqlite._ByWeight(_Query(weights, _Stats(20000, 5.0)), list(lists), Postings(lists), 7)
+    assert order.enough == 7 and len(order.held) == 300
+    assert list(order.first(57)) == expected[:57] and order.enough == 57
+    assert order.has_more_than(299) and order.enough == 57
+    assert list(order.first(301)) == expected[:301]  # the rare term's 300 and one more
+    assert len(order) == len(expected) and order.enough is None
 
 
 @pytest.mark.skipif(TEST_ENGINE == "postgres", reason="SQLite's weighing of posting lists")

@@ -193,8 +193,8 @@ class _ByWeight:
     partition of them (the cost that grew with the store).
 
     With `enough` (on a big store), only the memories holding one of the heaviest terms are
-    weighed when that proves the first `enough` of the order (see _heaviest); the rest is
-    weighed if more of the order is read."""
+    weighed when that proves the first `enough` of the order (see _heaviest); reading further
+    proves as many more the same way, or weighs every posting."""
 
     def __init__(
         self,
@@ -214,13 +214,14 @@ class _ByWeight:
                 self.lists.append(postings[term])
                 self.weights.append(query.weights[key])
                 self.bits.append(bitsets.get(term))
-        self.enough = None
-        found = _heaviest(self.lists, self.weights, self.bits, enough) if enough else None
-        if found is None:
-            self._weigh(*self._every_posting())
-        else:
-            self.enough = enough
-            self._weigh(*found)
+        self._prove(enough)
+
+    def _prove(self, n: int | None) -> None:
+        """Weigh for the first n rowids (None: all of them): only the heaviest terms' memories
+        where they prove those n, else every posting. `enough` says how many are proven."""
+        found = _heaviest(self.lists, self.weights, self.bits, n) if n else None
+        self.enough = None if found is None else n
+        self._weigh(*(self._every_posting() if found is None else found))
 
     def _every_posting(self) -> tuple[np.ndarray, np.ndarray]:
         """(every memory holding a term, its code), from a dense array of the store's rowids."""
@@ -253,18 +254,22 @@ class _ByWeight:
         return bool(self.lists)
 
     def __len__(self) -> int:
+        """How many memories hold a term (every posting weighed, if not yet)."""
         if self.enough is not None:
-            self._weigh_all()
+            self._prove(None)
         return len(self.held)
 
-    def _weigh_all(self) -> None:
-        self.enough = None
-        self._weigh(*self._every_posting())
+    def has_more_than(self, read: int) -> bool:
+        """Whether more than `read` memories hold a term: every posting is weighed only when the
+        memories weighed so far are read through."""
+        if self.enough is not None and read >= len(self.held):
+            self._prove(None)
+        return read < len(self.held)
 
     def first(self, n: int) -> np.ndarray:
         """The first n rowids of the order."""
         if self.enough is not None and n > self.enough:
-            self._weigh_all()
+            self._prove(n)
         if n > self.sorted:
             held, rank = self.held, self.rank
             if n >= len(held):
@@ -360,13 +365,19 @@ def _codes_of(chosen: list[int], lists, bits) -> tuple[np.ndarray, np.ndarray]:
         if bit in chosen:
             continue
         bitset = bits[bit]
-        if bitset is not None and int(held[-1]) >> 3 < len(bitset):
-            codes |= ((bitset[byte] >> shift) & 1).astype(code_type) << code_type(bit)
-        else:
-            at = np.searchsorted(held, ids)  # where each of the term's rowids would be
+        if bitset is not None:
+            # A bitset reaches its list's highest rowid: a memory past its end does not hold it.
+            inside = int(np.searchsorted(byte, len(bitset)))
+            hit = (bitset[byte[:inside]] >> shift[:inside]) & 1
+            codes[:inside] |= hit.astype(code_type) << code_type(bit)
+        elif len(ids) < len(held):  # each of the term's few rowids found among the memories
+            at = np.searchsorted(held, ids)
             inside = at < len(held)
             at = at[inside]
             codes[at[held[at] == ids[inside]]] |= code_type(1 << bit)
+        else:  # each memory found in the term's list
+            at = np.minimum(np.searchsorted(ids, held), len(ids) - 1)
+            codes[ids[at] == held] |= code_type(1 << bit)
     return held, codes
 
 
@@ -535,7 +546,7 @@ def _visible(
                     found[i].append(rowid)
                     if len(found[i]) == window:
                         break
-            if len(found[i]) < window and start[i] < len(orders[i]):
+            if len(found[i]) < window and orders[i].has_more_than(start[i]):
                 size[i] = _next_slice(window - len(found[i]), len(found[i]), start[i])
                 pending.append(i)
     return found

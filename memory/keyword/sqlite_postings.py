@@ -321,9 +321,13 @@ def _fold(cache: _Cache, held: _List) -> np.ndarray:
         holding = [row for row, tokens in latest.items() if held.token in tokens]
         if holding:
             rowids = np.union1d(rowids, np.asarray(holding, dtype=np.int32))
-        if held.bits is not None:  # made anew: an earlier search may still be reading the old one
-            cache.bit_bytes -= len(held.bits)
-            held.bits = None
+        if held.bits is not None:  # a copy: an earlier search may still be reading the bitset
+            bits = held.bits.copy()
+            inside = rows[rows < len(bits) * 8]
+            np.bitwise_and.at(bits, inside >> 3, ~np.left_shift(1, inside & 7).astype(np.uint8))
+            held.bits = bits
+            if holding:
+                _set_bits(cache, held, np.asarray(holding, dtype=np.int32))
     cache.size += len(rowids) - before
     held.rowids, held.seq = rowids, cache.seq
     return rowids
@@ -349,13 +353,18 @@ def _bitsets(cache: _Cache, found: dict[str, np.ndarray]) -> dict[str, np.ndarra
 
 def _set_bits(cache: _Cache, held: _List, added: np.ndarray) -> None:
     """Set the bits of rows added to a list: in place while they fit (a search still reading the
-    bitset looks up only rows up to its own highest, which these are above), else in a bigger
-    copy."""
-    needed = (int(added[-1]) >> 3) + 1
+    bitset looks up only rows up to its own highest, which new rows are above; a changed row's
+    bits are set in a copy), else in a bigger copy (or, past MAX_BIT_BYTES, in none)."""
+    needed = (int(added.max()) >> 3) + 1
     if needed > len(held.bits):
+        grown = needed + BITS_SLACK - len(held.bits)
+        if cache.bit_bytes + grown > MAX_BIT_BYTES:  # the list goes on without one
+            cache.bit_bytes -= len(held.bits)
+            held.bits = None
+            return
         bigger = np.zeros(needed + BITS_SLACK, dtype=np.uint8)
         bigger[: len(held.bits)] = held.bits
-        cache.bit_bytes += len(bigger) - len(held.bits)
+        cache.bit_bytes += grown
         held.bits = bigger
     _or_bits(held.bits, added)
 
