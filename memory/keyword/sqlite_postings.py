@@ -308,11 +308,10 @@ def _fold(cache: _Cache, held: _List) -> np.ndarray:
     whose text changed after the list's `seq` taken out, and back in if its text holds the token."""
     rowids, before = held.rowids, len(held.rowids) + len(held.added)
     if held.added:
-        added = np.asarray(held.added, dtype=np.int32)
-        rowids = np.concatenate([rowids, added])
-        held.added = []
+        rowids = np.concatenate([rowids, np.asarray(held.added, dtype=np.int32)])
         if held.bits is not None:
-            _set_bits(cache, held, added)
+            _set_bits(cache, held, held.added)
+        held.added = []
     since = bisect.bisect_right(cache.changes, held.seq, key=lambda change: change[0])
     latest = {row: tokens for _, row, tokens in cache.changes[since:]}  # the last change wins
     if latest:
@@ -327,7 +326,7 @@ def _fold(cache: _Cache, held: _List) -> np.ndarray:
             np.bitwise_and.at(bits, inside >> 3, ~np.left_shift(1, inside & 7).astype(np.uint8))
             held.bits = bits
             if holding:
-                _set_bits(cache, held, np.asarray(holding, dtype=np.int32))
+                _set_bits(cache, held, holding)
     cache.size += len(rowids) - before
     held.rowids, held.seq = rowids, cache.seq
     return rowids
@@ -351,11 +350,11 @@ def _bitsets(cache: _Cache, found: dict[str, np.ndarray]) -> dict[str, np.ndarra
     return bits
 
 
-def _set_bits(cache: _Cache, held: _List, added: np.ndarray) -> None:
+def _set_bits(cache: _Cache, held: _List, rows: list[int]) -> None:
     """Set the bits of rows added to a list: in place while they fit (a search still reading the
     bitset looks up only rows up to its own highest, which new rows are above; a changed row's
     bits are set in a copy), else in a bigger copy (or, past MAX_BIT_BYTES, in none)."""
-    needed = (int(added.max()) >> 3) + 1
+    needed = (max(rows) >> 3) + 1
     if needed > len(held.bits):
         grown = needed + BITS_SLACK - len(held.bits)
         if cache.bit_bytes + grown > MAX_BIT_BYTES:  # the list goes on without one
@@ -366,7 +365,9 @@ def _set_bits(cache: _Cache, held: _List, added: np.ndarray) -> None:
         bigger[: len(held.bits)] = held.bits
         cache.bit_bytes += grown
         held.bits = bigger
-    _or_bits(held.bits, added)
+    bits = held.bits
+    for row in rows:  # a job adds a row or a few to a list: one by one beats an array's set-up
+        bits[row >> 3] |= 1 << (row & 7)
 
 
 def _bitset(rowids: np.ndarray, size: int) -> np.ndarray:
@@ -375,8 +376,3 @@ def _bitset(rowids: np.ndarray, size: int) -> np.ndarray:
     held = np.zeros(size * 8, dtype=bool)
     held[rowids] = True
     return np.packbits(held, bitorder="little")
-
-
-def _or_bits(bits: np.ndarray, rowids: np.ndarray) -> None:
-    """Set a few rowids' bits (eight of them may share a byte)."""
-    np.bitwise_or.at(bits, rowids >> 3, np.left_shift(1, rowids & 7).astype(np.uint8))
