@@ -184,8 +184,8 @@ _ROWS_SQL = (
 
 class _ByWeight:
     """Every rowid matching a term, best first by the summed IDF of the query's terms it holds
-    (ties by rowid), no matching memory cut before it is weighed. Only as much of the order as is
-    read gets sorted.
+    (ties by rowid), no memory that could be in the part read cut before it is weighed. Only as
+    much of the order as is read gets sorted.
 
     A memory's weight depends only on which of the query's terms it holds: each posting sets its
     term's bit in the memory's code, the distinct codes (a few dozen) are weighed once, and the
@@ -319,13 +319,14 @@ def _heaviest(lists, weights, bits, n: int) -> tuple[np.ndarray, np.ndarray] | N
     if len(lists) < 2 or len(lists) > 31:  # a code's bit must fit a rowid's 5 low tag bits
         return None
     heavy = sorted(range(len(lists)), key=lambda i: -weights[i])
-    postings = sum(len(ids) for ids in lists)
-    used, reached = 0, 0
-    while used < len(lists) and reached < n:  # enough memories to have an n-th at all
-        reached += len(lists[heavy[used]])
-        used += 1
+    held_by = np.cumsum([len(lists[i]) for i in heavy])  # postings of the k heaviest: [k - 1]
+
+    def too_many(k: int) -> bool:  # every term, or most of the postings
+        return k == len(lists) or 2 * held_by[k - 1] > held_by[-1]
+
+    used = min(int(np.searchsorted(held_by, n)) + 1, len(lists))  # enough for an n-th at all
     while True:
-        if used == len(lists) or 2 * sum(len(lists[i]) for i in heavy[:used]) > postings:
+        if too_many(used):
             return None
         held, codes = _codes_of(heavy[:used], lists, bits)
         if len(held) >= n:
@@ -343,9 +344,7 @@ def _heaviest(lists, weights, bits, n: int) -> tuple[np.ndarray, np.ndarray] | N
         needed += 1
     if needed == used:
         return held, codes
-    if 2 * sum(len(lists[i]) for i in heavy[:needed]) > postings:
-        return None
-    return _codes_of(heavy[:needed], lists, bits)
+    return None if too_many(needed) else _codes_of(heavy[:needed], lists, bits)
 
 
 def _codes_of(chosen: list[int], lists, bits) -> tuple[np.ndarray, np.ndarray]:
