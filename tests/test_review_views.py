@@ -1,9 +1,11 @@
 """Overview, review queue, decisions, bulk actions, proposal detail and the contradiction workbench."""
 
 import re
+from html.parser import HTMLParser
 
 import pytest
 from django.db import connection
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils.html import escape
 
@@ -214,6 +216,82 @@ def test_plain_posts_redirect_to_the_detail_with_a_message(reviewer_client, queu
     assert response.status_code == 302 and response["Location"] == f"/proposals/{proposal.id}/"
     follow = reviewer_client.get(response["Location"])
     assert "Approved by rita" in follow.content.decode()
+
+
+class _DecisionForms(HTMLParser):
+    """Every form of a page that posts a decision: its attributes and the values it would send."""
+
+    def __init__(self):
+        super().__init__()
+        self.forms: list[dict] = []
+        self._in: dict | None = None
+        self._textarea: str | None = None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "form" and "/decide/" in (attrs.get("hx-post") or ""):
+            self._in = {"attrs": attrs, "fields": {}}
+            self.forms.append(self._in)
+        elif self._in is not None and tag == "input" and attrs.get("name"):
+            if attrs.get("type") in {"hidden", None, "text"}:
+                self._in["fields"][attrs["name"]] = attrs.get("value") or ""
+        elif self._in is not None and tag == "textarea" and attrs.get("name"):
+            self._textarea = attrs["name"]
+            self._in["fields"][self._textarea] = ""
+
+    def handle_data(self, data):
+        if self._in is not None and self._textarea:
+            self._in["fields"][self._textarea] += data
+
+    def handle_endtag(self, tag):
+        if tag == "textarea":
+            self._textarea = None
+        elif tag == "form":
+            self._in = None
+
+
+def test_the_decision_forms_post_without_javascript_and_carry_their_csrf_token(role_users, queue):
+    """Before htmx has loaded (or without it) a decision form posts to its own URL, with the
+    CSRF token, instead of putting the typed text in a GET of the page."""
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(role_users["reviewer"])
+    pages = {}
+    for url in ("/review/", "/contradictions/"):
+        parser = _DecisionForms()
+        parser.feed(strict.get(url).content.decode())
+        assert parser.forms, url
+        pages[url] = parser.forms
+        for found in parser.forms:
+            attrs = found["attrs"]
+            assert attrs.get("method") == "post" and attrs.get("action") == attrs["hx-post"]
+            assert found["fields"].get("csrfmiddlewaretoken")
+    approve = next(
+        f
+        for f in pages["/review/"]
+        if f["fields"].get("decision") == "approve" and "content" not in f["fields"]
+    )
+    proposal = Proposal.objects.get(id=approve["attrs"]["action"].split("/")[2])
+    response = strict.post(approve["attrs"]["action"], approve["fields"])
+    assert response.status_code == 302 and response["Location"] == f"/proposals/{proposal.id}/"
+    proposal.refresh_from_db()
+    assert proposal.status == "applied" and proposal.decided_by == "rita"
+    reject = next(
+        f
+        for f in pages["/review/"]
+        if f["fields"].get("decision") == "reject"
+        and f["attrs"]["action"] != approve["attrs"]["action"]
+    )
+    rejected = Proposal.objects.get(id=reject["attrs"]["action"].split("/")[2])
+    response = strict.post(reject["attrs"]["action"], {**reject["fields"], "reason": "not durable"})
+    assert response.status_code == 302
+    rejected.refresh_from_db()
+    assert rejected.status == "rejected"
+    # Without its token the same post is refused, and decides nothing.
+    other = Proposal.objects.filter(status="pending").first()
+    fields = {k: v for k, v in approve["fields"].items() if k != "csrfmiddlewaretoken"}
+    assert strict.post(f"/proposals/{other.id}/decide/", fields).status_code == 403
+    other.refresh_from_db()
+    assert other.status == "pending"
 
 
 def test_a_refused_decision_on_the_proposal_page_keeps_what_was_typed_by_its_fields(
