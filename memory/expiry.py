@@ -16,6 +16,9 @@ from django.utils import timezone
 from memory.models import Memory
 
 EXAMPLE = "2027-01-31T00:00:00Z"
+# The latest expiry taken: a memory's purge date (its expiry plus up to ten years of retention)
+# and every date shown from it must stay inside the calendar Python and the databases hold.
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 
 
 class BadExpiry(ValueError):
@@ -42,9 +45,20 @@ def parse(value, *, name: str = "expiresAt", default_utc: bool = False) -> datet
             )
         moment = moment.replace(tzinfo=UTC)
     try:
-        return moment.astimezone(UTC)
+        moment = moment.astimezone(UTC)
     except OverflowError:
         raise BadExpiry(f"{name} is out of range") from None
+    return within_range(moment, name)
+
+
+def within_range(moment: datetime, name: str = "expiresAt") -> datetime:
+    """`moment`, refused (BadExpiry) from LATEST on."""
+    if moment >= LATEST:
+        raise BadExpiry(
+            f"{name} is too far ahead: give a moment before {LATEST.year}-01-01, or none for a "
+            "memory that never expires"
+        )
+    return moment
 
 
 def iso(moment: datetime | None) -> str | None:

@@ -45,7 +45,12 @@ def outlook(memory: Memory) -> Outlook | None:
         return None
     config = get_config()
     days = config.expired_purge_days
-    purge_at = memory.expires_at + timedelta(days=days) if days > 0 else None
+    try:
+        purge_at = memory.expires_at + timedelta(days=days) if days > 0 else None
+    except (
+        OverflowError
+    ):  # stored before expiries were bounded: its purge date is past the calendar
+        purge_at = None
     return Outlook(
         expires_at=memory.expires_at,
         expired=memory.is_expired,

@@ -90,6 +90,9 @@ BAD = [
     (4102444800, "invalid_request", "must be a string"),
     (True, "invalid_request", "must be a string"),
     ("2001-01-31T00:00:00Z", "expiry_in_past", "is in the past"),
+    # Its purge date (up to ten years later) would fall off the calendar: every page of it broke.
+    ("9999-12-31T23:59:59Z", "invalid_request", "is too far ahead"),
+    ("9000-01-01T00:00:00Z", "invalid_request", "is too far ahead"),
 ]
 
 

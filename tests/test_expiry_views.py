@@ -80,7 +80,11 @@ def test_a_past_moment_expires_the_memory_now(reviewer_client, hx):
 
 @pytest.mark.parametrize(
     ("value", "says"),
-    [("next tuesday", "is not an ISO 8601 date and time"), ("2099-02-30T10:00", "ISO 8601")],
+    [
+        ("next tuesday", "is not an ISO 8601 date and time"),
+        ("2099-02-30T10:00", "ISO 8601"),
+        ("9999-12-31T23:59:59", "is too far ahead"),
+    ],
 )
 def test_a_bad_value_is_shown_next_to_the_field_and_changes_nothing(
     reviewer_client, hx, value, says
@@ -140,6 +144,18 @@ def test_an_expired_memory_shows_as_expired_with_when_maintenance_purges_it(view
     )
     page = viewer_client.get(f"/memories/{memory.id}/").content.decode()
     assert "never purged for its expiry" in page
+
+
+def test_a_far_expiry_stored_before_the_bound_still_shows_its_page(viewer_client):
+    """Expiries were not bounded before: a year-9999 one must not break the memory's page (its
+    purge date, ten years of retention later, is past the calendar: none is shown)."""
+    memory = remember("The archive is kept forever")
+    far = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
+    Memory.objects.filter(id=memory.id).update(expires_at=far)
+    update_config({"retention.expiredPurgeDays": 3650}, changed_by="t", reason="t")
+    response = viewer_client.get(f"/memories/{memory.id}/")
+    assert response.status_code == 200
+    assert "9999-12-31" in response.content.decode()
 
 
 def test_an_expired_memory_past_retention_is_said_to_go_at_the_next_run(viewer_client):

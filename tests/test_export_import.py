@@ -244,14 +244,16 @@ def test_mem0_expiration_date_is_kept_to_the_end_of_that_day_and_a_bad_one_refus
         {"id": "b", "memory": "No expiry here.", "expiration_date": None},
         {"id": "c", "memory": "Wrongly dated.", "expiration_date": "next week"},
         {"id": "d", "memory": "The last day there is.", "expiration_date": "9999-12-31"},
+        {"id": "e", "memory": "Far in the future.", "expiration_date": "9500-01-01"},
     ]
     path.write_text(json.dumps({"results": items}, indent=2))
     out, _ = run_import(path)
-    assert "2 imported, 0 deduplicated, 2 refused" in out
+    assert "2 imported, 0 deduplicated, 3 refused" in out
+    assert "expiration_date: too far ahead" in out
     assert "expiration_date: must be a date like 2030-01-31" in out
     expiries = dict(Memory.objects.values_list("source_id", "expires_at"))
     assert expiries["a"].isoformat() == "2030-02-01T00:00:00+00:00"
-    assert expiries["b"] is None and "c" not in expiries and "d" not in expiries
+    assert expiries["b"] is None and not {"c", "d", "e"} & set(expiries)
 
 
 def test_an_export_line_with_a_bad_expiry_or_a_live_tombstone_is_refused_alone(tmp_path):
@@ -263,6 +265,7 @@ def test_an_export_line_with_a_bad_expiry_or_a_live_tombstone_is_refused_alone(t
             header,
             {"content": "Kept.", "agentId": "default", "expiresAt": "2031-05-01T00:00:00Z"},
             {"content": "Refused.", "agentId": "default", "expiresAt": "soon"},
+            {"content": "Too far.", "agentId": "default", "expiresAt": "9999-12-31T23:59:59Z"},
             {"content": "[purged]", "agentId": "default", "purgedAt": "2026-01-01T00:00:00Z"},
             {
                 "content": "A text no purge could reach again.",
@@ -273,10 +276,11 @@ def test_an_export_line_with_a_bad_expiry_or_a_live_tombstone_is_refused_alone(t
         ],
     )
     out, _ = run_import(path)
-    assert "1 imported, 0 deduplicated, 3 refused" in out
-    assert "line 5: purgedAt: a purged memory holds nothing but its tombstone" in out
+    assert "1 imported, 0 deduplicated, 4 refused" in out
+    assert "line 6: purgedAt: a purged memory holds nothing but its tombstone" in out
     assert "line 3: expiresAt: 'soon' is not an ISO 8601 date and time" in out
-    assert "line 4: purgedAt: a purged memory is forgotten too: isDeleted must be true" in out
+    assert "line 4: expiresAt: too far ahead: the latest taken is before 9000-01-01" in out
+    assert "line 5: purgedAt: a purged memory is forgotten too: isDeleted must be true" in out
     assert Memory.objects.get().expires_at.isoformat() == "2031-05-01T00:00:00+00:00"
 
 

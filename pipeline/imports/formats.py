@@ -19,7 +19,7 @@ from datetime import UTC, date, datetime, time, timedelta
 
 from django.conf import settings
 
-from memory import export
+from memory import expiry, export
 from memory.content import is_effectively_empty, normalize
 from memory.erasure import PURGED
 from memory.imported import HistoryEntry, Incoming, Mention
@@ -166,6 +166,18 @@ def _time(value, field: str) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+def _expiry(moment: datetime | None, field: str) -> datetime | None:
+    """An expiry inside the range every memory's may take (memory.expiry.LATEST)."""
+    if moment is None:
+        return None
+    try:
+        return expiry.within_range(moment.astimezone(UTC), field)
+    except (expiry.BadExpiry, OverflowError):
+        raise Bad(
+            field, f"too far ahead: the latest taken is before {expiry.LATEST.year}-01-01"
+        ) from None
+
+
 def _tags(value, field: str) -> list[str]:
     if value is None:
         return []
@@ -283,7 +295,7 @@ def from_export(line: int, obj: dict, options: Options) -> Incoming:
         id=memory_id,
         is_deleted=deleted,
         deleted_at=_time(obj.get("deletedAt"), "deletedAt") if deleted else None,
-        expires_at=_time(obj.get("expiresAt"), "expiresAt"),
+        expires_at=_expiry(_time(obj.get("expiresAt"), "expiresAt"), "expiresAt"),
         purged_at=purged,
         mentions=_mentions(obj.get("entities")),
         history=history,
@@ -431,7 +443,7 @@ def from_mem0(line: int, item: dict, options: Options) -> Incoming:
         source_id=None if mem0_id is None else str(mem0_id)[:NAME_CHARS],
         created_at=_time(item.get("created_at"), "created_at"),
         updated_at=_time(item.get("updated_at"), "updated_at"),
-        expires_at=_mem0_expiry(item.get("expiration_date")),
+        expires_at=_expiry(_mem0_expiry(item.get("expiration_date")), "expiration_date"),
         mentions=None,
         origin={"mem0": kept},
     )
