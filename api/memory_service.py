@@ -18,6 +18,7 @@ from api.http import MAX_INT, BadRequest, optional
 from api.serializers import history_json, memory_json, proposal_json
 from memory import backend, expiry, writes
 from memory.content import is_effectively_empty
+from memory.feedback import FEEDBACK_VERDICTS, record_feedback
 from memory.models import ActorType, ApiToken, Authority, Job, JobStatus, Memory
 from memory.writes import Actor, Refused, Triple
 from pipeline import memory_ops
@@ -455,15 +456,15 @@ def list_memories(token: ApiToken, body: dict) -> dict:
 def feedback(token: ApiToken, memory_id: str, body: dict, metadata: dict | None = None) -> dict:
     """An agent's report on a recalled memory ({verdict: used|ignored|contradicted, note?})."""
     require_scope(token, "ingest")
-    verdict = optional(body, "verdict", str, "one of " + ", ".join(writes.FEEDBACK_VERDICTS))
-    if verdict not in writes.FEEDBACK_VERDICTS:
-        raise BadRequest(f"verdict must be one of {', '.join(writes.FEEDBACK_VERDICTS)}")
+    verdict = optional(body, "verdict", str, "one of " + ", ".join(FEEDBACK_VERDICTS))
+    if verdict not in FEEDBACK_VERDICTS:
+        raise BadRequest(f"verdict must be one of {', '.join(FEEDBACK_VERDICTS)}")
     note = short_string(body, "note", FEEDBACK_NOTE_CHARS)
     note = note.strip() if note else ""
     if verdict == "contradicted" and not note:
         raise BadRequest("note is required for 'contradicted': say what contradicts the memory")
     memory_or_404(token, memory_id)
-    row = writes.record_feedback(
+    row = record_feedback(
         memory_id,
         actor=actor(token),
         verdict=verdict,

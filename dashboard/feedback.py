@@ -9,8 +9,8 @@ from __future__ import annotations
 from django.db.models import Count, Exists, IntegerField, OuterRef, Subquery, Value
 from django.db.models.functions import Coalesce
 
+from memory.feedback import FEEDBACK_EVENT, FEEDBACK_VERDICTS
 from memory.models import MemoryHistory
-from memory.writes import FEEDBACK_EVENT, FEEDBACK_VERDICTS
 
 # "ignored" as a slice means never used: reported ignored and never reported used.
 FEEDBACK_CHOICES = [("", "any"), ("contradicted", "contradicted"), ("ignored", "never used")]

@@ -1013,7 +1013,7 @@ class Bench:
     def _fifty_audit_rows(self, memory_id: str) -> None:
         """A store memory's history grown to 50 rows: its creation, 9 edits (each with its cold
         copy) and 40 agent reports."""
-        from memory import writes
+        from memory import feedback, writes
         from memory.models import Memory
         from memory.writes import Actor
 
@@ -1024,7 +1024,7 @@ class Bench:
                 memory_id, {"content": f"{content} (revision {n})"}, actor=editor, reason="edit"
             )
         for n in range(40):
-            writes.record_feedback(memory_id, actor=agent, verdict="used", note=f"run {n}")
+            feedback.record_feedback(memory_id, actor=agent, verdict="used", note=f"run {n}")
 
     def measure_purge(self) -> None:
         """Purge of one memory with 50 audit rows on the store as it is (the largest size): the

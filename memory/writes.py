@@ -149,6 +149,10 @@ def remember(
                 )
                 links = None if triples else LinkRead(memory)
             if (existing := duplicate.get()) is not None:
+                if existing.is_expired:  # said again: true again, with this write's expiry
+                    existing = revive_in_transaction(
+                        existing, expires_at=expires_at, actor=actor, at=now
+                    )
                 return RememberResult(existing, deduped=True, job=None)
             with pipelined():  # writes (and the triples' entity reads): no round trip each
                 reason = why or "remember"
@@ -207,6 +211,10 @@ def derive_in_transaction(
     lock_contents(agent_id, [text.hash])
     existing = active_duplicate(agent_id, text.hash)
     if existing is not None:
+        if existing.is_expired:
+            existing = revive_in_transaction(
+                existing, expires_at=expires_at, actor=actor, reason=reason
+            )
         return RememberResult(existing, deduped=True, job=None)
     now = timezone.now()
     try:
@@ -240,7 +248,24 @@ def derive_in_transaction(
 # --- modify / forget / recover --------------------------------------------------------------------
 
 
-def _locked_memory(memory_id: str) -> Memory:
+REVIVED = "written again after it expired"
+
+
+def revive_in_transaction(
+    memory: Memory, *, expires_at, actor: Actor, reason: str = "", at=None
+) -> Memory:
+    """An expired memory whose very text is written again (it holds the text's one place among
+    the agent's memories): live again, with the new write's expiry (None: none), as an audited
+    edit, so what was said again is found again. One no longer expired is returned as it is."""
+    locked = locked_memory(memory.id)
+    if not locked.is_expired:
+        return locked
+    why = f"{reason}: {REVIVED}" if reason else REVIVED
+    return modify_in_transaction(locked, {"expires_at": expires_at}, actor=actor, reason=why, at=at)
+
+
+def locked_memory(memory_id: str) -> Memory:
+    """The memory, inside the caller's write (Refused not_found when there is none)."""
     # Locked on PostgreSQL (SQLite already holds its write lock): checks see the latest version.
     memory = Memory.objects.select_for_update().filter(id=memory_id).first()
     if memory is None:
@@ -405,7 +430,7 @@ def modify(
     """Edit MODIFIABLE_FIELDS (expires_at None: no expiry); version +1; content changes archived."""
     with transaction.atomic():
         return modify_in_transaction(
-            _locked_memory(memory_id),
+            locked_memory(memory_id),
             changes,
             actor=actor,
             reason=reason,
@@ -478,7 +503,7 @@ def forget(
     """Soft delete (never a hard delete); pinned needs force; the pipeline can never force."""
     with transaction.atomic():
         return forget_in_transaction(
-            _locked_memory(memory_id),
+            locked_memory(memory_id),
             actor=actor,
             reason=reason,
             force=force,
@@ -547,7 +572,7 @@ def recover(memory_id: str, *, actor: Actor, reason: str, if_version: int | None
     """Undo a soft delete within the recovery window."""
     with transaction.atomic():
         return recover_in_transaction(
-            _locked_memory(memory_id), actor=actor, reason=reason, if_version=if_version
+            locked_memory(memory_id), actor=actor, reason=reason, if_version=if_version
         )
 
 
@@ -565,35 +590,3 @@ def store_vector(memory_id: str, content_hash: str, vector: Vector) -> bool:
             return False
         store_vector_in_transaction(memory, vector)
         return True
-
-
-# --- agent feedback -------------------------------------------------------------------------------
-
-FEEDBACK_EVENT = "feedback"
-FEEDBACK_VERDICTS = ("used", "ignored", "contradicted")
-
-
-def record_feedback(
-    memory_id: str,
-    *,
-    actor: Actor,
-    verdict: str,
-    note: str | None = None,
-    metadata: dict | None = None,
-) -> MemoryHistory:
-    """An agent's report that a recalled memory was used, ignored or contradicted by what it saw.
-
-    One audit row on the memory (event "feedback", the note as its reason); the memory itself and
-    its version do not change, so feedback never conflicts with an edit.
-    """
-    if verdict not in FEEDBACK_VERDICTS:
-        raise Refused("invalid_verdict", f"verdict must be one of {', '.join(FEEDBACK_VERDICTS)}")
-    with transaction.atomic():
-        memory = _locked_memory(memory_id)
-        return audit(
-            memory.id,
-            FEEDBACK_EVENT,
-            actor=actor,
-            reason=note,
-            metadata={"verdict": verdict, "version": memory.version, **(metadata or {})},
-        )

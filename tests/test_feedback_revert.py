@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from memory import writes
+from memory import feedback, writes
 from memory.models import Memory
 from memory.writes import Actor, Refused
 from pipeline import review as reviewing
@@ -35,7 +35,7 @@ def test_a_revert_goes_through_after_an_agents_feedback_on_the_memory(
 ):
     proposal = full_job[action]
     memory_id = proposal.created_memory_id or proposal.updated_memory_id
-    writes.record_feedback(memory_id, actor=CLAUDE, verdict="used", note="it helped")
+    feedback.record_feedback(memory_id, actor=CLAUDE, verdict="used", note="it helped")
     response = client.post(
         f"/api/proposals/{proposal.id}/revert",
         json.dumps({"reason": "wrong fact"}),
@@ -57,7 +57,7 @@ def test_undoing_an_approval_goes_through_after_feedback(fake_ollama):
     process_pending()
     add = Proposal.objects.get(action="add")
     approved = reviewing.approve(add.id, RITA)
-    writes.record_feedback(approved.created_memory_id, actor=CLAUDE, verdict="contradicted")
+    feedback.record_feedback(approved.created_memory_id, actor=CLAUDE, verdict="contradicted")
     undone = reviewing.undo(add.id, RITA)
     assert undone.status == "pending"
     assert Memory.objects.get(id=approved.created_memory_id).is_deleted
@@ -66,9 +66,9 @@ def test_undoing_an_approval_goes_through_after_feedback(fake_ollama):
 def test_a_real_edit_after_feedback_still_blocks_the_revert(full_job):
     proposal = full_job["add"]
     memory_id = proposal.created_memory_id
-    writes.record_feedback(memory_id, actor=CLAUDE, verdict="used")
+    feedback.record_feedback(memory_id, actor=CLAUDE, verdict="used")
     writes.modify(memory_id, {"tags": ["billing"]}, actor=RITA, reason="tagged")
-    writes.record_feedback(memory_id, actor=CLAUDE, verdict="used")
+    feedback.record_feedback(memory_id, actor=CLAUDE, verdict="used")
     with pytest.raises(Refused) as refused:
         reviewing.revert_once(proposal.id, RITA)
     assert refused.value.code == "changed_since"

@@ -78,6 +78,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # copy_store fills a separate target database in one transaction (it only reads the store).
 MAY_OPEN_TRANSACTIONS = {
     "memory/writes.py",
+    "memory/feedback.py",
     "memory/jobs.py",
     "pipeline/writes",
     "devtools/bench.py",

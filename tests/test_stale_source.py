@@ -4,7 +4,7 @@ the raw memory's current version."""
 
 import pytest
 
-from memory import writes
+from memory import feedback, writes
 from memory.models import Memory, MemoryHistory
 from memory.writes import Actor
 from pipeline import review, tasks
@@ -97,7 +97,7 @@ def test_bulk_approval_leaves_proposals_of_a_corrected_raw_memory_undecided(pend
 
 def test_feedback_on_the_raw_memory_does_not_make_its_proposals_stale(client, pending, review_auth):
     add = pending["add"]
-    writes.record_feedback(add.source_memory_id, actor=Actor("claude", "agent"), verdict="used")
+    feedback.record_feedback(add.source_memory_id, actor=Actor("claude", "agent"), verdict="used")
     assert approve(client, review_auth, add).status_code == 200
 
 

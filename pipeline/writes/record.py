@@ -11,7 +11,6 @@ the server gets them back to back instead of one round trip each.
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,7 +21,7 @@ from django.utils import timezone
 
 from memory import jobs as job_life
 from memory import writes
-from memory.backend import lock_contents, pipelined
+from memory.backend import pipelined
 from memory.backend.collector import COLLECTOR_PAUSE
 from memory.content import NormalizedContent, normalize
 from memory.models import (
@@ -30,7 +29,6 @@ from memory.models import (
     Job,
     Memory,
     RowRead,
-    RowsRead,
     lock_rows,
 )
 from memory.writes import Actor, BatchedWrite, Refused, Vector
@@ -58,6 +56,7 @@ from pipeline.models import (
 )
 from pipeline.writes.apply import apply_destructive, derived_fields, inherited, target_refusal
 from pipeline.writes.jobs import Claim, call_rows, held_read
+from pipeline.writes.lookup import fingerprint, look_up, target_of
 
 REQUEUED = "the source memory was edited while the job ran: it runs again on the current text"
 MOVED = "the source memory moved to another agent while the job ran: it runs again for that agent"
@@ -101,6 +100,9 @@ class JobWrite:
     # Content hash -> the agent's active memory with that content, looked up once for every fact
     # and kept in step with what this write adds, updates and deletes.
     active: dict[str, str] = field(default_factory=dict)
+    # Content hash -> the agent's expired memory with that content (it holds the text's place
+    # among the agent's memories): an ADD of that text brings it back instead of adding one.
+    expired: dict[str, str] = field(default_factory=dict)
     rejected: dict[str, int] = field(default_factory=dict)  # fingerprint -> rejection pk
     hits: Counter[int] = field(default_factory=Counter)  # rejection pk -> proposals it suppressed
     ready: dict[int, Ready] = field(default_factory=dict)  # id(decided) -> its prepared rows
@@ -168,7 +170,7 @@ def record_job(outcome: JobOutcome) -> dict | None:
             locks = lock_rows(Memory, [claim.memory_id, *_destructive_targets(outcome)])
             source_read = RowRead(Memory, "id = %s", [claim.memory_id], lock=True)
             settings_read = config_read()
-            lookup = _look_up(outcome, ready, outcome.agent_id)
+            lookup = look_up(outcome, ready, outcome.agent_id)
         job, source, config = job_read.get(), source_read.get(), settings_read.get()
         _ = locks and locks.all()  # with its UPDATEs' and DELETEs' targets, in id order
         found = lookup.all() if lookup else []
@@ -183,7 +185,7 @@ def record_job(outcome: JobOutcome) -> dict | None:
                 return _cancel(job, source, outcome, now)
             return _requeue(job, outcome, now, changed)
         if outcome.agent_id is None and outcome.decisions:  # an outcome without its agent
-            lookup = _look_up(outcome, ready, source.agent_id)
+            lookup = look_up(outcome, ready, source.agent_id)
             found = lookup.all() if lookup else []
         config = config or get_config()
         mode = mode_of(config)
@@ -202,10 +204,10 @@ def record_job(outcome: JobOutcome) -> dict | None:
             ready=ready,
         )
         for kind, key, ref in found:
-            if kind == 0:
-                write.active[key] = ref
-            else:
+            if kind == 1:
                 write.rejected[key] = int(ref)
+            else:  # 0: the agent's active memory with that text, 2: its expired one
+                (write.active if kind == 0 else write.expired)[key] = ref
         if outcome.source_vector is not None:
             # Its embedding_model is set with the extraction status below: one update of the row.
             write.batch.store_vector(source, outcome.source_vector, mark_model=False)
@@ -219,7 +221,7 @@ def record_job(outcome: JobOutcome) -> dict | None:
 def _destructive_targets(outcome: JobOutcome) -> list[str]:
     """The memories the job's UPDATE and DELETE decisions name (locked with the source)."""
     destructive = [d for d in outcome.decisions if d.action in {"update", "delete"}]
-    return [target for decided in destructive if (target := _target_id(decided))]
+    return [target for decided in destructive if (target := target_of(decided))]
 
 
 def _count_rejection_hits(write: JobWrite) -> None:
@@ -311,54 +313,6 @@ def _requeue(job: Job, outcome: JobOutcome, now: datetime, why: str) -> dict:
 def _result_summary(p: Proposal) -> dict:
     """A proposal as the job's result lists it: its summary plus grounding and safety kinds."""
     return {**p.summary(), "supported": p.supported, "safety": p.safety_kinds}
-
-
-def _target_id(decided) -> str | None:
-    return decided.target.candidate.memory_id if decided.target else None
-
-
-def _look_up(outcome: JobOutcome, ready: dict, agent_id: str | None) -> RowsRead | None:
-    """Send the one query for every fact: the agent's active memories with an ADD fact's content
-    (rows `0, hash, memory id`), and the active rejections a proposal of this job would repeat
-    (`1, fingerprint, rejection id`); raw SQL: it runs under the write lock, where the ORM's
-    union took longer to build than to run. On PostgreSQL the writers of those contents are
-    waited for first (`lock_contents`), so the query, a statement after the wait, sees what they
-    wrote. None when there is nothing to look up (or no agent to look it up for)."""
-    if agent_id is None:
-        return None
-    hashes, prints = set(), set()
-    for decided in outcome.decisions:
-        # Most were computed with the proposals before BEGIN; not again under the lock.
-        prepared = ready.get(id(decided))
-        if decided.action == "add":
-            hashes.add(prepared.text.hash if prepared else normalize(decided.fact.content).hash)
-        if decided.action != "none":
-            prints.add(
-                prepared.proposal.fingerprint
-                if prepared
-                else fingerprint(decided.action, decided.fact.content, _target_id(decided))
-            )
-    lock_contents(agent_id, [r.text.hash for r in ready.values()])
-    hashes, prints = sorted(hashes), sorted(prints)
-    parts, params = [], []
-    if hashes:
-        parts.append(
-            # `NOT is_deleted`, as the partial unique index says it: SQLite uses that index only
-            # for the same expression (with `= %s` it scanned every live memory of the agent).
-            f"SELECT 0, content_hash, id FROM {Memory._meta.db_table} WHERE agent_id = %s "
-            f"AND NOT is_deleted AND content_hash IN ({', '.join(['%s'] * len(hashes))})"
-        )
-        params += [agent_id, *hashes]
-    if prints:
-        parts.append(
-            f"SELECT 1, fingerprint, CAST(id AS TEXT) FROM {RejectionFingerprint._meta.db_table} "
-            f"WHERE agent_id = %s AND active "
-            f"AND fingerprint IN ({', '.join(['%s'] * len(prints))})"
-        )
-        params += [agent_id, *prints]
-    if not parts:
-        return None
-    return RowsRead(" UNION ALL ".join(parts), params)
 
 
 def _decision_audit(proposal: Proposal, actor: Actor, write: JobWrite) -> None:
@@ -511,6 +465,8 @@ def _gate_add(proposal: Proposal, write: JobWrite, ready: Ready) -> None:
     if existing is not None:
         _dedupe(proposal, write, existing)
         return
+    if text.hash in write.expired and _revived(proposal, write, ready):
+        return
     memory = write.batch.add(inherited(ready.derived, write.source))
     write.active[text.hash] = memory.id
     proposal.status, proposal.created_memory_id = ProposalStatus.APPLIED, memory.id
@@ -518,6 +474,27 @@ def _gate_add(proposal: Proposal, write: JobWrite, ready: Ready) -> None:
     stats["added"] += 1
     if ready.derived.vector is not None:
         stats["embeddingsAdded"] += 1
+
+
+def _revived(proposal: Proposal, write: JobWrite, ready: Ready) -> bool:
+    """An applied ADD whose text an expired memory of the agent holds: that memory is live again,
+    with the raw memory's expiry (an audited edit), and the proposal is deduped into it. False
+    when the memory was forgotten since the lookup (the ADD writes a new one)."""
+    memory_id = write.expired.pop(ready.text.hash)
+    write.batch.flush_memories()  # a guarded edit, after the rows this write has added
+    target = Memory.objects.select_for_update().filter(id=memory_id, is_deleted=False).first()
+    if target is None:
+        return False
+    writes.revive_in_transaction(
+        target,
+        expires_at=write.source.expires_at,
+        actor=PIPELINE_ACTOR,
+        reason=f"stated again in memory {write.source.id}",
+        at=write.at,
+    )
+    write.active[ready.text.hash] = target.id
+    _dedupe(proposal, write, target.id)
+    return True
 
 
 def _gate_destructive(proposal: Proposal, write: JobWrite, vector: Vector | None) -> None:
@@ -581,12 +558,6 @@ def _gate_destructive(proposal: Proposal, write: JobWrite, vector: Vector | None
 
 
 # --- annotation -----------------------------------------------------------------------------------
-
-
-def fingerprint(action: str, fact: str, target_id: str | None) -> str:
-    """Same action + same normalised fact + same target = the same proposal."""
-    basis = f"{action}|{normalize(fact).normalized}|{target_id or ''}"
-    return hashlib.sha256(basis.encode("utf-8")).hexdigest()
 
 
 def annotate(proposal: Proposal, raw: str) -> None:
