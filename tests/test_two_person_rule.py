@@ -9,6 +9,7 @@ import threading
 
 import pytest
 from django.db import connections
+from django.utils.html import escape
 
 from memory import writes
 from memory.models import Authority, Memory, MemoryHistory
@@ -392,6 +393,32 @@ def test_the_queue_row_counts_approvals_and_refuses_the_same_reviewer(
     second = decide(sam_client, delete, hx).content.decode()
     assert "Approved by sam: memory deleted." in second
     assert Memory.objects.get(id=store.staging.id).is_deleted
+
+
+def test_the_second_reviewer_sees_in_the_queue_the_text_the_first_approved(
+    reviewer_client, sam_client, pending, store, hx
+):
+    """The second approval applies what the first approved: the queue row shows that text (the
+    first reviewer's edit), not the model's, and offers no edit in between."""
+    update = pending["update"]
+    Memory.objects.filter(id=store.postgres.id).update(asserted_by=Authority.PERSON)
+    edited = "The billing service runs on Postgres 16 <b>since</b> March"
+    first = decide(reviewer_client, update, hx, content=edited)
+    assert "Approval 1 of 2 recorded for rita" in first.content.decode()
+    page = sam_client.get("/review/?action=update").content.decode()
+    row = page[page.index(f'id="p-{update.id}"') :]
+    row = row[: row.index("</tr>")]
+    fact = row[row.index('data-testid="approved-text"') : row.index('data-testid="edited"')]
+    assert escape(edited) in fact and edited not in row  # shown, and escaped
+    assert "as rita edited it in the first approval" in row and update.fact_content[:40] in row
+    assert 'data-reveal="edit"' not in row and "Approve (2 of 2)" in row
+    # Before any approval, the row shows the model's text and its edit form, as ever.
+    other = pending["delete"]
+    page = sam_client.get("/review/?action=delete").content.decode()
+    row = page[page.index(f'id="p-{other.id}"') :]
+    assert 'data-testid="approved-text"' not in row[: row.index("</tr>")]
+    assert decide(sam_client, update, hx).status_code == 200
+    assert Memory.objects.get(id=store.postgres.id).content == edited
 
 
 def test_the_settings_page_says_when_the_rule_is_on(admin_client_role, pending):
