@@ -233,6 +233,37 @@ def test_preview_of_stopping_auto_apply(admin_client_role, hx):
     assert "Needs the confirmation box" not in body
 
 
+def after_saving(body: str, action: str) -> str:
+    """The preview's "After saving" cell of an action's row."""
+    row = body[body.index(f'data-testid="volume-{action}"') :]
+    return re.findall(
+        r'<span class="badge handling [^"]*">([^<]*)</span>', row[: row.index("</tr>")]
+    )[-1]
+
+
+def test_a_full_mode_preview_under_the_two_person_rule_says_deletes_wait_for_two(
+    admin_client_role, hx
+):
+    """Full mode applies a DELETE by itself, except under the two-person rule: the preview says
+    so in the action's row and leaves it out of what starts being applied automatically."""
+    update_config({"review": {"destructiveApprovals": 2}}, changed_by="ada", reason="two")
+    data = form_data(shadowMode=False, allowUpdateDelete=True)
+    body = admin_client_role.post(URL + "?preview=1", data, **hx).content.decode()
+    assert after_saving(body, "delete") == "waits for two reviewers"
+    assert after_saving(body, "update") == "applied automatically"
+    started = body[body.index("start</strong> being applied automatically") :]
+    started = started[: started.index("</p>")]
+    assert "badge-add" in started and "badge-update" in started
+    assert "badge-delete" not in started
+    # With one approval, the same switch applies DELETEs by itself, and says so.
+    update_config({"review": {"destructiveApprovals": 1}}, changed_by="ada", reason="one")
+    data = form_data(shadowMode=False, allowUpdateDelete=True)
+    body = admin_client_role.post(URL + "?preview=1", data, **hx).content.decode()
+    assert after_saving(body, "delete") == "applied automatically"
+    started = body[body.index("start</strong> being applied automatically") :]
+    assert "badge-delete" in started[: started.index("</p>")]
+
+
 def test_a_plain_preview_asks_for_no_reason_and_marks_no_field_it_does_not_explain(
     admin_client_role,
 ):

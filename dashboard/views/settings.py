@@ -15,13 +15,13 @@ from dashboard.forms import SettingsForm, flat_config
 from dashboard.htmx import render_page, review_changed
 from dashboard.roles import ADMIN, has_role, role_of
 from memory.models import Job, JobStatus
+from pipeline.approvals import needs_two
 from pipeline.config import (
     FIELDS,
     FROZEN,
     ConfigError,
     Mode,
     Outcome,
-    applied_automatically,
     config_json,
     flatten,
     get_config,
@@ -35,12 +35,15 @@ from pipeline.status import BANNERS, recent_volume
 
 LOG_PAGE_SIZE = 20
 ACTIONS = [a.value for a in Action]
+# What the two-person rule makes of an action a mode would apply by itself (pipeline.approvals).
+TWO_REVIEWERS = "two_reviewers"
 HANDLING = {  # the outcomes of pipeline.config.WRITE_POLICY, as the preview shows them
     Outcome.APPLIED: ("applied automatically", "badge-add"),
     Outcome.REVIEW: ("waits for a reviewer", "badge-status"),
     Outcome.RECORDED: ("recorded only", "badge-none"),
     Outcome.HELD: ("held: nobody can apply", "badge-delete"),
     Outcome.WAITS: ("not processed", "badge-warn"),
+    TWO_REVIEWERS: ("waits for two reviewers", "badge-status"),
 }
 
 
@@ -67,8 +70,13 @@ def mode_info(config: dict) -> dict:
     return {"key": key, "label": label, "meaning": meaning}
 
 
-def handling(mode_key: str, action: str) -> str:
-    return write_policy(mode_key, action).outcome
+def handling(mode_key: str, action: str, approvals: int = 1) -> str:
+    """How a mode handles an action's proposals, with `approvals` (review.destructiveApprovals):
+    a DELETE a mode would apply by itself waits for two reviewers under the two-person rule."""
+    kind = write_policy(mode_key, action).outcome
+    if kind == Outcome.APPLIED and needs_two(action, None, approvals):
+        return TWO_REVIEWERS
+    return kind
 
 
 def _handling_cell(kind: str) -> dict:
@@ -98,9 +106,11 @@ def _preview_context(form: SettingsForm | None, current: dict) -> dict:
     before_mode, after_mode = mode_info(before), mode_info(after)
     week = recent_volume(7)
     volume = []
+    approvals_before = before["review"]["destructiveApprovals"]
+    approvals_after = after["review"]["destructiveApprovals"]
     for action in ACTIONS:
-        now_kind = handling(before_mode["key"], action)
-        new_kind = handling(after_mode["key"], action)
+        now_kind = handling(before_mode["key"], action, approvals_before)
+        new_kind = handling(after_mode["key"], action, approvals_after)
         volume.append(
             {
                 "action": action,
@@ -115,8 +125,8 @@ def _preview_context(form: SettingsForm | None, current: dict) -> dict:
     evidence = None
     if writes_now and after_mode["key"] != before_mode["key"]:
         evidence = configured_model_evidence()
-    auto_before = applied_automatically(before_mode["key"])
-    auto_after = applied_automatically(after_mode["key"])
+    auto_before = {row["action"] for row in volume if row["now"]["kind"] == Outcome.APPLIED}
+    auto_after = {row["action"] for row in volume if row["after"]["kind"] == Outcome.APPLIED}
     return {
         "preview": {
             "bound": bool(form is not None and form.is_bound),
@@ -136,7 +146,7 @@ def _preview_context(form: SettingsForm | None, current: dict) -> dict:
             "week_total": sum(week.values()),
             "pending_jobs": Job.objects.filter(status=JobStatus.PENDING).count(),
             "evidence": evidence,
-            "two_person": after["review"]["destructiveApprovals"] == 2,
+            "two_person": approvals_after == 2,
         }
     }
 
