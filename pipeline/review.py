@@ -190,28 +190,38 @@ def bulk_summary(proposals: QuerySet[Proposal], reviewer: str = "") -> dict:
     """What a bulk decision over these proposals meets: counts by action and by safety kind, and
     how many a bulk approval leaves out (kinds never approved in bulk and changes to pinned
     memories always, kinds that need an opt-in unless opted in), with those kinds in words; how
-    many another reviewer holds (skipped), and how many need a second reviewer's approval."""
+    many another reviewer holds (skipped), how many need a second reviewer's approval, and how
+    many a bulk approval (without and with the opt-in) and a bulk rejection would decide."""
     by_action = count_by_action(proposals)
+    total = sum(by_action.values())
     kinds: Counter[str] = Counter()
-    never = opt_in = 0
-    for joined in proposals.exclude(safety_kinds="").values_list("safety_kinds", flat=True):
+    never, opt_in = set(), set()
+    flagged = proposals.exclude(safety_kinds="").values_list("id", "safety_kinds")
+    for proposal_id, joined in flagged:
         kinds.update(set(joined.split(",")))
         rule, _ = safety.bulk_rule(joined)
         if rule == safety.Bulk.NEVER:
-            never += 1
+            never.add(proposal_id)
         elif rule == safety.Bulk.OPT_IN:
-            opt_in += 1
+            opt_in.add(proposal_id)
+    pinned = set(changes_pinned(proposals))
+    claimed = set(claims.ids_held_by_others(proposals, reviewer))
+    # What each decision would decide: a proposal left out for several reasons counts once.
+    left_out = never | pinned | claimed
     return {
         "by_action": by_action,
-        "total": sum(by_action.values()),
+        "total": total,
         "findings": dict(sorted(kinds.items())),
-        "never_in_bulk": never,
+        "never_in_bulk": len(never),
         "never_in_bulk_words": safety.words_of(safety.Bulk.NEVER),
-        "opt_in": opt_in,
+        "opt_in": len(opt_in),
         "opt_in_words": safety.words_of(safety.Bulk.OPT_IN),
-        "pinned": changes_pinned(proposals).count(),
-        "claimed": claims.count_held_by_others(proposals, reviewer),
+        "pinned": len(pinned),
+        "claimed": len(claimed),
         "two_person": proposals.filter(needs_two_q(get_config().destructive_approvals)).count(),
+        "approves": total - len(left_out | opt_in),
+        "approves_with_opt_in": total - len(left_out),
+        "rejects": total - len(claimed),
     }
 
 

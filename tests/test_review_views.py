@@ -10,7 +10,9 @@ from django.test.utils import CaptureQueriesContext
 from django.utils.html import escape
 
 from memory.models import Memory, MemoryHistory
+from memory.writes import Actor
 from pipeline.models import Proposal
+from pipeline.writes.claims import claim
 from pipeline.writes.config import update_config
 from tests.aria_checks import assert_errors_described
 
@@ -831,6 +833,40 @@ def test_bulk_confirmation_lists_safety_findings_and_personal_data_needs_an_opt_
     )
     assert Proposal.objects.get(id=personal.id).status == "applied"
     assert Proposal.objects.get(id=secret.id).status == "pending"
+
+
+def test_the_bulk_confirmation_counts_only_what_it_will_decide(reviewer_client, pipeline_run, hx):
+    """A secret (never in bulk), personal data (unless ticked), a pinned target and a proposal
+    another reviewer holds are said apart and left out of the number the button confirms, each
+    counted once; a bulk rejection leaves out only the held one."""
+    update_config({"shadowMode": True}, changed_by="t", reason="t")
+    pipeline_run(
+        "The staging deploy key is AKIAIOSFODNN7EXAMPLE for billing-api. Rotate it monthly.",
+        "Kenji maintains ingest-worker. Mail him at kenji@lumen.dev if it breaks.",
+        "Priya prefers squash merges for feature branches. Said in the review channel.",
+    )
+    pending = Proposal.objects.filter(status="pending", action="add")
+    total = pending.count()
+    secret = pending.get(safety_kinds__contains="secret")
+    held = pending.exclude(safety_kinds__contains="secret").filter(safety_kinds="").first()
+    # Another reviewer holds the secret too: it is left out once, not twice.
+    # Held by two other reviewers (a reviewer holds one row at a time).
+    for proposal, who in ((held, "ada"), (secret, "sam")):
+        claim(proposal.id, Actor(who, "operator"))
+    data = {"decision": "approve", "scope": "all", "filters": "action=add"}
+    body = reviewer_client.post("/review/bulk/", {**data, "step": "preview"}, **hx).content.decode()
+    approves = total - 3  # the secret, the personal data and the held one
+    assert f"Approve {approves} of the {total} proposals?" in body
+    button = re.search(r'data-testid="bulk-confirm">([^<]*)<', body).group(1)
+    assert button == f"Confirm: approve {approves} ({approves + 1} with the box ticked)"
+    body = reviewer_client.post(
+        "/review/bulk/", {**data, "decision": "reject", "reason": "no", "step": "preview"}, **hx
+    ).content.decode()
+    assert f"Reject {total - 2} of the {total} proposals?" in body
+    assert f'data-testid="bulk-confirm">Confirm: reject {total - 2}<' in body
+    # Applied, it decides that many and no more.
+    reviewer_client.post("/review/bulk/", {**data, "step": "apply", "total": total}, **hx)
+    assert Proposal.objects.filter(status="applied").count() == approves
 
 
 def test_after_edit_then_approve_the_row_shows_the_edited_text(reviewer_client, queue, decide):

@@ -250,9 +250,12 @@ def bulk(request):
         query = query.filter(id__in=form.id_list())
     if data["step"] == "preview":
         counted_at = timezone.now()  # before the count: what arrives after it is not counted
+        summary = reviewing.bulk_summary(query, request.user.get_username())
         context = {
             "bulk_form": form,
-            "preview": reviewing.bulk_summary(query, request.user.get_username()),
+            "preview": summary,
+            # How many the confirmation decides (those left out are said apart).
+            "decides": summary["approves" if data["decision"] == Decision.APPROVE else "rejects"],
             "previewed_at": counted_at.isoformat(),
             "filters": filters.urlencode(),
             "data": data,

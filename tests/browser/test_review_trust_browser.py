@@ -71,11 +71,11 @@ def test_bulk_on_ticked_rows_previews_decides_and_reports_every_one(page, live_s
 
     page.click("text=Review bulk action…")
     panel = page.locator("#bulk-panel")
-    expect(panel).to_contain_text("Approve 4 proposals?")
+    expect(panel).to_contain_text("Approve 3 of the 4 proposals?")  # the secret is left out
     expect(panel).to_contain_text(
         "1 with a secret or a password will be left for a one-by-one approval"
     )
-    expect(page.locator("[data-testid=bulk-confirm]")).to_have_text("Confirm: approve 4")
+    expect(page.locator("[data-testid=bulk-confirm]")).to_have_text("Confirm: approve 3")
     assert Proposal.objects.filter(status="pending").count() == len(ids)  # nothing yet
 
     page.click("[data-testid=bulk-confirm]")
