@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 import math
@@ -133,6 +134,31 @@ def _bounded_int(text: str) -> int:
     if abs(value) > MAX_INT:
         raise BadRequest(f"integers must be between -{MAX_INT} and {MAX_INT}")
     return value
+
+
+def known_fields(body: dict, allowed: set[str]) -> dict:
+    """`body`, refused (400) when it holds a field the endpoint does not take: a misspelt one
+    (`contnet`) would otherwise be dropped without a word, and the call do something else."""
+    unknown = sorted(set(body) - allowed)
+    if unknown:
+        raise BadRequest(
+            f"unknown field(s): {', '.join(unknown)}; this endpoint takes {', '.join(sorted(allowed))}"
+        )
+    return body
+
+
+def no_misspelt_fields(body: dict, allowed: set[str]) -> dict:
+    """`body`, refused (400) when a field it does not take is close to one it does (`contnet`):
+    dropped, the call would do something else with a 200. Other fields are ignored, as the
+    endpoints that take this have always done."""
+    for name in sorted(set(body) - allowed):
+        close = difflib.get_close_matches(name, sorted(allowed), n=1, cutoff=0.75)
+        if close:
+            raise BadRequest(
+                f"unknown field {name}: did you mean {close[0]}? This endpoint takes "
+                f"{', '.join(sorted(allowed))}"
+            )
+    return body
 
 
 def optional(body: dict, key: str, kind: type | tuple[type, ...], label: str | None = None):

@@ -9,18 +9,30 @@ from django.conf import settings
 from django.http import JsonResponse
 
 from api.auth import only_agent
-from api.http import MAX_INT, BadRequest, api, bool_param, json_body, optional
+from api.http import MAX_INT, BadRequest, api, bool_param, json_body, no_misspelt_fields, optional
 from api.memory_service import require_agent
 from api.serializers import approvals_json, iso, job_json, proposal_json
 from memory.content import is_effectively_empty
 from memory.models import ActorType, Job
 from memory.writes import Actor, Refused
 from pipeline import review
-from pipeline.config import ConfigError, config_json, get_config
+from pipeline.config import ConfigError, config_json, get_config, mode_of
 from pipeline.models import Action, Proposal, ProposalStatus
 
 MAX_PAGE = 500
 APPROVE_AS = (Action.ADD, Action.UPDATE, Action.DELETE)  # what an approval may apply instead
+# The flags that make each mode (pipeline.config.effective_mode), for a PATCH that sends `mode`.
+MODE_FLAGS = {
+    "disabled": 'for "disabled" set enabled false',
+    "shadow": 'for "shadow" set shadowMode true',
+    "controlled-write": 'for "controlled-write" set shadowMode false and allowUpdateDelete false',
+    "full": 'for "full" set shadowMode false and allowUpdateDelete true',
+}
+ANY_MODE = (
+    "set enabled, shadowMode and allowUpdateDelete instead (the modes are disabled, shadow, "
+    "controlled-write and full)"
+)
+APPROVE_FIELDS = {"content", "action", "note", "redecide", "force"}
 
 
 @api(("GET",), None)
@@ -82,7 +94,7 @@ def _reviewer(request) -> Actor:
 @api(("POST",), "review")
 def approve(request, proposal_id: str):
     _require_proposal_agent(request, proposal_id)
-    body = json_body(request, allow_empty=True)
+    body = no_misspelt_fields(json_body(request, allow_empty=True), APPROVE_FIELDS)
     content = optional(body, "content", str, "a string")
     if content is not None and len(content) > settings.MEMORY_MAX_CONTENT_CHARS:
         raise BadRequest("content is too long", 413, "too_large")
@@ -114,7 +126,7 @@ def approve(request, proposal_id: str):
 @api(("POST",), "review")
 def reject(request, proposal_id: str):
     _require_proposal_agent(request, proposal_id)
-    body = json_body(request, allow_empty=True)
+    body = no_misspelt_fields(json_body(request, allow_empty=True), {"reason"})
     reason = optional(body, "reason", str, "a string")
     return JsonResponse(
         proposal_json(review.reject(proposal_id, _reviewer(request), reason=reason))
@@ -125,7 +137,7 @@ def reject(request, proposal_id: str):
 def revert(request, proposal_id: str):
     """Revert an applied proposal ({reason?}); {undo: true} undoes an earlier revert instead."""
     _require_proposal_agent(request, proposal_id)
-    body = json_body(request, allow_empty=True)
+    body = no_misspelt_fields(json_body(request, allow_empty=True), {"reason", "undo"})
     reason = optional(body, "reason", str, "a string")
     undo = bool(optional(body, "undo", bool, "a boolean"))
     proposal = review.revert_once(proposal_id, _reviewer(request), undo=undo, reason=reason)
@@ -146,8 +158,14 @@ def pipeline_config(request):
     reason = body.pop("reason", None)
     if not isinstance(reason, str) or not reason.strip():
         raise BadRequest("reason is required", code="reason_required")
-    body.pop("mode", None)  # derived, never set
+    # Derived from the flags, never set (ignored beside settings, as the answer's mode shows). Sent
+    # alone, another mode is refused with the flags that make it: the refusal said "no settings".
+    mode = body.pop("mode", None)
     body.pop("updatedAt", None)  # read-only; lets a client PATCH back what GET returned
+    if not body and mode is not None and mode != mode_of(get_config()):
+        raise BadRequest(
+            f"mode is read-only, derived from the flags: {MODE_FLAGS.get(mode, ANY_MODE)}"
+        )
     try:
         return JsonResponse(
             review.update_config(body, changed_by=request.api_token.name, reason=reason)

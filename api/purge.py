@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django.http import JsonResponse
 
-from api.http import BadRequest, api, json_body, optional
+from api.http import BadRequest, api, json_body, known_fields, optional
 from api.memory_service import require_agent
 from memory.models import ActorType
 from memory.writes import Actor
@@ -17,14 +17,6 @@ from pipeline.purge import Request, Scope
 
 MEMORY_FIELDS = {"reason", "lineage", "dryRun"}
 STORE_FIELDS = {"agent", "text", "reason", "dryRun"}
-
-
-def _known(body: dict, allowed: set[str]) -> None:
-    unknown = sorted(set(body) - allowed)
-    if unknown:
-        raise BadRequest(
-            f"unknown field(s): {', '.join(unknown)}; this endpoint takes {', '.join(sorted(allowed))}"
-        )
 
 
 def _receipt(request, purge: Request, body: dict) -> JsonResponse:
@@ -44,7 +36,7 @@ def _receipt(request, purge: Request, body: dict) -> JsonResponse:
 @api(("POST",), "admin")
 def purge_memory(request, memory_id: str):
     body = json_body(request)
-    _known(body, MEMORY_FIELDS)
+    known_fields(body, MEMORY_FIELDS)
     lineage = bool(optional(body, "lineage", bool, "true or false"))
     scope = Scope.LINEAGE if lineage else Scope.MEMORY
     return _receipt(request, Request(scope, memory_id=memory_id), body)
@@ -53,7 +45,7 @@ def purge_memory(request, memory_id: str):
 @api(("POST",), "admin")
 def purge_store(request):
     body = json_body(request)
-    _known(body, STORE_FIELDS)
+    known_fields(body, STORE_FIELDS)
     agent = optional(body, "agent", str, "a string")
     text = optional(body, "text", str, "a string")
     if (agent is None) == (text is None):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from django.http import JsonResponse
 
-from api.http import BadRequest, api, json_body, optional
+from api.http import api, json_body, known_fields, optional
 from api.memory_service import memory_or_404
 from memory.models import ActorType
 from memory.writes import Actor
@@ -19,12 +19,7 @@ FIELDS = {"span", "kind", "reason", "proposalId"}
 
 @api(("POST",), "review")
 def redact_memory(request, memory_id: str):
-    body = json_body(request)
-    unknown = sorted(set(body) - FIELDS)
-    if unknown:
-        raise BadRequest(
-            f"unknown field(s): {', '.join(unknown)}; this endpoint takes {', '.join(sorted(FIELDS))}"
-        )
+    body = known_fields(json_body(request), FIELDS)
     token = request.api_token
     memory = memory_or_404(token, memory_id)
     asked = Request(

@@ -97,9 +97,10 @@ class Receipt:
 # --- what a request names ------------------------------------------------------------------------
 
 
-def required_reason(reason) -> str:
+def required_reason(reason, doing: str = "purged") -> str:
+    """The reason given, stripped; refused when there is none (`doing`: what it explains)."""
     if not isinstance(reason, str) or not reason.strip():
-        raise Refused("reason_required", "a reason is required: say why this is purged")
+        raise Refused("reason_required", f"a reason is required: say why this is {doing}")
     return reason.strip()
 
 

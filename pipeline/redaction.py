@@ -223,7 +223,7 @@ def family_of(memory: Memory) -> list[str]:
 
 
 def checked_reason(reason, texts: Texts) -> str:
-    reason = required_reason(reason)
+    reason = required_reason(reason, "redacted")
     if texts.held_in(reason) or any(f.kind in safety.REDACTABLE_KINDS for f in safety.scan(reason)):
         raise Refused(
             "reason_holds_text",

@@ -244,6 +244,26 @@ def test_patch_accepts_a_round_trip_of_get(client, admin_auth):
 
 
 @pytest.mark.parametrize(
+    ("mode", "says"),
+    [
+        ("full", 'for "full" set shadowMode false and allowUpdateDelete true'),
+        ("disabled", 'for "disabled" set enabled false'),
+        ("turbo", "set enabled, shadowMode and allowUpdateDelete instead"),
+    ],
+)
+def test_patch_of_another_mode_says_which_flags_make_it_and_saves_nothing(
+    client, admin_auth, mode, says
+):
+    """`mode` is derived: sent alone, another one is refused with the flags that make it (the
+    refusal said no setting was given); beside settings it is ignored (below)."""
+    response = patch(client, {"mode": mode, "reason": "switch"}, admin_auth)
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_request"
+    assert "mode is read-only" in response.json()["message"] and says in response.json()["message"]
+    assert get_config().shadow_mode is True and not ConfigChange.objects.exists()
+
+
+@pytest.mark.parametrize(
     "body,code",
     [
         ({"shadowMode": False}, "reason_required"),

@@ -88,6 +88,8 @@ def test_a_bad_request_gets_a_json_error_and_writes_nothing(
     response = post(client, review_auth, memory.id, body)
     assert (response.status_code, response.json()["error"]) == (status, code), response.json()
     assert response.json()["message"]
+    if code == "reason_required":  # a redaction's reason, not a purge's
+        assert response.json()["message"].endswith("say why this is redacted")
     assert snapshot() == before
 
 

@@ -271,6 +271,25 @@ def test_approve_rejects_bad_bodies(client, pending, review_auth, body, status):
     assert Proposal.objects.get(id=pending["add"].id).status == "pending"
 
 
+def test_a_misspelt_field_is_refused_not_dropped(client, pending, review_auth):
+    """`contnet` used to be dropped: the model's text was applied, unedited, with a 200."""
+    response = approve(client, review_auth, pending["add"], contnet="The edited fact")
+    assert response.status_code == 400 and response.json()["error"] == "invalid_request"
+    assert "unknown field contnet: did you mean content?" in response.json()["message"]
+    refused = reject(client, review_auth, pending["update"], reson="not durable")
+    assert refused.status_code == 400 and "did you mean reason?" in refused.json()["message"]
+    assert (
+        Proposal.objects.filter(id__in=[pending["add"].id, pending["update"].id])
+        .filter(status="pending")
+        .count()
+        == 2
+    )
+    # The fields each takes still work; an extra field unlike any of them is ignored, as ever.
+    edited = approve(client, review_auth, pending["add"], content="The edited fact", reason="ok")
+    assert edited.status_code == 200
+    assert reject(client, review_auth, pending["update"], reason="not durable").status_code == 200
+
+
 def test_unknown_proposals_are_404(client, review_auth, db):
     assert approve(client, review_auth, Proposal(id="nope")).status_code == 404
     assert reject(client, review_auth, Proposal(id="nope")).status_code == 404
