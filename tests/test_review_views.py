@@ -799,16 +799,22 @@ def test_keep_both_says_what_happened_and_leaves_a_trace_on_the_old_memory(
     assert trail.changed_by == "rita" and trail.metadata["keptWith"] == raw.id
 
 
-def test_bulk_confirmation_lists_safety_findings_and_personal_data_needs_an_opt_in(
-    reviewer_client, pipeline_run, hx
-):
+@pytest.fixture
+def flagged(pipeline_run):
+    """Six ADDs pending in shadow mode: one holds a secret, one personal data."""
     update_config({"shadowMode": True}, changed_by="t", reason="t")
     pipeline_run(
         "The staging deploy key is AKIAIOSFODNN7EXAMPLE for billing-api. Rotate it monthly.",
         "Kenji maintains ingest-worker. Mail him at kenji@lumen.dev if it breaks.",
         "Priya prefers squash merges for feature branches. Said in the review channel.",
     )
-    pending = Proposal.objects.filter(status="pending", action="add")
+    return Proposal.objects.filter(status="pending", action="add")
+
+
+def test_bulk_confirmation_lists_safety_findings_and_personal_data_needs_an_opt_in(
+    reviewer_client, flagged, hx
+):
+    pending = flagged
     secret = pending.get(safety_kinds__contains="secret")
     personal = pending.get(safety_kinds__contains="pii")
     data = {"decision": "approve", "scope": "all", "filters": "action=add"}
@@ -835,17 +841,11 @@ def test_bulk_confirmation_lists_safety_findings_and_personal_data_needs_an_opt_
     assert Proposal.objects.get(id=secret.id).status == "pending"
 
 
-def test_the_bulk_confirmation_counts_only_what_it_will_decide(reviewer_client, pipeline_run, hx):
-    """A secret (never in bulk), personal data (unless ticked), a pinned target and a proposal
-    another reviewer holds are said apart and left out of the number the button confirms, each
-    counted once; a bulk rejection leaves out only the held one."""
-    update_config({"shadowMode": True}, changed_by="t", reason="t")
-    pipeline_run(
-        "The staging deploy key is AKIAIOSFODNN7EXAMPLE for billing-api. Rotate it monthly.",
-        "Kenji maintains ingest-worker. Mail him at kenji@lumen.dev if it breaks.",
-        "Priya prefers squash merges for feature branches. Said in the review channel.",
-    )
-    pending = Proposal.objects.filter(status="pending", action="add")
+def test_the_bulk_confirmation_counts_only_what_it_will_decide(reviewer_client, flagged, hx):
+    """A secret (never in bulk), personal data (unless ticked) and a proposal another reviewer
+    holds are said apart and left out of the number the button confirms, each counted once; a
+    bulk rejection leaves out only the held ones."""
+    pending = flagged
     total = pending.count()
     secret = pending.get(safety_kinds__contains="secret")
     held = pending.exclude(safety_kinds__contains="secret").filter(safety_kinds="").first()
