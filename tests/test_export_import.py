@@ -431,3 +431,27 @@ def test_the_export_filters_by_agent_and_leaves_forgotten_memories_out_unless_as
     assert both[0]["agent"] == "ops" and both[0]["includeDeleted"] is True
     assert sorted(r["id"] for r in both[1:]) == sorted([ops.id, gone.id])
     assert "history" not in both[1]
+
+
+def test_an_export_imported_to_another_agent_copies_its_memories_and_stays_idempotent(tmp_path):
+    """`--agent` sends every memory to that agent: a line of another agent is a copy there (a new
+    id; its id stays with the original), deduplicated by its text the next time. It used to be
+    taken for its original by the id and import nothing."""
+    kept = remember("Kenji deploys billing-api.", actor=AGENT).memory
+    gone = remember("The old runbook lives in the wiki.", actor=AGENT).memory
+    forget(gone.id, actor=AGENT, reason="moved")
+    path = tmp_path / "store.jsonl"
+    write_lines(path, export_records("--include-deleted"))
+    out, _ = run_import(path, "--agent", "qa-copy")
+    assert "2 imported, 0 deduplicated, 0 refused" in out
+    copies = {m.content: m for m in Memory.objects.filter(agent_id="qa-copy")}
+    assert set(copies) == {kept.content, gone.content}
+    assert copies[kept.content].id != kept.id and not copies[kept.content].is_deleted
+    assert copies[gone.content].is_deleted
+    assert Memory.objects.get(id=kept.id).agent_id == "default"  # the original, untouched
+    out, _ = run_import(path, "--agent", "qa-copy")
+    assert "0 imported, 2 deduplicated, 0 refused" in out
+    assert Memory.objects.filter(agent_id="qa-copy").count() == 2
+    # Into the agent the lines name, the id is kept: that memory is already here.
+    out, _ = run_import(path, "--agent", "default")
+    assert "0 imported, 2 deduplicated, 0 refused" in out

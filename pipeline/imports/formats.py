@@ -191,8 +191,12 @@ def _tags(value, field: str) -> list[str]:
 
 
 def _agent(obj: dict, keys: tuple[str, ...], options: Options) -> str:
-    if options.agent:
-        return options.agent
+    """The agent an item goes to: `--agent`, else its own (`_own_agent`)."""
+    return options.agent or _own_agent(obj, keys)
+
+
+def _own_agent(obj: dict, keys: tuple[str, ...]) -> str:
+    """The agent the file names for an item (the first of `keys` it has), else "default"."""
     for key in keys:
         value = _string(obj, key, NAME_CHARS)
         if value and value.strip():
@@ -258,6 +262,10 @@ def from_export(line: int, obj: dict, options: Options) -> Incoming:
     memory_id = _string(obj, "id", 36)
     if memory_id is not None and not _ID.match(memory_id):
         raise Bad("id", "must be a memory id (letters, digits and dashes, at most 36)")
+    if options.agent and options.agent != _own_agent(obj, ("agentId",)):
+        # Moved to another agent, the line is a copy of its memory, not that memory: its id stays
+        # with the original (the copy is deduplicated by its text, so the import stays idempotent).
+        memory_id = None
     version = obj.get("version", 1)
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise Bad("version", "must be a positive integer")
