@@ -166,26 +166,37 @@ def root(stem_: str) -> str:
 _ANTONYMS = tuple((stem(a), stem(b)) for a, b in ANTONYM_PAIRS)
 
 
-def switched(tokens: list[str]) -> list[str]:
-    """ "turned on" / "switched off" as "enabled" / "disabled", so the antonym pair finds them."""
+def switched(tokens: list[str], said: list[str] | None = None) -> list[str]:
+    """ "turned on" / "switched off" as "enabled" / "disabled", so the antonym pair finds them.
+    With `said` (the words as written, one per token), it is kept in step: "switched off"."""
     out: list[str] = []
-    for token in tokens:
+    words: list[str] = []
+    for token, word in zip(tokens, said or tokens, strict=True):
         if token in _SWITCHED and out and out[-1] in _SWITCH_VERBS:
             out[-1] = _SWITCHED[token]
+            words[-1] += f" {word}"
         else:
             out.append(token)
+            words.append(word)
+    if said is not None:
+        said[:] = words
     return out
 
 
-def joined(tokens: list[str], other: frozenset[str]) -> list[str]:
+def joined(tokens: list[str], other: frozenset[str], said: list[str] | None = None) -> list[str]:
     """Two neighbouring words as the one word the other text writes ("on call" / "on-call",
-    which the tokenizer makes "oncall")."""
+    which the tokenizer makes "oncall"); `said` kept in step, as in `switched`."""
     out: list[str] = []
-    for token in tokens:
+    words: list[str] = []
+    for token, word in zip(tokens, said or tokens, strict=True):
         if out and out[-1] + token in other:
             out[-1] += token
+            words[-1] += f" {word}"
         else:
             out.append(token)
+            words.append(word)
+    if said is not None:
+        said[:] = words
     return out
 
 
@@ -230,11 +241,15 @@ class _Side:
     negations: list[_Negation]
     # Tokens that only carry a negation ("stopped" in "stopped using", "used" in "used to").
     triggers: frozenset[int]
+    # Each token as the text says it: "switched off" where the token reads "disabled".
+    said: list[str]
 
     @classmethod
     def of(cls, text: str, other: frozenset[str] = frozenset()) -> _Side:
         """The text read for comparison; `other`: the other text's tokens (`joined`)."""
-        tokens = joined(switched(tokenize(text)), other)
+        tokens = tokenize(text)
+        said = list(tokens)  # the words as the text says them, for the reasons shown
+        tokens = joined(switched(tokens, said), other, said)
         stems = [stem(t) for t in tokens]
         roots = [t if t in STOP_WORDS else root(s) for t, s in zip(tokens, stems, strict=True)]
         negations, triggers = _negations(tokens)
@@ -246,6 +261,7 @@ class _Side:
             frozenset(roots),
             negations,
             frozenset(triggers),
+            said,
         )
 
     def content(self) -> list[int]:
@@ -267,7 +283,8 @@ class _Side:
         return {t for t, r in zip(self.tokens, self.roots, strict=True) if r in roots}
 
     def first_with(self, wanted: str) -> str | None:
-        return next((t for t, s in zip(self.tokens, self.stems, strict=True) if s == wanted), None)
+        """The first word with the stem `wanted`, as the text says it ("switched off")."""
+        return next((w for w, s in zip(self.said, self.stems, strict=True) if s == wanted), None)
 
     def positions(self, wanted: str) -> set[int]:
         return {i for i, s in enumerate(self.stems) if s == wanted}

@@ -169,6 +169,24 @@ def test_antonym_pair_on_opposite_sides_is_flagged_either_way(fact, existing, pa
     assert f'"{pair[0]}"' in found.reason and f'"{pair[1]}"' in found.reason
 
 
+def test_an_antonym_said_as_a_switch_is_named_as_the_text_says_it():
+    """ "switched off" reads as "disabled" for the pair, but the reason and the pair the page
+    marks name the words the texts use (the reason said "disabled", which neither text holds)."""
+    found = detect("SSO is switched off in staging", "SSO login is turned on for staging")
+    assert found.antonym_pair == ("switched off", "turned on")
+    assert 'the new fact says "switched off", the existing memory says "turned on"' in found.reason
+    assert "disabled" not in found.reason and "enabled" not in found.reason
+
+
+def test_the_page_marks_both_words_of_a_switch_as_the_conflict():
+    from dashboard.templatetags.curation import contradiction_marks
+
+    found = detect("SSO is switched off in staging", "SSO login is turned on for staging")
+    marked = str(contradiction_marks("SSO is switched off in staging", found.as_dict()))
+    assert '<mark class="conflict">switched</mark>' in marked
+    assert '<mark class="conflict">off</mark>' in marked
+
+
 def test_antonym_present_on_both_sides_is_not_flagged():
     fact = "Dark mode enabled, light mode disabled in the dashboard"
     existing = "Dark mode disabled, light mode enabled in the dashboard"

@@ -55,7 +55,8 @@ def contradiction_marks(text, contradiction):
     """Shared words marked blue; the negation or antonym that conflicts marked red."""
     contradiction = contradiction or {}
     conflict = {word.replace("'", "") for word in NEGATIONS}
-    conflict |= set(contradiction.get("antonymPair") or [])
+    # Each side of the pair as its text says it: "switched off" marks both words.
+    conflict |= {word for said in contradiction.get("antonymPair") or [] for word in said.split()}
     return textdiff.highlight_words(
         text or "", set(contradiction.get("overlap") or []), "overlap", conflict
     )
