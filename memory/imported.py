@@ -100,12 +100,15 @@ class Outcome:
     line: int
     status: str  # DONE or DEDUPED
     memory_id: str
+    # Deduplicated by its id into a memory whose text is another (edited since the export, say):
+    # the stored text was kept, the file's not taken.
+    text_differs: bool = False
 
 
 DONE, DEDUPED = "imported", "deduped"
 
 
-def _same(item: Incoming, present: set[str], same: dict) -> str | None:
+def _same(item: Incoming, present: dict[str, str], same: dict) -> str | None:
     """The stored memory this item is, if any: the one with its id; else for a live memory the
     agent's live memory with its text (the rule of remember and of the UNIQUE index); a
     forgotten one with no id, the agent's forgotten memory with its text (a forgotten memory
@@ -126,10 +129,12 @@ def _lock(items: list[Incoming]) -> None:
         lock_contents(agent_id, by_agent[agent_id])
 
 
-def _stored(items: list[Incoming]) -> tuple[set[str], dict[tuple[str, str, bool], str]]:
-    """The ids of the batch already stored, and (agent, hash, deleted) -> a stored memory's id."""
+def _stored(items: list[Incoming]) -> tuple[dict[str, str], dict[tuple[str, str, bool], str]]:
+    """The ids of the batch already stored (-> their text's hash), and (agent, hash, deleted) ->
+    a stored memory's id."""
     ids = [item.id for item in items if item.id]
-    present = set(Memory.objects.filter(id__in=ids).values_list("id", flat=True)) if ids else set()
+    rows = Memory.objects.filter(id__in=ids).values_list("id", "content_hash") if ids else []
+    present = dict(rows)
     wanted = {(item.agent_id, item.text.hash) for item in items}
     # By hash alone, the agent checked here: asked for (agent, hashes), SQLite's planner walked
     # the agent's whole (agent, live) index, every memory of the agent for each batch.
@@ -199,9 +204,14 @@ def write_in_transaction(prepared: list[Prepared], *, at) -> list[Outcome]:
         item = one.item
         existing = _same(item, present, same)
         if existing is not None:
-            outcomes.append(Outcome(item.line, DEDUPED, existing))
+            differs = (
+                existing == item.id
+                and item.purged_at is None  # a tombstone's text is no one's
+                and present[existing] != item.text.hash
+            )
+            outcomes.append(Outcome(item.line, DEDUPED, existing, text_differs=differs))
             continue
-        present.add(one.memory.id)
+        present[one.memory.id] = item.text.hash
         same.setdefault((item.agent_id, item.text.hash, item.is_deleted), one.memory.id)
         new.append(one)
         outcomes.append(Outcome(item.line, DONE, one.memory.id))

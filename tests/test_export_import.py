@@ -455,3 +455,32 @@ def test_an_export_imported_to_another_agent_copies_its_memories_and_stays_idemp
     # Into the agent the lines name, the id is kept: that memory is already here.
     out, _ = run_import(path, "--agent", "default")
     assert "0 imported, 2 deduplicated, 0 refused" in out
+
+
+def test_a_line_whose_memory_was_edited_since_the_export_says_the_stored_text_was_kept(
+    tmp_path,
+):
+    """Deduplicated by its id, a line whose memory holds another text now keeps the stored text;
+    the report says so, by line (it read as a plain duplicate)."""
+    edited = remember("Kenji deploys billing-api.", actor=AGENT).memory
+    same = remember("Priya reviews the schema migrations.", actor=AGENT).memory
+    path = tmp_path / "store.jsonl"
+    write_lines(path, export_records())
+    modify(
+        edited.id,
+        {"content": "Kenji deploys billing-api and ingest-worker."},
+        actor=AGENT,
+        reason="more",
+    )
+    out, _ = run_import(path, "-v", "2")
+    assert "0 imported, 2 deduplicated, 0 refused" in out
+    line = {r["id"]: n for n, r in enumerate(export_records()[1:], start=2)}
+    assert (
+        f"line {line[edited.id]}: deduplicated, the same memory as {edited.id} (its stored "
+        "text differs: the file's was not taken)" in out
+    )
+    assert f"line {line[same.id]}: deduplicated, the same memory as {same.id}\n" in out
+    assert f"Stored text kept: line {line[edited.id]} (" in out
+    run = ImportRun.objects.latest("created_at")
+    assert run.report["textDiffers"] == [line[edited.id]] and run.report["textDiffersCount"] == 1
+    assert Memory.objects.get(id=edited.id).content.endswith("and ingest-worker.")

@@ -195,3 +195,19 @@ def test_a_file_the_format_cannot_read_fails_the_run_saying_where(admin_client_r
     assert run.status == "failed" and run.error == "line 3: not valid JSON: Expecting value"
     page = admin_client_role.get(reverse("dashboard:import-run", args=[run.id])).content.decode()
     assert 'data-testid="import-failed"' in page and "Nothing was imported." in page
+
+
+def test_the_run_page_lists_the_lines_whose_stored_text_was_kept(admin_client_role):
+    run = a_run()
+    ImportRun.objects.filter(id=run.id).update(
+        status="done",
+        deduped=4,
+        report={"deduped": [[2, 5]], "textDiffers": [2, 3, 5], "textDiffersCount": 4},
+    )
+    page = admin_client_role.get(reverse("dashboard:import-run", args=[run.id])).content.decode()
+    kept = page[page.index('data-testid="kept-stored-text">') :]
+    assert kept.startswith('data-testid="kept-stored-text">lines 2-3, 5 and 1 more not listed:')
+    plain = a_run()
+    ImportRun.objects.filter(id=plain.id).update(status="done", report={"deduped": [[2, 2]]})
+    page = admin_client_role.get(reverse("dashboard:import-run", args=[plain.id])).content.decode()
+    assert "kept-stored-text" not in page

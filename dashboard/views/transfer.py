@@ -21,7 +21,7 @@ from memory import export as exporting
 from memory.models import Memory
 from pipeline.imports import formats, runs
 from pipeline.imports.models import ImportRun
-from pipeline.imports.report import lines
+from pipeline.imports.report import kept_stored_text, lines
 
 RUNS_PER_PAGE = 20
 PROGRESS = "dashboard/import_run.html#import-progress"
@@ -145,6 +145,7 @@ def _run_context(run: ImportRun) -> dict:
         "format_label": formats.FORMATS.get(run.format, "not read yet"),
         "imported_lines": lines(report.get("imported", []), unlisted.get("imported", 0)),
         "deduped_lines": lines(report.get("deduped", []), unlisted.get("deduped", 0)),
+        "kept_stored_text": kept_stored_text(report),
         "refusals": report.get("refused", []),
         "refusals_left_out": max(0, run.refused - len(report.get("refused", []))),
     }

@@ -11,6 +11,7 @@ from pipeline.imports.formats import Refusal
 from pipeline.imports.models import REFUSALS_KEPT, ImportRun
 
 REFUSED = "refused"
+TEXT_DIFFERS, TEXT_DIFFERS_COUNT = "textDiffers", "textDiffersCount"
 # Ranges kept per outcome: a file whose outcomes alternate line by line would otherwise make the
 # report (rewritten with every batch) grow with the file. The counts stay exact beyond it.
 RANGES_KEPT = 5000
@@ -25,6 +26,10 @@ class Progress:
     unlisted: dict[str, int] = field(default_factory=lambda: {DONE: 0, DEDUPED: 0})
     refusals: list[dict] = field(default_factory=list)
     previous: str = ""  # the outcome of the item before: a range goes on while it is the same
+    # Lines deduplicated by their id into a memory with another text (the stored one was kept),
+    # the first RANGES_KEPT of them, and how many there were.
+    text_differs: list[int] = field(default_factory=list)
+    text_differs_count: int = 0
 
     @classmethod
     def of(cls, run: ImportRun) -> Progress:
@@ -37,6 +42,8 @@ class Progress:
             unlisted={DONE: 0, DEDUPED: 0, **report.get("unlisted", {})},
             refusals=list(report.get(REFUSED, [])),
             previous=report.get("previous", ""),
+            text_differs=list(report.get(TEXT_DIFFERS, [])),
+            text_differs_count=report.get(TEXT_DIFFERS_COUNT, 0),
         )
 
     def after(self, handled: list[Outcome | Refusal]) -> Progress:
@@ -45,6 +52,7 @@ class Progress:
         counts, unlisted = dict(self.counts), dict(self.unlisted)
         ranges = {status: list(kept) for status, kept in self.ranges.items()}
         refusals, previous, last_line = list(self.refusals), self.previous, self.last_line
+        differs, differs_count = list(self.text_differs), self.text_differs_count
         for outcome in handled:
             last_line = max(last_line, outcome.line)
             if isinstance(outcome, Refusal):
@@ -57,6 +65,10 @@ class Progress:
                 continue
             status, kept = outcome.status, ranges[outcome.status]
             counts[status] += 1
+            if outcome.text_differs:
+                differs_count += 1
+                if len(differs) < RANGES_KEPT:
+                    differs.append(outcome.line)
             if previous == status and kept and not unlisted[status]:
                 kept[-1] = [kept[-1][0], outcome.line]  # a new pair: the old one stays as it was
             elif len(kept) < RANGES_KEPT and not unlisted[status]:
@@ -73,6 +85,8 @@ class Progress:
             unlisted=unlisted,
             refusals=refusals,
             previous=previous,
+            text_differs=differs,
+            text_differs_count=differs_count,
         )
 
     def columns(self) -> dict:
@@ -89,8 +103,23 @@ class Progress:
                 REFUSED: self.refusals,
                 "unlisted": self.unlisted,
                 "previous": self.previous,
+                TEXT_DIFFERS: self.text_differs,
+                TEXT_DIFFERS_COUNT: self.text_differs_count,
             },
         }
+
+
+def kept_stored_text(report: dict) -> str:
+    """The lines whose stored memory kept its own text (see Progress.text_differs), as `lines`
+    writes them ("" when there are none)."""
+    listed = report.get(TEXT_DIFFERS) or []
+    ranges: list[list[int]] = []
+    for line in listed:  # in file order: runs of consecutive lines become ranges
+        if ranges and ranges[-1][1] == line - 1:
+            ranges[-1][1] = line
+        else:
+            ranges.append([line, line])
+    return lines(ranges, max(0, report.get(TEXT_DIFFERS_COUNT, len(listed)) - len(listed)))
 
 
 def spans(ranges: list[list[int]], unlisted: int = 0) -> str:

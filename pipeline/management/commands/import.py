@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 from memory.imported import DEDUPED, Outcome
 from pipeline.imports import formats, runs
 from pipeline.imports.formats import FileRefused, Refusal
-from pipeline.imports.report import lines
+from pipeline.imports.report import kept_stored_text, lines
 
 
 class Command(BaseCommand):
@@ -64,7 +64,10 @@ class Command(BaseCommand):
                 verb = (
                     "deduplicated, the same memory as" if item.status == DEDUPED else "imported as"
                 )
-                self.stdout.write(f"line {item.line}: {verb} {item.memory_id}")
+                kept = " (its stored text differs: the file's was not taken)"
+                self.stdout.write(
+                    f"line {item.line}: {verb} {item.memory_id}{kept if item.text_differs else ''}"
+                )
 
     def _report(self, run) -> None:
         report = run.report or {}
@@ -79,6 +82,11 @@ class Command(BaseCommand):
         for label, key in (("Imported", "imported"), ("Deduplicated", "deduped")):
             if report.get(key):
                 self.stdout.write(f"{label}: {lines(report[key], unlisted.get(key, 0))}")
+        if kept := kept_stored_text(report):
+            self.stdout.write(
+                f"Stored text kept: {kept} (memories already here by their id, with another "
+                "text; the file's was not taken)"
+            )
         refusals = report.get("refused") or []
         if refusals:
             self.stdout.write("Refused:")
