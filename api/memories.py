@@ -29,6 +29,8 @@ def memory_detail(request, memory_id: str):
     body = json_body(request, allow_empty=True)
     # reason and force may also come as query parameters; the body wins when it has them.
     query = {key: request.GET[key] for key in ("reason", "force") if key in request.GET}
+    if "force" in query:  # a query parameter is text: true, 1 or yes
+        query["force"] = memory_service.flag(query["force"])
     return JsonResponse(memory_service.forget(request.api_token, memory_id, {**query, **body}))
 
 

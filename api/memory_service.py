@@ -199,6 +199,7 @@ def reason_field(body: dict) -> str:
 
 
 def flag(value) -> bool:
+    """A query parameter read as a yes or no: true, 1 or yes (JSON bodies take a boolean)."""
     return value is True or (isinstance(value, str) and value.lower() in {"1", "true", "yes"})
 
 
@@ -367,7 +368,8 @@ def forget(token: ApiToken, memory_id: str, body: dict) -> dict:
     reason = body.get("reason")
     if not isinstance(reason, str) or not reason.strip():
         raise BadRequest("reason is required", code="reason_required")
-    force = flag(body.get("force", False))
+    # A JSON true only (a query parameter is read by the view): "yes" force-deleted a pinned one.
+    force = bool(optional(body, "force", bool, "true or false"))
     if_version = if_version_field(body)
     memory_or_404(token, memory_id)
     memory = writes.forget(

@@ -417,3 +417,26 @@ def test_health_reports_database_vectors_provider_and_queue(client, ingest_auth)
     assert body["llm"]["active"] == "offline"
     assert body["queue"]["pending"] == 1
     assert body["mode"] == "shadow"
+
+
+def test_forgetting_a_pinned_memory_takes_a_json_true_not_a_string(client, admin_auth):
+    """`force` is a boolean in a JSON body and in MCP (its schema says so): "yes" force-deleted a
+    pinned memory. A query parameter is text, and `?force=true` still works."""
+    from api.auth import create_token
+    from api.mcp_server import run_tool
+
+    memory = remember(client, admin_auth, content="Never deploy on Fridays", pinned=True)
+    url = f"/api/memory/{memory['id']}"
+    body = {"reason": "old", "force": "yes"}
+    response = client.delete(url, body, content_type="application/json", **admin_auth)
+    assert (
+        response.status_code == 400 and "force must be true or false" in response.json()["message"]
+    )
+    _, plain = create_token("mcp-agent", scopes=["ingest", "review"])
+    payload, is_error = run_tool("forget", {"id": memory["id"], **body}, f"Bearer {plain}", "t")
+    assert is_error and payload["error"] == "invalid_request"
+    assert client.get(url, **admin_auth).json()["isDeleted"] is False
+    payload, is_error = run_tool(
+        "forget", {"id": memory["id"], "reason": "old", "force": True}, f"Bearer {plain}", "t"
+    )
+    assert not is_error and payload["status"] == "deleted"
