@@ -342,6 +342,23 @@ def reclaim_stale_runs() -> dict[str, int]:
     return {"retried": len(retried) + len(lost), "failed": failed}
 
 
+# Runs looked through for the answer a reviewer adopts: the latest ones, newest first.
+ADOPTABLE_RUNS = 50
+
+
+def answered(proposal_id: str, model: str, action: str, target_id: str | None) -> bool:
+    """Whether a recent second opinion of `model` on this proposal answered `action` (on
+    `target_id`): what a reviewer adopts must be what a model said, not what a form posts."""
+    runs = ReplayRun.objects.filter(model=model).order_by("-created_at")[:ADOPTABLE_RUNS]
+    for results in runs.values_list("results", flat=True):
+        for saved in results or []:
+            other = saved.get("other") or {}
+            said = (other.get("model"), other.get("action"), other.get("target_id") or None)
+            if saved.get("proposal") == proposal_id and said == (model, action, target_id):
+                return True
+    return False
+
+
 def results_of(run: ReplayRun) -> SliceReplay:
     """The run's saved results as comparisons, beside the proposals as they are now."""
     proposals = Proposal.objects.in_bulk([saved["proposal"] for saved in run.results])

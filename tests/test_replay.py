@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 import pytest
 from django.db import connections
+from django.utils import timezone
 from django.utils.html import escape
 from django_q.models import OrmQ
 
@@ -554,3 +555,39 @@ def test_a_queued_run_left_with_no_attempt_is_failed_by_the_sweep_not_handed_off
     failed = ReplayRun.objects.get()
     assert failed.status == "failed" and failed.finished_at and "no attempt left" in failed.error
     assert not queued_replays()
+
+
+def test_an_answer_no_model_gave_is_not_adopted(reviewer_client, queue, hx):
+    """Adopting takes what a second opinion said, not what a form posts: no run of qwen3:8b
+    answered this proposal, so nothing is applied (the audit would have named it)."""
+    proposal = proposal_about("Standup notes from Friday")
+    before = counts()
+    response = reviewer_client.post(
+        f"/replay/adopt/{proposal.id}/", {"action": "add", "model": "qwen3:8b"}, **hx
+    )
+    body = response.content.decode()
+    assert "Not adopted: no second opinion of qwen3:8b on this proposal answered ADD" in body
+    assert counts() == before
+
+
+def test_adopting_a_fact_with_a_secret_sends_the_reviewer_to_confirm_it(reviewer_client, queue, hx):
+    """The dashboard approves a fact holding a secret only once confirmed; adopting skipped it."""
+    proposal = proposal_about("Standup notes from Friday")
+    Proposal.objects.filter(id=proposal.id).update(
+        fact_content="The deploy key is AKIAIOSFODNN7EXAMPLE", safety_kinds="secret"
+    )
+    ReplayRun.objects.create(
+        requested_by="rita",
+        provider="ollama",
+        model="qwen3:4b",
+        proposal=proposal,
+        created_at=timezone.now(),
+        results=[{"proposal": proposal.id, "other": {"model": "qwen3:4b", "action": "add"}}],
+    )
+    before = counts()
+    response = reviewer_client.post(
+        f"/replay/adopt/{proposal.id}/", {"action": "add", "model": "qwen3:4b"}, **hx
+    )
+    body = response.content.decode()
+    assert "Not adopted: this fact contains a secret" in body and "Open the proposal" in body
+    assert counts() == before

@@ -54,7 +54,6 @@ class AdoptForm(forms.Form):
     action = forms.ChoiceField(choices=[(a, a) for a in ACTIONS])
     target = forms.CharField(required=False, max_length=36)
     model = forms.CharField(max_length=200)
-    content = forms.CharField(required=False, max_length=100_000)
 
 
 # --- the page --------------------------------------------------------------------------------------
@@ -206,13 +205,18 @@ def _adopt(request, proposal: Proposal, data: dict) -> tuple[str, str]:
     actor = reviewer_actor(request)
     model = data["model"].strip()
     action = data["action"]
+    theirs = (data.get("target") or "").strip() or None
+    if not replaying.answered(proposal.id, model, action, theirs):
+        return "bad", (
+            f"Not adopted: no second opinion of {model} on this proposal answered "
+            f"{action.upper()}. Ask for one, or decide by hand."
+        )
     try:
         if action == Action.NONE:
             reviewing.reject(proposal.id, actor, reason=f"second opinion ({model}): none")
             return "ok", f"Rejected by {actor.name}: {model} says nothing needs to change."
         if action in replaying.DESTRUCTIVE:
             ours = proposal.target_memory_id if proposal.is_destructive else None
-            theirs = (data.get("target") or "").strip() or None
             if theirs != ours:
                 where = f"memory {wording.short_id(ours)}" if ours else "no existing memory"
                 return "bad", (
@@ -220,12 +224,14 @@ def _adopt(request, proposal: Proposal, data: dict) -> tuple[str, str]:
                     f"but this proposal targets {where}. Adopting only supports the same target; "
                     "open the proposal to decide by hand, or reject it."
                 )
+        if (kind := reviewing.confirmation_needed(proposal.id)) is not None:
+            # The dashboard approves such a fact only once confirmed, which this button cannot ask.
+            return "bad", (
+                f"Not adopted: this fact contains {kind.noun}. Open the proposal to approve it "
+                "there, where you confirm it."
+            )
         decided = reviewing.approve(
-            proposal.id,
-            actor,
-            content=data.get("content") or None,
-            action=action,
-            note=f"adopted the answer of {model}",
+            proposal.id, actor, action=action, note=f"adopted the answer of {model}"
         )
     except Refused as refused:
         return "bad", f"Not adopted: {refused.message}"
