@@ -1,5 +1,6 @@
 """Overview, review queue, decisions, bulk actions, proposal detail and the contradiction workbench."""
 
+import json
 import re
 from html.parser import HTMLParser
 
@@ -502,6 +503,23 @@ def test_the_contradiction_workbench_resolves_with_keep_both(reviewer_client, qu
     assert (flagged.status, flagged.action, flagged.applied_as) == ("applied", "update", "add")
     assert flagged.created_memory is not None
     assert not Memory.objects.get(id=flagged.target_memory_id).is_deleted
+
+
+def test_undoing_a_card_decision_brings_the_card_back_open(reviewer_client, queue, hx):
+    """The toast's Undo after a workbench decision targets the card, as it does a queue row: the
+    card comes back with its decision buttons (it kept showing the undone decision)."""
+    flagged = queue.filter(review_needed=True).first()
+    response = reviewer_client.post(
+        f"/proposals/{flagged.id}/decide/", {"from": "card", "decision": "approve"}, **hx
+    )  # "Replace"
+    toast = json.loads(response["HX-Trigger"])["toast"]
+    assert toast["undo"] == f"/proposals/{flagged.id}/undo/" and toast["row"] == f"c-{flagged.id}"
+    undone = reviewer_client.post(toast["undo"], HTTP_HX_TARGET=f"c-{flagged.id}", **hx)
+    body = undone.content.decode()
+    assert undone.status_code == 200 and body.strip().startswith("<article")
+    assert f'id="c-{flagged.id}"' in body and 'data-open="1"' in body
+    assert 'value="keep_both"' in body and 'value="delete_old"' in body  # its buttons are back
+    assert Proposal.objects.get(id=flagged.id).status == "pending"
 
 
 def test_delete_the_old_one_soft_deletes_the_target(reviewer_client, queue, hx):

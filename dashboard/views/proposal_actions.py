@@ -28,6 +28,7 @@ from pipeline.models import Action, Proposal
 
 REASON_MAX = 2000
 ROW = "dashboard/review.html#row"
+CARD = "dashboard/contradictions.html#card"
 
 REVERTED = {
     Action.ADD: "the memory it created is soft-deleted",
@@ -79,14 +80,15 @@ def _answer(
     row_note: bool = True,
 ) -> HttpResponse:
     if request.htmx:
-        if request.htmx.target == f"p-{proposal_id}":
+        fragment = {f"p-{proposal_id}": ROW, f"c-{proposal_id}": CARD}.get(request.htmx.target)
+        if fragment:  # the queue's row or the workbench's card, drawn again as it is now
             proposal = Proposal.objects.select_related("target_memory", "source_memory").get(
                 id=proposal_id
             )
             context = {"p": proposal, "can_review": True}
             if row_note or refused is not None:
                 context.update(note=message, note_css="bad" if refused else "ok")
-            response = render(request, ROW, context)
+            response = render(request, fragment, context)
         else:
             response = HttpResponse(status=204)
         return toast(review_changed(response), message)

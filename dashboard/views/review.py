@@ -167,6 +167,8 @@ def _answer(
         extra["undo"] = undo
         if fragment.endswith("#row"):
             extra["row"] = f"p-{proposal.id}"
+        elif fragment.endswith("#card"):  # a contradiction card comes back open the same way
+            extra["row"] = f"c-{proposal.id}"
     return toast(review_changed(response), message, **extra)
 
 

@@ -180,3 +180,30 @@ def test_unsuppress_a_suppressed_proposal_in_the_queue(page, live_server, login,
         "Unsuppressed by rita"
     )
     assert Proposal.objects.get(id=suppressed.id).status == "pending"
+
+
+@pytest.fixture
+def contradiction(db):
+    """A flagged UPDATE on the workbench: the base fact applied, its negation proposed."""
+    update_config({"shadowMode": False}, changed_by="test", reason="seed")
+    run_pipeline_on("Automatic staging deploys are enabled for every service. From the bot.")
+    update_config({"shadowMode": True}, changed_by="test", reason="review")
+    run_pipeline_on("Automatic staging deploys are disabled for every service. From the bot today.")
+    return Proposal.objects.get(status="pending", review_needed=True)
+
+
+def test_undo_a_workbench_decision_brings_its_card_back_open(
+    page, live_server, login, contradiction
+):
+    login("reviewer")
+    page.goto(f"{live_server.url}/contradictions/")
+    card = page.locator(f"#c-{contradiction.id}")
+    card.get_by_role("button", name="Replace").click()
+    expect(card).to_contain_text("Approved by rita")
+    expect(card.get_by_role("button", name="Keep both")).to_have_count(0)
+    page.locator("#toast").get_by_role("button", name="Undo").click()
+    expect(page.locator("#toast")).to_contain_text("Decision undone by rita")
+    # The card is drawn again as it is now: open, with its buttons (it kept the old decision).
+    expect(card.get_by_role("button", name="Keep both")).to_be_visible()
+    expect(card).not_to_contain_text("Approved by rita")
+    assert Proposal.objects.get(id=contradiction.id).status == "pending"
