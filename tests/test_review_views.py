@@ -522,6 +522,22 @@ def test_undoing_a_card_decision_brings_the_card_back_open(reviewer_client, queu
     assert Proposal.objects.get(id=flagged.id).status == "pending"
 
 
+def test_undoing_a_keep_both_says_so_on_the_old_memorys_trail(reviewer_client, queue, hx):
+    """ "Keep both" writes on the old memory's own trail that it was kept beside the new fact; the
+    undo of that decision is written there too (the trail went on saying "kept both")."""
+    flagged = queue.filter(review_needed=True).first()
+    reviewer_client.post(
+        f"/proposals/{flagged.id}/decide/", {"from": "card", "decision": "keep_both"}, **hx
+    )
+    reviewer_client.post(f"/proposals/{flagged.id}/undo/", **hx)
+    trail = MemoryHistory.objects.filter(
+        memory_id=flagged.target_memory_id, event="reviewed"
+    ).order_by("created_at", "id")
+    decisions = [row.metadata["decision"] for row in trail]
+    assert decisions == ["keep_both", "keep_both_undone"]
+    assert trail.last().changed_by == "rita" and flagged.id in trail.last().reason
+
+
 def test_delete_the_old_one_soft_deletes_the_target(reviewer_client, queue, hx):
     flagged = queue.filter(review_needed=True).first()
     reviewer_client.post(
