@@ -53,9 +53,12 @@ WAITING = {
 AUTHORITY = {"person": "a person", "agent": "an agent", "model": "the model", "import": "an import"}
 
 
-def asserted_by(memory) -> str:
-    """'Asserted by a person.' (the memory's authority as it is now)."""
-    return f"Asserted by {AUTHORITY.get(memory.asserted_by, memory.asserted_by)}."
+def asserted_by(memory, history=()) -> str:
+    """'Asserted by a person.' (the memory's authority as it is now); with its `history`, once an
+    edit of its text moved who asserts it, said as now: 'Its text was edited since: now ...'."""
+    who = AUTHORITY.get(memory.asserted_by, memory.asserted_by)
+    edited = any(h.event == "updated" and (h.metadata or {}).get("contentChanged") for h in history)
+    return f"Its text was edited since: now asserted by {who}." if edited else f"Asserted by {who}."
 
 
 # What an approval did to the memory, by the action it applied.

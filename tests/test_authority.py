@@ -196,6 +196,24 @@ def test_the_memory_page_and_its_lineage_show_who_asserted_it(viewer_client):
     assert 'data-testid="authority"' in listing
 
 
+def test_the_raw_step_says_who_asserts_it_now_once_its_text_was_edited(viewer_client):
+    """The lineage's first step tells how the memory was written: after an edit made it a
+    person's, it says the text was edited since (it read as if the agent's write were a
+    person's)."""
+    memory = writes.remember("Priya is on leave in May", actor=Actor("slack-bot", "agent")).memory
+    page = viewer_client.get(f"/memories/{memory.id}/").content.decode()
+    assert "Asserted by an agent." in page and "edited since" not in page
+    writes.modify(
+        memory.id,
+        {"content": "Priya is on leave in June", "asserted_by": "person"},
+        actor=Actor("ada", "operator"),
+        reason="moved",
+    )
+    page = viewer_client.get(f"/memories/{memory.id}/").content.decode()
+    assert "Written by slack-bot (agent)" in page
+    assert "Its text was edited since: now asserted by a person." in page
+
+
 def test_the_review_queue_shows_and_filters_by_the_targets_authority(
     fake_ollama, store, viewer_client
 ):

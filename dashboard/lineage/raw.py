@@ -61,7 +61,7 @@ def _written_step(memory: Memory, history: list) -> Step:
         label="raw memory",
         text=(
             f"Written by {writer} ({actor_type}){who} on {when_text(memory.created_at)}, "
-            f"for agent {memory.agent_id}.{why} {wording.asserted_by(memory)}"
+            f"for agent {memory.agent_id}.{why} {wording.asserted_by(memory, history)}"
         ),
         when=memory.created_at,
         actor=writer,
