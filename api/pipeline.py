@@ -163,9 +163,8 @@ def pipeline_config(request):
     mode = body.pop("mode", None)
     body.pop("updatedAt", None)  # read-only; lets a client PATCH back what GET returned
     if not body and mode is not None and mode != mode_of(get_config()):
-        raise BadRequest(
-            f"mode is read-only, derived from the flags: {MODE_FLAGS.get(mode, ANY_MODE)}"
-        )
+        hint = MODE_FLAGS.get(mode, ANY_MODE) if isinstance(mode, str) else ANY_MODE
+        raise BadRequest(f"mode is read-only, derived from the flags: {hint}")
     try:
         return JsonResponse(
             review.update_config(body, changed_by=request.api_token.name, reason=reason)

@@ -256,10 +256,12 @@ def revive_in_transaction(
 ) -> Memory:
     """An expired memory whose very text is written again (it holds the text's one place among
     the agent's memories): live again, with the new write's expiry (None: none), as an audited
-    edit, so what was said again is found again. One no longer expired is returned as it is."""
+    edit, so what was said again is found again. One no longer expired, or a write whose own
+    expiry has passed too (an approval of a fact whose raw memory expired since), leaves it as
+    it is."""
     locked = locked_memory(memory.id)
-    if not locked.is_expired:
-        return locked
+    if not locked.is_expired or (expires_at is not None and expires_at <= timezone.now()):
+        return locked  # live already, or said again by a write that has expired too
     why = f"{reason}: {REVIVED}" if reason else REVIVED
     return modify_in_transaction(locked, {"expires_at": expires_at}, actor=actor, reason=why, at=at)
 

@@ -249,6 +249,7 @@ def test_patch_accepts_a_round_trip_of_get(client, admin_auth):
         ("full", 'for "full" set shadowMode false and allowUpdateDelete true'),
         ("disabled", 'for "disabled" set enabled false'),
         ("turbo", "set enabled, shadowMode and allowUpdateDelete instead"),
+        (["full"], "set enabled, shadowMode and allowUpdateDelete instead"),  # not a 500
     ],
 )
 def test_patch_of_another_mode_says_which_flags_make_it_and_saves_nothing(

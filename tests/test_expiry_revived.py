@@ -125,3 +125,23 @@ def test_in_shadow_mode_the_add_waits_for_review_and_its_approval_brings_the_mem
     (audit,) = revivals(old)
     assert audit.changed_by == REVIEWER.name
     assert Memory.objects.filter(content=FACT).count() == 1
+
+
+def test_approving_an_add_whose_raw_memory_expired_since_leaves_the_expired_memory_as_it_is(
+    fake_ollama,
+):
+    """The fact's raw memory expired before the approval: the write has expired too, so the
+    expired memory with that text stays expired and the ADD is deduped into it (it was refused
+    with "nothing to change")."""
+    set_mode("shadow")
+    old = expired()
+    ScriptedModel(fake_ollama, facts=[fact(FACT)])
+    when = timezone.now() + timedelta(days=1)
+    source = raw("The staging cluster is called quokka now.", expires_at=when).memory
+    process_pending()
+    pending = Proposal.objects.get(source_memory=source, action="add")
+    Memory.objects.filter(id=source.id).update(expires_at=timezone.now() - timedelta(seconds=1))
+    approved = review.approve(pending.id, REVIEWER)
+    assert approved.status == ProposalStatus.DEDUPED and approved.deduped_existing_id == old.id
+    old.refresh_from_db()
+    assert old.is_expired and not revivals(old)

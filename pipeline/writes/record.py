@@ -479,10 +479,15 @@ def _gate_add(proposal: Proposal, write: JobWrite, ready: Ready) -> None:
 def _revived(proposal: Proposal, write: JobWrite, ready: Ready) -> bool:
     """An applied ADD whose text an expired memory of the agent holds: that memory is live again,
     with the raw memory's expiry (an audited edit), and the proposal is deduped into it. False
-    when the memory was forgotten since the lookup (the ADD writes a new one)."""
+    when the memory was forgotten or rewritten since the lookup (the ADD writes a new one)."""
     memory_id = write.expired.pop(ready.text.hash)
     write.batch.flush_memories()  # a guarded edit, after the rows this write has added
-    target = Memory.objects.select_for_update().filter(id=memory_id, is_deleted=False).first()
+    # Still that text: the job's own UPDATE may have rewritten it since the lookup.
+    target = (
+        Memory.objects.select_for_update()
+        .filter(id=memory_id, is_deleted=False, content_hash=ready.text.hash)
+        .first()
+    )
     if target is None:
         return False
     writes.revive_in_transaction(
