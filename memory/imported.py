@@ -207,7 +207,7 @@ def write_in_transaction(prepared: list[Prepared], *, at) -> list[Outcome]:
             differs = (
                 existing == item.id
                 and item.purged_at is None  # a tombstone's text is no one's
-                and present[existing] != item.text.hash
+                and present[existing] not in ("", item.text.hash)  # "": purged, no text kept
             )
             outcomes.append(Outcome(item.line, DEDUPED, existing, text_differs=differs))
             continue

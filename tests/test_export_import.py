@@ -484,3 +484,32 @@ def test_a_line_whose_memory_was_edited_since_the_export_says_the_stored_text_wa
     run = ImportRun.objects.latest("created_at")
     assert run.report["textDiffers"] == [line[edited.id]] and run.report["textDiffersCount"] == 1
     assert Memory.objects.get(id=edited.id).content.endswith("and ingest-worker.")
+
+
+def test_a_copied_lineage_holds_together_in_the_other_agent(tmp_path, pipeline_run):
+    """A derived memory's copy names its raw memory's copy (both ids made from the original and
+    the agent), so the copy's lineage, and a purge of it, reach every copied memory."""
+    update_config({"shadowMode": False}, changed_by="t", reason="controlled-write")
+    (raw_memory,) = pipeline_run(
+        "Kenji maintains ingest-worker. Priya owns the billing dashboard. From the wiki."
+    )
+    derived = list(Memory.objects.filter(source_id=raw_memory.id))
+    assert derived
+    path = tmp_path / "store.jsonl"
+    write_lines(path, export_records())
+    run_import(path, "--agent", "qa-copy")
+    raw_copy = Memory.objects.get(agent_id="qa-copy", content=raw_memory.content)
+    copies = Memory.objects.filter(agent_id="qa-copy", source_id=raw_copy.id)
+    assert sorted(copies.values_list("content", flat=True)) == sorted(m.content for m in derived)
+    copy_ids = set(copies.values_list("id", flat=True))
+    assert not Memory.objects.filter(agent_id="qa-copy", source_id=raw_memory.id).exists()
+    # A lineage purge of the copied raw memory reaches its copied facts, and only those.
+    receipt = purge.purge(
+        Request(Scope.LINEAGE, memory_id=raw_copy.id),
+        reason="copy no longer wanted",
+        actor=Actor("ada", "operator"),
+    )
+    # (Not `verified`: the originals in the other agent still hold the same texts.)
+    assert set(receipt.memories) == {raw_copy.id, *copy_ids}
+    assert all(m.is_purged for m in Memory.objects.filter(agent_id="qa-copy"))
+    assert not any(m.is_purged for m in Memory.objects.filter(agent_id="default"))

@@ -24,6 +24,7 @@ from memory.content import is_effectively_empty, normalize
 from memory.erasure import PURGED
 from memory.imported import HistoryEntry, Incoming, Mention
 from memory.models import ActorType, Authority
+from pipeline.imports import copies
 
 EXPORT, MEM0, TEXT = "export", "mem0", "text"
 FORMATS = {
@@ -262,10 +263,10 @@ def from_export(line: int, obj: dict, options: Options) -> Incoming:
     memory_id = _string(obj, "id", 36)
     if memory_id is not None and not _ID.match(memory_id):
         raise Bad("id", "must be a memory id (letters, digits and dashes, at most 36)")
+    source_type = (_string(obj, "sourceType", TYPE_CHARS) or "import").strip() or "import"
+    source_id = _string(obj, "sourceId", NAME_CHARS)
     if options.agent and options.agent != _own_agent(obj, ("agentId",)):
-        # Moved to another agent, the line is a copy of its memory, not that memory: its id stays
-        # with the original (the copy is deduplicated by its text, so the import stays idempotent).
-        memory_id = None
+        memory_id, source_id = copies.ids_of_copy(memory_id, source_type, source_id, options.agent)
     version = obj.get("version", 1)
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise Bad("version", "must be a positive integer")
@@ -295,8 +296,8 @@ def from_export(line: int, obj: dict, options: Options) -> Incoming:
         importance=0.5 if importance is None else _number(importance, "importance", 0, 1),
         who=_string(obj, "who", NAME_CHARS, ""),
         why=_string(obj, "why", NAME_CHARS, ""),
-        source_type=(_string(obj, "sourceType", TYPE_CHARS) or "import").strip() or "import",
-        source_id=_string(obj, "sourceId", NAME_CHARS),
+        source_type=source_type,
+        source_id=source_id,
         created_at=_time(obj.get("createdAt"), "createdAt"),
         updated_at=_time(obj.get("updatedAt"), "updatedAt"),
         version=version,
