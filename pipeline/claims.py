@@ -96,12 +96,8 @@ def held_by_others(ids: list[str], reviewer: str) -> dict[str, str]:
     )
 
 
-def count_held_by_others(proposals, reviewer: str) -> int:
-    """How many of these proposals (a queryset) another reviewer holds now: a bulk skips them."""
-    return ids_held_by_others(proposals, reviewer).count()
-
-
 def ids_held_by_others(proposals, reviewer: str):
-    """The ids of these proposals (a queryset) another reviewer holds now (a queryset)."""
+    """The ids of these proposals (a queryset) another reviewer holds now, which a bulk skips
+    (a queryset)."""
     live = proposals.filter(claim__expires_at__gt=timezone.now())
     return live.exclude(claim__by=reviewer).values_list("id", flat=True)

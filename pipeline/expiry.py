@@ -47,9 +47,8 @@ def outlook(memory: Memory) -> Outlook | None:
     days = config.expired_purge_days
     try:
         purge_at = memory.expires_at + timedelta(days=days) if days > 0 else None
-    except (
-        OverflowError
-    ):  # stored before expiries were bounded: its purge date is past the calendar
+    except OverflowError:
+        # Stored before expiries were bounded: its purge date is past the calendar.
         purge_at = None
     return Outlook(
         expires_at=memory.expires_at,
