@@ -50,8 +50,9 @@ JOB_WORDS = {
 }
 
 BADGE_WORDS = {
-    "contradiction": "The new fact contradicts an existing memory (a negation or an opposite "
-    "word): it always waits for a reviewer.",
+    "contradiction": "The new fact contradicts an existing memory (a negation, an opposite "
+    "word, the same two things the other way round, or an end of what the memory says): it "
+    "always waits for a reviewer.",
     "unsupported": "No sentence of the raw memory supports this fact: check it against the "
     "source before approving.",
     "pinned": "A memory that changes only on purpose: approving a change to it asks to tick "

@@ -1,7 +1,8 @@
 """Syntactic contradiction detector: given real lexical overlap, a negation on one side of what the
-other side states, a conflicting antonym pair ("turned on" reads as "enabled"), or the same two
-things the other way round ("tabs over spaces" / "spaces over tabs"), when both texts speak of
-the same thing.
+other side states, a conflicting antonym pair ("turned on" reads as "enabled"), the same two
+things the other way round ("tabs over spaces" / "spaces over tabs"), or an end the new fact says
+of what the memory states ("the freeze was lifted"), when both texts speak of the same thing.
+`check` is the job's view of it: an end is what a DELETE does, so it holds an UPDATE only.
 
 Words are compared by their roots: a light stem, a noun of the verb ("owner" / "owns") and a few
 synonyms ("need" / "require"). A negation is a negation word ("not", "don't", "no longer", "never",
@@ -17,7 +18,27 @@ import re
 from dataclasses import dataclass
 
 from memory.words import NEGATIONS, STOP_WORDS
-from pipeline.contradiction_words import ANTONYM_PAIRS, POSITIONAL_PAIRS, SYNONYMS
+from pipeline.contradiction_words import (
+    ANTONYM_PAIRS,
+    AUXILIARIES,
+    BE_OR_GET,
+    CEASING,
+    CLAUSE_BREAKS,
+    DETERMINERS,
+    ENDING_VERBS,
+    FILLERS,
+    IRREGULAR_DONE,
+    MIN_PREFIXED_STEM,
+    NEGATING_PREFIXES,
+    ORDERING,
+    PHRASAL_ENDINGS,
+    PLACE_WORDS,
+    POSITIONAL_PAIRS,
+    RECURRING,
+    SWITCH_VERBS,
+    SWITCHED,
+    SYNONYMS,
+)
 
 __all__ = [
     "ANTONYM_PAIRS",
@@ -26,6 +47,7 @@ __all__ = [
     "STOP_WORDS",
     "SYNONYMS",
     "Contradiction",
+    "check",
     "detect",
     "root",
     "stem",
@@ -38,62 +60,6 @@ NEGATION_REACH = 4
 # Content words after a negation that the other side must state for the negation to conflict.
 NEGATED_WORDS = 2
 
-
-# "un-", "in-", "dis-" and "non-" in front of a word the other side says plainly ("unencrypted" /
-# "encrypted", "disallow" / "allow"). Short stems are left out: "in" + "to" is not an antonym.
-_NEGATING_PREFIXES = ("un", "in", "dis", "non")
-_MIN_PREFIXED_STEM = 4
-
-# Words in a negation's reach that do not say what is negated ("does not need an API key any
-# longer", "is not currently enabled", "is not allowed to deploy"), and that never show that two
-# texts speak of different things.
-_FILLERS = frozenset(
-    [
-        "longer",
-        "anymore",
-        "currently",
-        "really",
-        "actually",
-        "necessarily",
-        "allowed",
-        "able",
-        "permitted",
-        "supposed",
-        "going",
-    ]
-)
-
-
-def _words(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
-# Words of place in a negation's reach: "isn't behind a CDN" negates the CDN, not being behind.
-_PLACE_WORDS = frozenset(
-    ["behind", "via", "across", "inside", "outside", "beside", "beyond", "toward", "towards"]
-    + ["onto", "along", "around", "near", "past", "directly"]
-)
-# "turned on" / "switched off": said as the words the antonym pairs know.
-_SWITCHED = {"on": "enabled", "off": "disabled"}
-# A new clause: a negation before it does not reach past it ("is no longer disabled and runs").
-_CLAUSE_BREAKS = frozenset(["and", "but"])
-_SWITCH_VERBS = _words("turn turns turned turning switch switches switched switching")
-# Words between two things that make their order matter ("tabs over spaces"); "reports to" is
-# read apart (`_ordered`).
-_ORDERING = frozenset(["over", "than", "instead", "rather"])
-# A verb's helper: before "not" it makes an ordinary negation ("is not", "does not"), where a
-# word that says something makes a contrast ("hit the primary, not read replicas": `_replaced`).
-_AUXILIARIES = _words(
-    "is are was were am be been being do does did has have had will would shall should can"
-    " could may might must"
-)
-
-# "stopped using Jenkins", "quit commuting": the verb after them is no longer done.
-_CEASING = frozenset(["stop", "stops", "stopped", "quit", "quits", "ceased", "ceases"])
-# "is used to working nights" and "got used to it" are not "used to" a habit that ended.
-_BE_OR_GET = frozenset(
-    ["is", "am", "are", "was", "were", "be", "been", "being", "get", "gets", "got", "getting"]
-)
 
 _ADVERB_ENDINGS = ("ously", "ally", "ively", "ently", "antly", "fully", "lessly")
 _APOSTROPHES = re.compile(r"[\u2018\u2019\u02bc\u0060\u00b4]")
@@ -172,8 +138,8 @@ def switched(tokens: list[str], said: list[str] | None = None) -> list[str]:
     out: list[str] = []
     words: list[str] = []
     for token, word in zip(tokens, said or tokens, strict=True):
-        if token in _SWITCHED and out and out[-1] in _SWITCH_VERBS:
-            out[-1] = _SWITCHED[token]
+        if token in SWITCHED and out and out[-1] in SWITCH_VERBS:
+            out[-1] = SWITCHED[token]
             words[-1] += f" {word}"
         else:
             out.append(token)
@@ -272,7 +238,7 @@ class _Side:
             for i, t in enumerate(self.tokens)
             if t not in STOP_WORDS
             and t not in NEGATIONS
-            and t not in _FILLERS
+            and t not in FILLERS
             and i not in self.triggers
         ]
 
@@ -315,9 +281,9 @@ def _trigger(tokens: list[str], i: int) -> tuple[str, int] | None:
         if word == "no" and after in ("longer", "more"):
             return word, i + 2
         return word, i + 1
-    if word in _CEASING and after.endswith("ing") and len(after) >= 5:
+    if word in CEASING and after.endswith("ing") and len(after) >= 5:
         return word, i + 1
-    if word == "used" and after == "to" and (i == 0 or tokens[i - 1] not in _BE_OR_GET):
+    if word == "used" and after == "to" and (i == 0 or tokens[i - 1] not in BE_OR_GET):
         return "used to", i + 2
     return None
 
@@ -340,7 +306,7 @@ def _negations(tokens: list[str]) -> tuple[list[_Negation], set[int]]:
         if tokens[i] not in NEGATIONS:
             triggers.add(i)
         reach = range(start, min(start + NEGATION_REACH, len(tokens)))
-        cut = next((j for j in reach if tokens[j] in _CLAUSE_BREAKS), None)
+        cut = next((j for j in reach if tokens[j] in CLAUSE_BREAKS), None)
         reach = reach if cut is None else range(start, cut)
         second = next((j for j in reach if tokens[j] in NEGATIONS), None)
         if second is not None:
@@ -348,11 +314,11 @@ def _negations(tokens: list[str]) -> tuple[list[_Negation], set[int]]:
             continue
         words = [j for j in reach if tokens[j] not in STOP_WORDS]
         # "is not allowed to deploy" negates the deploying; "is not allowed" negates allowing.
-        said = [j for j in words if tokens[j] not in _FILLERS and tokens[j] not in _PLACE_WORDS]
+        said = [j for j in words if tokens[j] not in FILLERS and tokens[j] not in PLACE_WORDS]
         scope = said[:NEGATED_WORDS] or words[:NEGATED_WORDS]
         # "Elena no longer does", "production is not": about the word before it. Other words
         # of no meaning after it ("is not done yet", "does not have any") stay its scope.
-        if not scope and not all(tokens[j] in _AUXILIARIES for j in reach):
+        if not scope and not all(tokens[j] in AUXILIARIES for j in reach):
             scope = list(reach)[:1]
         if not scope:
             before = [
@@ -445,14 +411,14 @@ def _replaced(negated: _Side, other: _Side, negation: _Negation) -> set[int]:
     before = negated.tokens[at - 1]
     # After a verb's helper or a word of no meaning ("is also not", "currently not", "probably
     # not") it is an ordinary negation.
-    if before in _AUXILIARIES or before in STOP_WORDS or before in _FILLERS:
+    if before in AUXILIARIES or before in STOP_WORDS or before in FILLERS:
         return set()
     if before.endswith("ly"):
         return set()
     shared = negated.content_roots() & other.content_roots()
     replaced, j = set(), at - 1
     # Back to the last shared word, never past a verb's helper (the subject is before it).
-    while j >= 0 and negated.roots[j] not in shared and negated.tokens[j] not in _AUXILIARIES:
+    while j >= 0 and negated.roots[j] not in shared and negated.tokens[j] not in AUXILIARIES:
         replaced.add(j)
         j -= 1
     return replaced
@@ -462,11 +428,11 @@ def _ordered(side: _Side) -> dict[tuple[str, str, str], tuple[int, int]]:
     """(thing before, word, thing after) around each word that makes an order matter ("tabs
     over spaces", "X reports to Y": the one who reports, "to", whom), with the two things'
     positions."""
-    content = [i for i in side.content() if side.tokens[i] not in _PLACE_WORDS]
+    content = [i for i in side.content() if side.tokens[i] not in PLACE_WORDS]
     found = {}
     for i, token in enumerate(side.tokens):
         reporting = [j for j in range(max(0, i - 2), i) if side.stems[j] == "report"]
-        if token not in _ORDERING and not (token == "to" and reporting):
+        if token not in ORDERING and not (token == "to" and reporting):
             continue
         before = [j for j in content if j < (reporting[0] if token == "to" else i)]
         after = [j for j in content if j > i]
@@ -498,7 +464,7 @@ def _prefixed_pairs(fact: _Side, existing: _Side) -> list[tuple[str, str]]:
     """(fact stem, existing stem) where one is the other with a negating prefix."""
     fact_stems, existing_stems = fact.stem_set, existing.stem_set
     pairs = []
-    for prefix in _NEGATING_PREFIXES:
+    for prefix in NEGATING_PREFIXES:
         for prefixed in sorted(existing_stems):
             if _unprefixed(prefixed, prefix) in fact_stems:
                 pairs.append((prefixed[len(prefix) :], prefixed))
@@ -510,7 +476,7 @@ def _prefixed_pairs(fact: _Side, existing: _Side) -> list[tuple[str, str]]:
 
 def _unprefixed(word: str, prefix: str) -> str | None:
     plain = word[len(prefix) :]
-    if word.startswith(prefix) and len(plain) >= _MIN_PREFIXED_STEM:
+    if word.startswith(prefix) and len(plain) >= MIN_PREFIXED_STEM:
         return plain
     return None
 
@@ -552,6 +518,51 @@ def _antonym(fact: _Side, existing: _Side, overlap: list[str]) -> Contradiction 
     return None
 
 
+_ENDING = frozenset(stem(w) for w in ENDING_VERBS)
+_PHRASAL = {
+    particle: frozenset(stem(v) for v in verbs) for particle, verbs in PHRASAL_ENDINGS.items()
+}
+
+
+def _ended(side: _Side) -> list[int]:
+    """Positions of the words that say, as done, that what the text names ended: "was
+    decommissioned", "we dropped", "got shut down", "was phased out"; not a schedule ("is shut
+    down every night"), an adjective ("the deprecated API") or an end negated ("was not
+    cancelled")."""
+    found = []
+    for i, token in enumerate(side.tokens):
+        done = token.endswith("ed") or token in IRREGULAR_DONE
+        before = side.tokens[i - 1] if i else ""
+        after = side.tokens[i + 1] if i + 1 < len(side.tokens) else ""
+        if after in _PHRASAL and side.stems[i] in _PHRASAL[after]:
+            continue  # "shut down": found at its particle, with its verb
+        if token in _PHRASAL and i and side.stems[i - 1] in _PHRASAL[token]:
+            done = before.endswith("ed") or before in IRREGULAR_DONE
+        elif side.stems[i] not in _ENDING or before in DETERMINERS or token in CEASING:
+            continue  # "stopped the deploy" is one act; "stopped deploying" a negation
+        if done and not side.negated(i) and not set(side.tokens[i:]) & RECURRING:
+            found.append(i)
+    return found
+
+
+def _retraction(fact: _Side, existing: _Side, overlap: list[str]) -> Contradiction | None:
+    """The new fact says that what the memory states ended ("the hiring freeze was lifted" / "the
+    hiring freeze stays in effect"): a retraction, held for a reviewer as a negation is. Not
+    when the memory is negated or speaks of an end itself, or the two are about different
+    things."""
+    if existing.negations or _ended(existing) or existing.stem_set & _ENDING:
+        return None
+    for at in _ended(fact):
+        # A particle's verb is part of the end too ("phased out").
+        said = {at, at - 1} if fact.tokens[at] in _PHRASAL else {at}
+        if _apart(fact, existing, said, set(), range(0)):
+            continue
+        word = " ".join(fact.said[min(said) : at + 1])
+        reason = f'The new fact says it ended ("{word}") while the existing memory says it holds'
+        return Contradiction(True, "retraction", overlap, "fact", None, reason)
+    return None
+
+
 def detect(fact_text: str, existing_text: str | None) -> Contradiction:
     """Flag a likely contradiction between a new fact and an existing memory."""
     if not existing_text or not isinstance(existing_text, str):
@@ -572,7 +583,17 @@ def detect(fact_text: str, existing_text: str | None) -> Contradiction:
         _negation(fact, existing, overlap)
         or _antonym(fact, existing, overlap)
         or _reversal(fact, existing, overlap)
+        or _retraction(fact, existing, overlap)
     )
     return found or _clear(
-        overlap, "No one-sided negation, no conflicting antonyms and no reversal"
+        overlap, "No one-sided negation, no conflicting antonyms, no reversal and no retraction"
     )
+
+
+def check(action: str, fact_text: str, existing_text: str | None) -> Contradiction:
+    """`detect` for a model's decision about the memory: an end the fact says is what a DELETE
+    does, so a retraction holds an UPDATE (which would rewrite the memory into it) only."""
+    found = detect(fact_text, existing_text)
+    if action == "delete" and found.kind == "retraction":
+        return _clear(found.overlap, f"{found.reason}: what a DELETE does")
+    return found

@@ -1,5 +1,6 @@
 """The word lists the contradiction detector (pipeline.contradiction) reads: antonym pairs,
-short positional pairs and synonyms, written in any form (both sides are compared by stem)."""
+short positional pairs and synonyms, written in any form (both sides are compared by stem), the
+verbs that end what they name, and the word classes its rules look for."""
 
 from __future__ import annotations
 
@@ -105,3 +106,103 @@ SYNONYMS: tuple[tuple[str, str], ...] = (
     ("want", "prefer"),
     ("belong", "own"),
 )
+
+# Verbs that end what they name ("was decommissioned", "we dropped the rule", "the freeze was
+# lifted"), any form: the detector's retraction and the offline model's read the same list.
+ENDING_VERBS: tuple[str, ...] = (
+    "decommission",
+    "retire",
+    "remove",
+    "deprecate",
+    "discontinue",
+    "sunset",
+    "shut",
+    "delete",
+    "drop",
+    "archive",
+    "kill",
+    "abandon",
+    "disband",
+    "cancel",
+    "scrap",
+    "stop",
+    "quit",
+    "cease",
+    "lift",
+    "revoke",
+    "rescind",
+    "abolish",
+    "terminate",
+    "withdraw",
+)
+# A verb and a particle that end something: "phased out", "wound down", "taken offline".
+PHRASAL_ENDINGS: dict[str, tuple[str, ...]] = {
+    "off": ("turn", "switch", "take", "took", "taken"),
+    "down": ("shut", "wind", "wound", "spin", "spun", "take", "took", "taken"),
+    "out": ("phase",),
+}
+# "shut down every night" is a schedule, not an end.
+RECURRING = frozenset(["every", "each", "daily", "nightly", "weekly", "hourly", "monthly"])
+
+
+def _word_set(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# Words in a negation's reach that do not say what is negated ("does not need an API key any
+# longer", "is not currently enabled", "is not allowed to deploy"), and that never show that two
+# texts speak of different things.
+FILLERS = frozenset(
+    [
+        "longer",
+        "anymore",
+        "currently",
+        "really",
+        "actually",
+        "necessarily",
+        "allowed",
+        "able",
+        "permitted",
+        "supposed",
+        "going",
+    ]
+)
+
+
+# Words of place in a negation's reach: "isn't behind a CDN" negates the CDN, not being behind.
+PLACE_WORDS = frozenset(
+    ["behind", "via", "across", "inside", "outside", "beside", "beyond", "toward", "towards"]
+    + ["onto", "along", "around", "near", "past", "directly"]
+)
+# "turned on" / "switched off": said as the words the antonym pairs know.
+SWITCHED = {"on": "enabled", "off": "disabled"}
+# A new clause: a negation before it does not reach past it ("is no longer disabled and runs").
+CLAUSE_BREAKS = frozenset(["and", "but"])
+SWITCH_VERBS = _word_set("turn turns turned turning switch switches switched switching")
+# Words between two things that make their order matter ("tabs over spaces"); "reports to" is
+# read apart (`_ordered`).
+ORDERING = frozenset(["over", "than", "instead", "rather"])
+# A verb's helper: before "not" it makes an ordinary negation ("is not", "does not"), where a
+# word that says something makes a contrast ("hit the primary, not read replicas": `_replaced`).
+AUXILIARIES = _word_set(
+    "is are was were am be been being do does did has have had will would shall should can"
+    " could may might must"
+)
+
+# "stopped using Jenkins", "quit commuting": the verb after them is no longer done.
+CEASING = frozenset(["stop", "stops", "stopped", "quit", "quits", "ceased", "ceases"])
+# "is used to working nights" and "got used to it" are not "used to" a habit that ended.
+BE_OR_GET = frozenset(
+    ["is", "am", "are", "was", "were", "be", "been", "being", "get", "gets", "got", "getting"]
+)
+
+# Past forms that do not end in "-ed": "was shut", "has been withdrawn".
+IRREGULAR_DONE = frozenset(["shut", "sunset", "quit", "withdrawn", "withdrew", "taken", "took"])
+IRREGULAR_DONE |= frozenset(["wound", "spun"])
+# Before an ending word, these make it a name's adjective ("the deprecated v1 API"), not an end.
+DETERMINERS = frozenset(["the", "a", "an", "our", "its", "their", "this", "that", "these", "those"])
+
+# "un-", "in-", "dis-" and "non-" in front of a word the other side says plainly ("unencrypted" /
+# "encrypted", "disallow" / "allow"). Short stems are left out: "in" + "to" is not an antonym.
+NEGATING_PREFIXES = ("un", "in", "dis", "non")
+MIN_PREFIXED_STEM = 4

@@ -212,7 +212,7 @@ def _decision_of(
     target = next((c for c in candidates if c.candidate.memory_id == decision.target_id), None)
     flagged = None
     if decision.action in DESTRUCTIVE and target is not None:
-        flagged = contradiction.detect(fact.content, target.candidate.content)
+        flagged = contradiction.check(decision.action, fact.content, target.candidate.content)
     decided = Decided(
         index,
         fact,

@@ -210,7 +210,10 @@ def test_missing_or_wordless_existing_memory_is_not_flagged(existing):
 def test_identical_statements_are_not_flagged():
     found = detect("Alice prefers dark mode in VS Code", "Alice prefers dark mode in VS Code")
     assert found.flagged is False
-    assert found.reason == "No one-sided negation, no conflicting antonyms and no reversal"
+    assert (
+        found.reason
+        == "No one-sided negation, no conflicting antonyms, no reversal and no retraction"
+    )
 
 
 def test_as_dict_uses_camel_case_keys_and_json_friendly_values():
@@ -717,7 +720,8 @@ def test_the_labelled_pair_files_are_disjoint_and_varied():
 @pytest.mark.parametrize("name", ["heldout", "tune"])
 def test_precision_and_recall_on_the_labelled_pair_files(name):
     # Written before the detector changed; tuned on "tune" only. Measured before: tune 0.79 /
-    # 0.80, held-out 0.80 / 0.87; after: tune 1.00 / 0.95, held-out 0.93 / 0.92.
+    # 0.80, held-out 0.80 / 0.87; after: tune 1.00 / 0.95, held-out 0.93 / 0.92. The retraction
+    # rule left held-out at 0.935 / 0.951 and raised tune's recall to 0.96.
     precision, recall = _precision_recall(_labelled(name))
     assert (precision >= 0.90, recall >= 0.85) == (True, True), (precision, recall)
 
@@ -727,8 +731,16 @@ def test_precision_and_recall_on_the_labelled_pair_files(name):
 # tuned on; "others_heldout" was written before that tuning began and only measured after it.
 # A changed value ("port 8080" / "port 8081") is an ordinary UPDATE, which the detector leaves
 # alone by design: those pairs are left out. Measured before -> after: others_tune 0.905 / 0.463
-# -> 0.938 / 0.732; others_heldout 0.886 / 0.456 -> 0.900 / 0.529.
-OTHERS_FLOORS = {"others_tune": (0.93, 0.72), "others_heldout": (0.89, 0.52)}
+# -> 0.938 / 0.732; others_heldout 0.886 / 0.456 -> 0.900 / 0.529. Then an end said without a
+# negation ("was decommissioned", "the freeze was lifted") became a retraction, shaped by
+# others_tune's misses (-> 0.944 / 0.829); others_heldout went to 0.917 / 0.647, and a third
+# blind set, "others_third", written before that rule and measured only before and after it,
+# from 0.941 / 0.400 to 0.957 / 0.550.
+OTHERS_FLOORS = {
+    "others_tune": (0.94, 0.82),
+    "others_heldout": (0.91, 0.64),
+    "others_third": (0.95, 0.54),
+}
 
 
 @pytest.mark.parametrize("name", sorted(OTHERS_FLOORS))
@@ -739,6 +751,41 @@ def test_precision_and_recall_on_pairs_written_by_others(name):
     precision, recall = _precision_recall(judged)
     low_precision, low_recall = OTHERS_FLOORS[name]
     assert (precision >= low_precision, recall >= low_recall) == (True, True), (precision, recall)
+
+
+@pytest.mark.parametrize(
+    ("fact", "existing"),
+    [
+        ("The nightly export job was retired in June", "The nightly export job writes to S3"),
+        ("We scrapped the staging freeze", "The staging freeze holds until the release"),
+        ("The on-call bonus got discontinued this year", "Engineers get an on-call bonus"),
+        ("The shared dev database was shut down", "The shared dev database runs on pg-dev-2"),
+        ("The VPN requirement for the wiki has been lifted", "The wiki requires the VPN"),
+        ("The old build farm was phased out", "The old build farm runs the Android builds"),
+    ],
+)
+def test_an_end_said_without_a_negation_is_a_retraction(fact, existing):
+    found = detect(fact, existing)
+    assert (found.flagged, found.kind, found.negated_side) == (True, "retraction", "fact")
+    assert "ended" in found.reason
+
+
+@pytest.mark.parametrize(
+    ("fact", "existing"),
+    [
+        # A schedule, an adjective, a negated end, an end on both sides, the memory negated,
+        # and another thing that ended.
+        ("The staging cluster is shut down every night", "The staging cluster runs the demos"),
+        ("The deprecated v1 API serves the mobile app", "The v1 API serves the mobile app"),
+        ("The quarterly review was not cancelled", "The quarterly review is on Friday"),
+        ("The old cron host was decommissioned", "The old cron host will be decommissioned"),
+        ("The wiki was archived", "The wiki is no longer edited"),
+        ("The Jenkins staging runner was retired", "The GitHub staging runner builds releases"),
+    ],
+)
+def test_what_only_looks_like_an_end_is_no_retraction(fact, existing):
+    found = detect(fact, existing)
+    assert not (found.flagged and found.kind == "retraction"), found.reason
 
 
 @pytest.mark.parametrize(
@@ -786,11 +833,9 @@ def test_swaps_switches_and_corrections_are_flagged(fact, existing, kind):
             "Alice prefers tabs over spaces and Bob prefers spaces over tabs",
         ),
         ("Kenji reports to Priya", "Priya says Dana reports to Kenji"),
-        # An end said without a negation is what a DELETE is for: full mode applies it.
-        ("The staging cluster was shut down", "The staging cluster runs in eu-west-1"),
     ],
 )
-def test_lists_symmetric_relations_and_plain_ends_are_not_flagged(fact, existing):
+def test_lists_and_symmetric_relations_are_not_flagged(fact, existing):
     found = detect(fact, existing)
     assert found.flagged is False, found.reason
 

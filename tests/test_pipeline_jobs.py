@@ -332,6 +332,33 @@ def test_a_flagged_contradiction_waits_for_review_in_every_mode(fake_ollama, sto
         assert audit.metadata["contradictionRisk"] is True
 
 
+def test_full_mode_holds_an_update_that_rewrites_a_memory_into_its_end(fake_ollama, store):
+    # "was decommissioned" says as much as "no longer runs": full mode used to apply it.
+    set_mode("full")
+    ended = "The billing service on Postgres 14 was decommissioned last week"
+    ScriptedModel(fake_ollama, facts=[ended], decisions={ended: decision("update", store.postgres)})
+    _, job = run()
+
+    proposal = Proposal.objects.get(job=job)
+    assert (proposal.status, proposal.blocked_reason) == ("pending", "contradiction_review")
+    assert proposal.contradiction["kind"] == "retraction"
+    assert unchanged(store.postgres) and not MemoryCold.objects.exists()
+
+
+def test_full_mode_applies_a_delete_of_what_the_fact_says_ended(fake_ollama, store):
+    # The end the fact says is what a DELETE does: it is not held for contradicting the memory.
+    set_mode("full")
+    ended = "The billing service on Postgres 14 was decommissioned last week"
+    ScriptedModel(fake_ollama, facts=[ended], decisions={ended: decision("delete", store.postgres)})
+    _, job = run()
+
+    proposal = Proposal.objects.get(job=job)
+    assert (proposal.status, proposal.review_needed) == ("applied", False)
+    assert "what a DELETE does" in proposal.contradiction["reason"]
+    store.postgres.refresh_from_db()
+    assert store.postgres.is_deleted
+
+
 def test_disabled_leaves_jobs_pending_and_runs_nothing(fake_ollama):
     set_mode("disabled")
     result = raw(RAW_TEXT)

@@ -8,25 +8,12 @@ import re
 from dataclasses import dataclass
 
 from pipeline import contradiction
+from pipeline.contradiction_words import ENDING_VERBS, PHRASAL_ENDINGS, RECURRING
 from pipeline.llm import offline_forms as forms
 from pipeline.llm.offline_forms import word_set
 
-# Verbs that say a thing stopped existing or being done: "was decommissioned", "shut down".
-_ENDING = frozenset(
-    contradiction.stem(w)
-    for w in word_set(
-        "decommission retire remove deprecate discontinue sunset shut delete drop archive kill"
-        " abandon disband cancel scrap stop quit cease"
-    )
-)
-# "turned off", "phased out", "wound down": a verb and a particle that end something.
-_PHRASAL_ENDING = {
-    "off": word_set("turn switch take took taken"),
-    "down": word_set("shut wind wound spin spun take took taken"),
-    "out": word_set("phase"),
-}
-# "shut down every night" is a schedule, not an end.
-_RECURRING = word_set("every each daily nightly weekly hourly monthly")
+_ENDING = frozenset(contradiction.stem(w) for w in ENDING_VERBS)
+_PHRASAL_ENDING = {particle: frozenset(verbs) for particle, verbs in PHRASAL_ENDINGS.items()}
 
 
 def _phrasal_ending(tokens: list[str]) -> bool:
@@ -244,7 +231,7 @@ def read(text: str) -> Text:
     stems = {contradiction.stem(t) for t in tokens}
     ending = bool(stems & _ENDING) or _phrasal_ending(tokens)
     # "is shut down every night" is a schedule (in the predicate; "the nightly job" is a name).
-    scheduled = set(contradiction.tokenize(" ".join(words[verb:]))) & _RECURRING
+    scheduled = set(contradiction.tokenize(" ".join(words[verb:]))) & RECURRING
     return Text(
         words,
         set(_roots(text)),
@@ -348,6 +335,8 @@ def relate(fact_text: str, existing_text: str) -> Relation | None:
         return Relation("reversal", swap)
     found = contradiction.detect(fact_text, existing_text)
     if found.flagged:
+        if found.kind == "retraction":
+            return Relation("retraction", found.reason)
         if found.kind == "negation" and found.negated_side == "fact" and _retracts(fact, existing):
             return Relation("retraction", found.reason)
         return Relation("reversal", found.reason)
