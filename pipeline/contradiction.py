@@ -177,6 +177,7 @@ class Contradiction:
     negated_side: str | None
     antonym_pair: tuple[str, str] | None
     reason: str
+    ended: str | None = None  # a retraction's end, as the new fact says it ("shut down")
 
     def as_dict(self) -> dict:
         return {
@@ -185,6 +186,7 @@ class Contradiction:
             "overlap": list(self.overlap),
             "negatedSide": self.negated_side,
             "antonymPair": list(self.antonym_pair) if self.antonym_pair else None,
+            "ended": self.ended,
             "reason": self.reason,
         }
 
@@ -525,10 +527,9 @@ _PHRASAL = {
 
 
 def _ended(side: _Side) -> list[int]:
-    """Positions of the words that say, as done, that what the text names ended: "was
-    decommissioned", "we dropped", "got shut down", "was phased out"; not a schedule ("is shut
-    down every night"), an adjective ("the deprecated API") or an end negated ("was not
-    cancelled")."""
+    """Where the text says, as done, that what it names ended ("was decommissioned", "got shut
+    down"); not a schedule ("shut down every night"), an adjective ("the deprecated API") or an
+    end negated ("was not cancelled")."""
     found = []
     for i, token in enumerate(side.tokens):
         done = token.endswith("ed") or token in IRREGULAR_DONE
@@ -547,9 +548,8 @@ def _ended(side: _Side) -> list[int]:
 
 def _retraction(fact: _Side, existing: _Side, overlap: list[str]) -> Contradiction | None:
     """The new fact says that what the memory states ended ("the hiring freeze was lifted" / "the
-    hiring freeze stays in effect"): a retraction, held for a reviewer as a negation is. Not
-    when the memory is negated or speaks of an end itself, or the two are about different
-    things."""
+    hiring freeze stays in effect"); not when the memory is negated or speaks of an end itself,
+    or the two are about different things."""
     if existing.negations or _ended(existing) or existing.stem_set & _ENDING:
         return None
     for at in _ended(fact):
@@ -559,7 +559,7 @@ def _retraction(fact: _Side, existing: _Side, overlap: list[str]) -> Contradicti
             continue
         word = " ".join(fact.said[min(said) : at + 1])
         reason = f'The new fact says it ended ("{word}") while the existing memory says it holds'
-        return Contradiction(True, "retraction", overlap, "fact", None, reason)
+        return Contradiction(True, "retraction", overlap, "fact", None, reason, word)
     return None
 
 

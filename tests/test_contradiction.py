@@ -187,6 +187,17 @@ def test_the_page_marks_both_words_of_a_switch_as_the_conflict():
     assert '<mark class="conflict">off</mark>' in marked
 
 
+def test_the_page_marks_the_end_a_retraction_says_as_the_conflict():
+    from dashboard.templatetags.curation import contradiction_marks
+
+    fact = "The old build farm was phased out"
+    found = detect(fact, "The old build farm runs the Android builds")
+    assert (found.kind, found.ended) == ("retraction", "phased out")
+    marked = str(contradiction_marks(fact, found.as_dict()))
+    assert '<mark class="conflict">phased</mark>' in marked
+    assert '<mark class="conflict">out</mark>' in marked
+
+
 def test_antonym_present_on_both_sides_is_not_flagged():
     fact = "Dark mode enabled, light mode disabled in the dashboard"
     existing = "Dark mode disabled, light mode enabled in the dashboard"
@@ -226,6 +237,7 @@ def test_as_dict_uses_camel_case_keys_and_json_friendly_values():
         "overlap": ["dark", "dashboard", "mode"],
         "negatedSide": None,
         "antonymPair": ["disabled", "enabled"],
+        "ended": None,
         "reason": found.reason,
     }
     assert Contradiction(False, None, [], None, None, "x").as_dict()["antonymPair"] is None

@@ -52,11 +52,12 @@ def highlight_words(text, words, css="overlap"):
 
 @register.simple_tag
 def contradiction_marks(text, contradiction):
-    """Shared words marked blue; the negation or antonym that conflicts marked red."""
+    """Shared words marked blue; the negation, antonym or end that conflicts marked red."""
     contradiction = contradiction or {}
     conflict = {word.replace("'", "") for word in NEGATIONS}
     # Each side of the pair as its text says it: "switched off" marks both words.
     conflict |= {word for said in contradiction.get("antonymPair") or [] for word in said.split()}
+    conflict |= set((contradiction.get("ended") or "").split())  # "phased out": both words
     return textdiff.highlight_words(
         text or "", set(contradiction.get("overlap") or []), "overlap", conflict
     )
