@@ -3,6 +3,7 @@ evaluation pages. They validate input; writes happen elsewhere."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import forms
@@ -31,6 +32,10 @@ class JobFilterForm(forms.Form):
 
 class EntitySearchForm(forms.Form):
     q = forms.CharField(required=False, max_length=200, label="Search")
+
+
+def _said(value: Any) -> str:
+    return ("on" if value else "off") if isinstance(value, bool) else f"{value}"
 
 
 def field_name(key: str) -> str:
@@ -81,6 +86,9 @@ class SettingsForm(forms.Form):
     confirm = forms.BooleanField(
         required=False, label="I understand what this switch does and want it now"
     )
+    # The settings as this form showed them: only what its admin changed from these is saved, so
+    # a form opened before another admin's change (the brake pulled, say) does not undo it.
+    loaded = forms.CharField(widget=forms.HiddenInput, required=False)
 
     def __init__(
         self, *args, current: dict[str, Any], prefill=None, previewing: bool = False, **kwargs
@@ -123,15 +131,26 @@ class SettingsForm(forms.Form):
                     self.prefilled[key] = field.initial
             setting_fields[field_name(key)] = field
         self.fields = {**setting_fields, **self.fields}
+        self.fields["loaded"].initial = json.dumps(self.flat_current, sort_keys=True)
 
     def setting_fields(self):
-        return [self[name] for name in self.fields if name not in {"reason", "confirm"}]
+        return [self[name] for name in self.fields if name not in {"reason", "confirm", "loaded"}]
 
     def flag_fields(self):
         return [f for f in self.setting_fields() if isinstance(f.field, forms.BooleanField)]
 
     def number_fields(self):
         return [f for f in self.setting_fields() if not isinstance(f.field, forms.BooleanField)]
+
+    def _loaded(self, posted: str | None) -> dict[str, Any]:
+        """The values the form showed (the current ones when it posted none, or garbage)."""
+        try:
+            shown = json.loads(posted or "null")
+        except ValueError:
+            shown = None
+        if not isinstance(shown, dict):
+            return dict(self.flat_current)
+        return {key: shown.get(key, self.flat_current[key]) for key in FIELDS}
 
     def settings_valid(self) -> bool:
         """True when every setting parsed (reason and confirmation may still be missing)."""
@@ -143,11 +162,25 @@ class SettingsForm(forms.Form):
         names = {field_name(key): key for key in FIELDS}
         if any(name in self.errors for name in names):
             return cleaned
-        self.changes = {
+        loaded = self._loaded(cleaned.get("loaded"))
+        edited = {
             key: cleaned[name]
             for name, key in names.items()
-            if name in cleaned and cleaned[name] != self.flat_current[key]
+            if name in cleaned and cleaned[name] != loaded[key]
         }
+        # Changed by this admin and, since the form was shown, by someone else to another value.
+        clashes = [
+            f"{key} is now {_said(self.flat_current[key])} (it was {_said(loaded[key])} here)"
+            for key, value in edited.items()
+            if loaded[key] != self.flat_current[key] != value
+        ]
+        if clashes:
+            raise forms.ValidationError(
+                "Someone changed these settings since this page was opened: "
+                + "; ".join(clashes)
+                + ". Reload the page and make your change again."
+            )
+        self.changes = {k: v for k, v in edited.items() if v != self.flat_current[k]}
         if not self.changes:
             raise forms.ValidationError("Nothing changed: every setting has its current value.")
         try:

@@ -115,6 +115,37 @@ def test_admin_saves_with_reason(admin_client_role):
     assert "shadowMode" in page and "controlled-write" in page  # log: key and mode before -> after
 
 
+def _loaded_form(client) -> dict:
+    """The form as the page shows it now, its hidden `loaded` included."""
+    page = client.get(URL).content.decode()
+    loaded = re.search(r'name="loaded" value="([^"]*)"', page).group(1)
+    return {**form_data(), "loaded": loaded.replace("&quot;", '"')}
+
+
+def test_a_form_opened_before_the_brake_was_pulled_keeps_the_brake_on(admin_client_role):
+    data = _loaded_form(admin_client_role)
+    update_config({"mutationsFrozen": True}, changed_by="bob", reason="incident")
+    data.update({field_name("minFactConfidenceForWrite"): 0.75, "reason": "a higher bar"})
+    response = admin_client_role.post(URL, data)
+    assert response.status_code == 302
+    config = config_json(get_config())
+    assert (config["mutationsFrozen"], config["minFactConfidenceForWrite"]) == (True, 0.75)
+    assert ConfigChange.objects.order_by("-id").first().after["mutationsFrozen"] is True
+
+
+def test_a_setting_changed_by_two_admins_at_once_is_refused_and_names_it(admin_client_role):
+    data = _loaded_form(admin_client_role)
+    update_config({"minFactConfidenceForWrite": 0.8}, changed_by="bob", reason="stricter")
+    data.update({field_name("minFactConfidenceForWrite"): 0.6, "reason": "looser"})
+    response = admin_client_role.post(URL, data)
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "Someone changed these settings since this page was opened" in page
+    assert "minFactConfidenceForWrite is now 0.8 (it was 0.7 here)" in page
+    assert config_json(get_config())["minFactConfidenceForWrite"] == 0.8
+    assert ConfigChange.objects.count() == 1
+
+
 def test_admin_saves_with_htmx_and_gets_the_main_fragment(admin_client_role, hx):
     response = admin_client_role.post(
         URL, form_data(**{"search.alpha": 0.5, "reason": "more bm25"}), **hx
