@@ -270,6 +270,7 @@ def erase_pipeline_in_transaction(plan: PipelinePlan, texts: Texts, *, at) -> No
         status=ProposalStatus.CANCELLED, updated_at=at
     )
     _scrub_rows(Proposal, plan.targeting, [*_REPLACED, *_TEXT_VALUES], texts)
+    _replace_reasons(plan)
     Proposal.objects.filter(id__in=plan.targeting).exclude(target_content=None).update(
         target_content=PURGED
     )
@@ -295,6 +296,60 @@ def erase_pipeline_in_transaction(plan: PipelinePlan, texts: Texts, *, at) -> No
         ReplayRun.objects.filter(pk=run.pk).update(results=scrub(kept, texts))
     LogEntry.objects.filter(pk__in=plan.log_entries).update(object_repr=PURGED)
     _scrub_rows(LogEntry, plan.log_entries, ["change_message"], texts)
+
+
+def _decisions_of(ids: list[str]) -> tuple[set[str], Q | None]:
+    """(the jobs of these proposals, a filter of the decide calls that made them)."""
+    rows = list(Proposal.objects.filter(id__in=ids).values_list("job_id", "position"))
+    calls = Q()
+    for job, position in rows:
+        calls |= Q(job_id=job, kind="decide", fact_index=position)
+    return {job for job, _ in rows}, (calls if rows else None)
+
+
+def _replace_reasons(plan: PipelinePlan) -> None:
+    """The model's reason for a proposal that points at a purged memory speaks of that memory and
+    may quote any part of it ("from walrus-4417 to ..."), which no search for the whole text
+    finds: it is replaced whole, with its copies in the decision audit, the job's result and the
+    decide call's reply (whose prompt lost the memory's text already)."""
+    ids = set(plan.targeting)
+    if not ids:
+        return
+    Proposal.objects.filter(id__in=ids).update(reason=PURGED)
+    audits = [
+        pk
+        for pk, metadata in MemoryHistory.objects.filter(pk__in=plan.other_audits).values_list(
+            "pk", "metadata"
+        )
+        if isinstance(metadata, dict) and metadata.get("proposalId") in ids
+    ]
+    MemoryHistory.objects.filter(pk__in=audits).update(reason=PURGED)
+    jobs, calls = _decisions_of(list(ids))
+    if calls is not None:
+        LlmCall.objects.filter(calls).update(raw_response=PURGED)
+    for pk, result in Job.objects.filter(pk__in=jobs).values_list("pk", "result"):
+        listed = (result or {}).get("proposals") if isinstance(result, dict) else None
+        for entry in listed or []:
+            if isinstance(entry, dict) and entry.get("id") in ids and entry.get("reason"):
+                entry["reason"] = PURGED
+        Job.objects.filter(pk=pk).update(result=result)
+
+
+def reasons_left(plan: PipelinePlan) -> list[tuple[str, int]]:
+    """Where a reason or reply of a proposal pointing at a purged memory was not replaced (the
+    purge's check: a quoted fragment is found by no text search)."""
+    if not plan.targeting:
+        return []
+    left = Proposal.objects.filter(id__in=plan.targeting).exclude(reason=PURGED).count()
+    _, calls = _decisions_of(plan.targeting)
+    replies = 0
+    if calls is not None:
+        replies = LlmCall.objects.filter(calls).exclude(raw_response=PURGED).count()
+    named = [
+        ("pipeline_proposals.reason of proposals pointing at it", left),
+        ("pipeline_llm_calls.raw_response of their decide calls", replies),
+    ]
+    return [(where, n) for where, n in named if n]
 
 
 def _wipe_proposals(ids: list[str]) -> None:

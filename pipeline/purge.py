@@ -22,7 +22,7 @@ from memory.erasure_rows import store_leftovers, texts_of
 from memory.models import DERIVED_SOURCE_TYPE, Memory
 from memory.writes import Actor, Refused
 from pipeline import safety
-from pipeline.erasure import PLACES
+from pipeline.erasure import PLACES, reasons_left
 from pipeline.models import Proposal, ProposalStatus
 from pipeline.writes import purge as purge_writes
 from pipeline.writes.purge import Written
@@ -281,6 +281,7 @@ def verify(written: Written, texts: Texts, settled, matrix_rows, receipt: Receip
     checkpoint and the free pages as bytes. Returns ((where, count) found, the copies by model)."""
     found = list(store_leftovers(written.store, texts))
     found += [(problem, 1) for problem in settled.problems]
+    found += reasons_left(written.pipeline)
     copies = find_copies(PLACES, texts)
     for label, found_copies in copies.items():
         for place in PLACES:

@@ -281,3 +281,33 @@ def test_open_proposals_that_would_change_a_purged_memory_leave_the_queue_cancel
         .exclude(pk=pending.pk)
         .values_list("id", "status")
     )
+
+
+def test_a_reason_quoting_part_of_a_purged_memory_is_replaced_where_it_was_copied(fake_ollama):
+    """Found by a QA pass: the model's reason for another memory's UPDATE of the purged one
+    quoted its password ("from walrus-copper-4417 to ..."), and it stayed in the proposal, the
+    decision audit, the job's result and the model's reply, under a purge reported verified."""
+    set_mode("controlled-write")
+    target = remember("The deploy password is Walrus-Copper-4417 for staging")
+    update = "The deploy password is Heron-Silver-9902 for staging"
+    quoting = 'The value changed from "walrus-copper-4417" to "heron-silver-9902"'
+    ScriptedModel(
+        fake_ollama,
+        facts=[fact(update)],
+        decisions={update: {**decision("update", target), "reason": quoting}},
+    )
+    source = raw("Rotated: the deploy password is Heron-Silver-9902 for staging.").memory
+    process_pending()
+    proposal = Proposal.objects.get(target_memory=target)
+    assert "walrus-copper-4417" in proposal.reason  # the copy the purge must reach
+
+    receipt = purge.purge(Request(Scope.MEMORY, memory_id=target.id), reason="leak", actor=ADMIN)
+    assert receipt.verified, receipt.found
+    proposal.refresh_from_db()
+    job = Job.objects.get(pk=proposal.job_id)
+    audit = source.history.get(metadata__proposalId=proposal.id)
+    reply = LlmCall.objects.get(job=job, kind="decide", fact_index=proposal.position)
+    assert (proposal.reason, audit.reason, reply.raw_response) == (PURGED, PURGED, PURGED)
+    assert job.result["proposals"][0]["reason"] == PURGED
+    for row in (proposal.fact_content, str(job.result), reply.prompt):
+        assert "walrus" not in row.lower()
