@@ -141,9 +141,12 @@ def test_reverting_an_update_restores_the_previous_content_exactly(full_job, sto
     # The history is only ever appended to: the pipeline's update is still there.
     assert MemoryHistory.objects.filter(memory=postgres, event="updated").count() == 2
 
+    assert postgres.asserted_by == "agent"  # the original's authority came back with it
     review_writes.revert(proposals["update"].id, reviewer=RITA)
     postgres.refresh_from_db()
     assert (postgres.content, postgres.version) == (UPDATE_FACT, 4)
+    # Found by a QA pass: the undo brought the text back, not who asserted it.
+    assert postgres.asserted_by == "model"
     assert last_event(postgres.id).reason == "revert undone"
     assert Proposal.objects.get(id=proposals["update"].id).reverted_at is None
 

@@ -52,9 +52,12 @@ def _revert_locked(proposal: Proposal, reviewer: Actor, reason: str | None) -> M
     applied = proposal.applied_action  # what the approval did, which may not be the proposal
     if applied == "update":
         if undoing:
+            # Who asserted the applied text comes back with it (a reviewer's edit stays a
+            # person's, which full mode never rewrites), from the snapshot the revert archived.
             restored = {
                 "content": proposal.applied_content or proposal.fact_content,
                 "type": proposal.fact_type,
+                "asserted_by": _previous_text(memory)["asserted_by"],
             }
         else:
             restored = _previous_text(memory)
