@@ -27,10 +27,16 @@ def memory_detail(request, memory_id: str):
     if request.method == "PATCH":
         return JsonResponse(memory_service.modify(request.api_token, memory_id, json_body(request)))
     body = json_body(request, allow_empty=True)
-    # reason and force may also come as query parameters; the body wins when it has them.
-    query = {key: request.GET[key] for key in ("reason", "force") if key in request.GET}
+    # reason, force and ifVersion may also come as query parameters; the body wins when it has
+    # them (an ifVersion in the query was ignored: a stale delete went through).
+    query = {
+        key: request.GET[key] for key in ("reason", "force", "ifVersion") if key in request.GET
+    }
     if "force" in query:  # a query parameter is text: true, 1 or yes
         query["force"] = memory_service.flag(query["force"])
+    if "ifVersion" in query:  # text too: a whole number, or the field's own error
+        text = query["ifVersion"].strip()
+        query["ifVersion"] = int(text) if text.isdigit() else text
     return JsonResponse(memory_service.forget(request.api_token, memory_id, {**query, **body}))
 
 

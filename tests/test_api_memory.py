@@ -288,6 +288,18 @@ def test_patch_needs_a_reason_honours_if_version_and_reports_duplicates(client, 
     assert response.json()["status"] == "no_changes"
 
 
+def test_a_delete_checks_an_if_version_given_in_the_query(client, admin_auth):
+    memory = remember(client, admin_auth, content="Staging resets every Monday")
+    url = f"/api/memory/{memory['id']}"
+    response = client.delete(url + "?reason=old&ifVersion=99", **admin_auth)
+    assert response.status_code == 409 and response.json()["error"] == "version_conflict"
+    response = client.delete(url + "?reason=old&ifVersion=soon", **admin_auth)
+    assert response.status_code == 400 and "ifVersion" in response.json()["message"]
+    assert client.get(url, **admin_auth).json()["isDeleted"] is False
+    response = client.delete(url + "?reason=old&ifVersion=1", **admin_auth)
+    assert response.status_code == 200 and response.json()["status"] == "deleted"
+
+
 def test_delete_is_soft_pinned_needs_force_and_recover_restores(client, admin_auth):
     memory = remember(client, admin_auth, content="Never deploy on Fridays", pinned=True)
     url = f"/api/memory/{memory['id']}"
