@@ -38,6 +38,9 @@ def create_token(
     The token acts for `agent_id` only, unless `multi_agent` (an admin's choice) lets it name
     other agents too. From `expires_at` on (None: never) it is refused. `scopes` None gives
     `ingest`; an empty list, none: the token only reads."""
+    name = (name or "").strip()
+    if not name:  # it is the "who" of every change the token makes, and how it is revoked
+        raise ValueError("a token needs a name: it is who every change it makes is audited as")
     scopes = ["ingest"] if scopes is None else list(scopes)
     unknown = sorted(set(scopes) - set(SCOPES))
     if unknown:

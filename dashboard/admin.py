@@ -133,6 +133,10 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def state(self, obj):
         return "revoked" if obj.revoked else "expired" if obj.expired() else "active"
 
+    def has_add_permission(self, request):
+        # A row added here would hold no token hash (the command makes and shows the token).
+        return False
+
 
 @admin.register(Proposal)
 class ProposalAdmin(ReadOnlyAdmin):

@@ -123,3 +123,19 @@ def test_the_admin_group_cannot_touch_superusers_and_other_roles_stay_out(
 def test_a_member_of_the_admin_group_can_log_in_through_the_admin_login(role_users, client):
     response = client.post("/admin/login/?next=/admin/", {"username": "ada", "password": "pw-ada"})
     assert response.status_code == 302 and response.url == "/admin/"
+
+
+def test_tokens_are_not_added_in_the_admin_where_they_would_have_no_hash(admin_client):
+    """Found by a QA pass: the admin offered "Add api token", and saving it answered 500."""
+    assert admin_client.get("/admin/memory/apitoken/add/").status_code == 403
+    assert admin_client.get("/admin/memory/apitoken/").status_code == 200
+
+
+def test_a_page_refused_without_a_role_named_says_so_plainly(client, django_user_model):
+    """An admin-role user who is not a superuser opening the token list got "needs the  role"."""
+    user = django_user_model.objects.create_user("plain", password="pw-plain-123", is_staff=True)
+    client.force_login(user)
+    page = client.get("/admin/memory/apitoken/")
+    assert page.status_code == 403
+    assert "needs the  role" not in page.content.decode()
+    assert "may not open this page" in page.content.decode()

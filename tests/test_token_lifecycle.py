@@ -347,3 +347,13 @@ def test_serve_access_log_records_paths_without_query_strings_or_referers(tmp_pa
     assert '"GET /login/ HTTP/1.1" 200' in log
     for secret in ("secret-next", "secret-referer", "secret-delete-reason", "?"):
         assert secret not in "\n".join(line for line in log.splitlines() if "HTTP/1.1" in line)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", ["", "   "])
+def test_create_api_token_refuses_a_blank_name(name):
+    """Found by a QA pass: a nameless token was made, and every change it wrote was audited as
+    changed by nobody ("")."""
+    with pytest.raises(CommandError, match="needs a name"):
+        manage("create_api_token", name, "--scopes", "ingest")
+    assert not ApiToken.objects.exists()
