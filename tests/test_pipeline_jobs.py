@@ -332,14 +332,18 @@ def test_a_flagged_contradiction_waits_for_review_in_every_mode(fake_ollama, sto
         assert audit.metadata["contradictionRisk"] is True
 
 
-def test_full_mode_holds_an_update_that_rewrites_a_memory_into_its_end(fake_ollama, store):
-    # "was decommissioned" says as much as "no longer runs": full mode used to apply it.
+def _full_mode_job_on_an_end(fake_ollama, store, action: str) -> Proposal:
+    """The proposal of a full-mode job whose one fact says the billing memory's subject ended."""
     set_mode("full")
     ended = "The billing service on Postgres 14 was decommissioned last week"
-    ScriptedModel(fake_ollama, facts=[ended], decisions={ended: decision("update", store.postgres)})
+    ScriptedModel(fake_ollama, facts=[ended], decisions={ended: decision(action, store.postgres)})
     _, job = run()
+    return Proposal.objects.get(job=job)
 
-    proposal = Proposal.objects.get(job=job)
+
+def test_full_mode_holds_an_update_that_rewrites_a_memory_into_its_end(fake_ollama, store):
+    # "was decommissioned" says as much as "no longer runs": full mode used to apply it.
+    proposal = _full_mode_job_on_an_end(fake_ollama, store, "update")
     assert (proposal.status, proposal.blocked_reason) == ("pending", "contradiction_review")
     assert proposal.contradiction["kind"] == "retraction"
     assert unchanged(store.postgres) and not MemoryCold.objects.exists()
@@ -347,12 +351,7 @@ def test_full_mode_holds_an_update_that_rewrites_a_memory_into_its_end(fake_olla
 
 def test_full_mode_applies_a_delete_of_what_the_fact_says_ended(fake_ollama, store):
     # The end the fact says is what a DELETE does: it is not held for contradicting the memory.
-    set_mode("full")
-    ended = "The billing service on Postgres 14 was decommissioned last week"
-    ScriptedModel(fake_ollama, facts=[ended], decisions={ended: decision("delete", store.postgres)})
-    _, job = run()
-
-    proposal = Proposal.objects.get(job=job)
+    proposal = _full_mode_job_on_an_end(fake_ollama, store, "delete")
     assert (proposal.status, proposal.review_needed) == ("applied", False)
     assert "what a DELETE does" in proposal.contradiction["reason"]
     store.postgres.refresh_from_db()
