@@ -116,6 +116,13 @@ STORE_PLACES: list[Place] = [
     ),
     Place(M, "why", How.EMPTIED, "free text the writer gave with it", elsewhere=False),
     Place(M, "tags", How.EMPTIED, "free words the writer gave with it", elsewhere=False),
+    Place(
+        M,
+        "source_id",
+        How.EMPTIED,
+        "the writer's reference to where it came from; a derived memory's raw memory id stays",
+        elsewhere=False,
+    ),
     *[
         Place(M, name, How.KEPT, note)
         for name, note in (
@@ -124,7 +131,6 @@ STORE_PLACES: list[Place] = [
             ("who", "the writer's name: who and when stay"),
             ("agent_id", "an agent's name"),
             ("source_type", "an origin word"),
-            ("source_id", "the raw memory's id (lineage)"),
             ("extraction_status", "a status word"),
             ("extraction_model", "a model's name"),
             ("embedding_model", "a model's name"),
@@ -135,7 +141,12 @@ STORE_PLACES: list[Place] = [
     Place(H, "old_content", How.REPLACED, "the text before a change"),
     Place(H, "new_content", How.REPLACED, "the text after a change"),
     Place(H, "metadata", How.TEXT_VALUES, "facts, targets and notes inside an audit"),
-    Place(H, "reason", How.SCRUBBED, "who, when, event and reason stay: only copies go"),
+    Place(
+        H,
+        "reason",
+        How.SCRUBBED,
+        "who, when, event and reason stay: only copies go (and, in its own audits, its why)",
+    ),
     *[
         Place(H, name, How.KEPT, "an id, a word or a name")
         for name in ("id", "event", "changed_by")

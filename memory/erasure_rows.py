@@ -17,6 +17,7 @@ from memory import graph, jobs, keyword, vectors
 from memory.content import normalize
 from memory.erasure import HASHERS, PURGED, Copies, How, Place, Texts, scrub, text_values_purged
 from memory.models import (
+    DERIVED_SOURCE_TYPE,
     Embedding,
     Entity,
     Job,
@@ -44,6 +45,8 @@ class StorePlan:
     entity_ids: list[int] = field(default_factory=list)  # left without a mention: deleted
     relations: int = 0  # deleted with those entities
     job_ids: list[str] = field(default_factory=list)
+    # Each memory's `why` (the writer's free text, copied into its "created" audit's reason).
+    whys: dict[str, str] = field(default_factory=dict)
 
     def rows(self) -> dict[str, int]:
         counts = {
@@ -116,6 +119,11 @@ def plan_store(memory_ids: list[str], texts: list[str]) -> StorePlan:
         .count()
     )
     plan.job_ids = list(Job.objects.filter(memory_id__in=ids).values_list("id", flat=True))
+    plan.whys = {
+        pk: why
+        for pk, why in Memory.objects.filter(id__in=ids).values_list("id", "why")
+        if why and why.strip()
+    }
     return plan
 
 
@@ -146,27 +154,32 @@ def erase_store_in_transaction(plan: StorePlan, texts: Texts, *, by: str, at) ->
         updated_by=by,
         embedding_model=None,
     )
-    _wipe_audits(plan.history_ids, texts)
+    # The caller's own reference (sourceId: "dm with ... re her allergy") goes with the text; a
+    # derived memory's names its raw memory (lineage) and stays.
+    Memory.objects.filter(id__in=ids).exclude(source_type=DERIVED_SOURCE_TYPE).update(
+        source_id=None
+    )
+    _wipe_audits(plan.history_ids, texts, plan.whys)
     MemoryCold.objects.filter(pk__in=plan.cold_ids).delete()
     _drop_mentions(plan)
     _drop_vectors([eid for eid, _, _ in plan.embeddings])
     _wipe_jobs(plan.job_ids, texts)
 
 
-def _wipe_audits(history_ids: list[str], texts: Texts) -> None:
+def _wipe_audits(history_ids: list[str], texts: Texts, whys: dict[str, str]) -> None:
     rows = MemoryHistory.objects.filter(id__in=history_ids).values_list(
-        "id", "old_content", "new_content", "reason", "metadata"
+        "id", "memory_id", "old_content", "new_content", "reason", "metadata"
     )
     prepare = MemoryHistory._meta.get_field("metadata").get_db_prep_save
     changed = [
         (
             None if old is None else PURGED,
             None if new is None else PURGED,
-            scrub(reason, texts),
+            _without_why(scrub(reason, texts), whys.get(memory_id)),
             prepare(text_values_purged(metadata), connection),
             pk,
         )
-        for pk, old, new, reason, metadata in rows
+        for pk, memory_id, old, new, reason, metadata in rows
     ]
     if changed:
         with connection.cursor() as cursor:
@@ -175,6 +188,16 @@ def _wipe_audits(history_ids: list[str], texts: Texts) -> None:
                 "metadata = %s WHERE id = %s",
                 changed,
             )
+
+
+def _without_why(reason: str | None, why: str | None) -> str | None:
+    """An audit reason of a purged memory without the writer's `why` (its "created" event's
+    reason is that text: emptied on the memory, it went on being shown there)."""
+    if not reason or not why:
+        return reason
+    if reason.strip() == why.strip():
+        return PURGED
+    return scrub(reason, Texts.of([why]))
 
 
 def _drop_mentions(plan: StorePlan) -> None:
@@ -295,4 +318,13 @@ def store_leftovers(plan: StorePlan, texts: Texts) -> list[tuple[str, int]]:
             id__in=vectors_left[start : start + 500]
         ).count()
         counts["memories_fts"] += keyword.still_indexed(ids, list(texts.needles), but=PURGED)
+        counts["memories.source_id (the caller's reference)"] += (
+            Memory.objects.filter(id__in=ids, source_id__isnull=False)
+            .exclude(source_type=DERIVED_SOURCE_TYPE)
+            .count()
+        )
+    for memory_id, why in plan.whys.items():
+        counts["memory_history.reason (the writer's why)"] += MemoryHistory.objects.filter(
+            memory_id=memory_id, reason=why
+        ).count()
     return [(where, n) for where, n in counts.items() if n]

@@ -148,10 +148,11 @@ def test_the_purged_memory_is_a_tombstone_with_who_and_when():
     assert (memory.content, memory.normalized_content, memory.content_hash) == (PURGED, PURGED, "")
     assert (memory.why, memory.tags, memory.who, memory.is_deleted) == ("", [], "agent-one", True)
     created = memory.history.get(event="created")
+    # Its reason was the writer's `why`, emptied with the memory: its copy goes too.
     assert (created.new_content, created.changed_by, created.reason) == (
         PURGED,
         "agent-one",
-        "ops channel",
+        PURGED,
     )
     tombstone = memory.history.get(event="purged")
     assert tombstone.id == receipt.tombstone and tombstone.changed_by == "ada"
@@ -311,3 +312,32 @@ def test_a_reason_quoting_part_of_a_purged_memory_is_replaced_where_it_was_copie
     assert job.result["proposals"][0]["reason"] == PURGED
     for row in (proposal.fact_content, str(job.result), reply.prompt):
         assert "walrus" not in row.lower()
+
+
+def test_the_writers_why_and_reference_go_with_the_purged_memory():
+    """Found by a QA pass: the purge emptied `why` but its copy stayed as the "created" audit's
+    reason, and the caller's sourceId (free text, here naming a person) was kept."""
+    memory = remember(
+        "Allergy note for the team lunch order on Thursday",
+        why="Hortensia Blackwood asked",
+        source_type="chat",
+        source_id="dm with Hortensia Blackwood re her nut allergy",
+    )
+    receipt = purge.purge(Request(Scope.MEMORY, memory_id=memory.id), reason="erasure", actor=ADMIN)
+    assert receipt.verified, receipt.found
+    memory.refresh_from_db()
+    assert (memory.why, memory.source_id, memory.source_type) == ("", None, "chat")
+    created = memory.history.get(event="created")
+    assert created.reason == PURGED and created.changed_by == WRITER.name
+
+
+def test_a_derived_memory_keeps_its_raw_memorys_id_through_a_purge(fake_ollama):
+    set_mode("controlled-write")
+    derived_text = "Priya owns the vault key ring"
+    ScriptedModel(fake_ollama, facts=[fact(derived_text)], decisions={})
+    source = raw("Priya owns the vault key ring, as of today.").memory
+    process_pending()
+    derived = Memory.objects.get(content=derived_text)
+    purge.purge(Request(Scope.MEMORY, memory_id=derived.id), reason="erasure", actor=ADMIN)
+    derived.refresh_from_db()
+    assert derived.source_id == source.id and derived.purged_at is not None
