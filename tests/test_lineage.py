@@ -171,6 +171,33 @@ def test_an_update_by_a_later_proposal_is_linked(fake_ollama):
     assert fates == {"applied"}
 
 
+def test_an_update_a_reviewer_edited_says_so_and_its_reverts_undo_says_what_came_back(
+    fake_ollama,
+):
+    """Found by a QA pass: the target's page told a reviewer's text as the raw memory's UPDATE,
+    and the undo of its revert was labelled "reverted", saying "the previous text is back"."""
+    from pipeline.tasks import process_pending
+
+    set_mode("controlled-write")
+    target = writes.remember(
+        "The worker pool has 4 threads.", actor=Actor("agent-one", "agent"), create_job=False
+    ).memory
+    newer = "The worker pool has 6 threads."
+    ScriptedModel(fake_ollama, facts=[fact(newer)], decisions={newer: decision("update", target)})
+    raw("The worker pool has 6 threads now.")
+    process_pending()
+    proposal = Proposal.objects.get(target_memory=target, action="update")
+    review.approve(proposal.id, RITA, content="The worker pool has 6 threads (8 at peak).")
+    review_writes.revert(proposal.id, reviewer=RITA, reason="wrong")
+    review_writes.revert(proposal.id, reviewer=ADA, reason="it was right")
+    steps = lineage.build(Memory.objects.get(id=target.id))
+    updated = [s for s in steps if s.kind == "updated"]
+    assert "(text edited by the reviewer)." in updated[0].text
+    undo = [s for s in steps if s.kind == "reverted"][-1]
+    assert undo.label == "Revert undone"
+    assert "the text it applied is back" in undo.text and "previous" not in undo.text
+
+
 def test_a_raw_memory_lists_the_facts_derived_and_what_became_of_each(approved, pipeline_run):
     source, proposal, memory = approved
     steps = lineage.build(Memory.objects.get(id=source.id))

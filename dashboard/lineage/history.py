@@ -4,7 +4,7 @@ recoveries, superseded versions) and the proposals from other raw memories that 
 from __future__ import annotations
 
 from dashboard import wording
-from dashboard.lineage.sentences import decider, fate, relabelled
+from dashboard.lineage.sentences import decider, edited, fate, relabelled
 from dashboard.lineage.steps import (
     Link,
     Step,
@@ -59,6 +59,8 @@ def _event_step(event: MemoryHistory, meta: dict, proposal) -> Step:
     if meta.get("revert") or meta.get("undoRevert"):
         text, extra = _revert_text(event, meta, proposal, reason), []
         kind, label, tone = "reverted", "reverted", "warn"
+        if meta.get("undoRevert"):
+            label, tone = "revert undone", "ok"
     elif event.event == "updated":
         text, extra = _update_text(event, meta, proposal, reason)
         kind, label, tone = "updated", "updated", "ok"
@@ -94,6 +96,8 @@ def _revert_text(event: MemoryHistory, meta: dict, proposal, reason: str) -> str
     what = proposal.applied_action.upper() if proposal else "change"
     done = REVERT_RESULTS.get(event.event, event.event)
     if meta.get("undoRevert"):
+        if event.event == "updated":  # the proposal's text is back, not the one before it
+            done = "the text it applied is back"
         return f"{event.changed_by} undid the revert of the {what}: {done}{reason}."
     return f"Reverted by {event.changed_by}: the {what} was undone and {done}{reason}."
 
@@ -111,8 +115,8 @@ def _update_text(event: MemoryHistory, meta: dict, proposal, reason: str) -> tup
     source = proposal.source_memory_id
     text = (
         f"Updated to version {version} by {proposal_link(proposal).label} "
-        f"(UPDATE from raw memory {wording.short_id(source)}), {decider(proposal)}."
-        f"{relabelled(proposal)}"
+        f"(UPDATE from raw memory {wording.short_id(source)}), {decider(proposal)}"
+        f"{' (text edited by the reviewer)' if edited(proposal) else ''}.{relabelled(proposal)}"
     )
     return text, [memory_link(source, f"raw memory {wording.short_id(source)}")]
 
