@@ -15,7 +15,17 @@ from django.db.models.functions import Coalesce
 
 from memory import graph, jobs, keyword, vectors
 from memory.content import normalize
-from memory.erasure import HASHERS, PURGED, Copies, How, Place, Texts, scrub, text_values_purged
+from memory.erasure import (
+    HASHERS,
+    PURGED,
+    PURGED_EVENT,
+    Copies,
+    How,
+    Place,
+    Texts,
+    scrub,
+    text_values_purged,
+)
 from memory.models import (
     DERIVED_SOURCE_TYPE,
     Embedding,
@@ -318,13 +328,18 @@ def store_leftovers(plan: StorePlan, texts: Texts) -> list[tuple[str, int]]:
             id__in=vectors_left[start : start + 500]
         ).count()
         counts["memories_fts"] += keyword.still_indexed(ids, list(texts.needles), but=PURGED)
+        # The tombstone's own reason (the admin's, written after) may say the same words.
+        said = MemoryHistory.objects.filter(memory_id__in=[i for i in ids if i in plan.whys])
+        counts["memory_history.reason (the writer's why)"] += sum(
+            1
+            for memory_id, reason in said.exclude(event=PURGED_EVENT).values_list(
+                "memory_id", "reason"
+            )
+            if reason and reason == plan.whys[memory_id]
+        )
         counts["memories.source_id (the caller's reference)"] += (
             Memory.objects.filter(id__in=ids, source_id__isnull=False)
             .exclude(source_type=DERIVED_SOURCE_TYPE)
             .count()
         )
-    for memory_id, why in plan.whys.items():
-        counts["memory_history.reason (the writer's why)"] += MemoryHistory.objects.filter(
-            memory_id=memory_id, reason=why
-        ).count()
     return [(where, n) for where, n in counts.items() if n]

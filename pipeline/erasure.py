@@ -178,6 +178,7 @@ class PipelinePlan:
     other_calls: list[int] = field(default_factory=list)  # calls of the targeting jobs: scrubbed
     other_jobs: list[str] = field(default_factory=list)  # jobs of the targeting proposals
     other_audits: list[str] = field(default_factory=list)  # their decision audits: scrubbed
+    memory_ids: list[str] = field(default_factory=list)  # the purged memories
     fingerprints: list[int] = field(default_factory=list)
     triples: list[int] = field(default_factory=list)
     replays: list[str] = field(default_factory=list)
@@ -199,7 +200,7 @@ class PipelinePlan:
 
 def plan_pipeline(memory_ids: list[str], job_ids: list[str]) -> PipelinePlan:
     """The domain's rows of these memories (reads only)."""
-    plan = PipelinePlan()
+    plan = PipelinePlan(memory_ids=list(memory_ids))
     made = Q(source_memory_id__in=memory_ids) | Q(created_memory_id__in=memory_ids)
     made |= Q(updated_memory_id__in=memory_ids)
     plan.proposals = sorted(Proposal.objects.filter(made).values_list("id", flat=True))
@@ -226,11 +227,15 @@ def plan_pipeline(memory_ids: list[str], job_ids: list[str]) -> PipelinePlan:
         LlmCall.objects.filter(job_id__in=plan.other_jobs).values_list("pk", flat=True)
     )
     wanted = {pid for pid, _, _ in foreign}
+    # Their decision audits on their raw memories, and the audits of what "keep both" made.
+    made = Proposal.objects.filter(id__in=wanted).exclude(created_memory_id__in=memory_ids)
+    holders = {source for _, _, source in foreign}
+    holders |= set(made.exclude(created_memory_id=None).values_list("created_memory_id", flat=True))
     plan.other_audits = [
         pk
-        for pk, metadata in MemoryHistory.objects.filter(
-            memory_id__in={source for _, _, source in foreign}
-        ).values_list("id", "metadata")
+        for pk, metadata in MemoryHistory.objects.filter(memory_id__in=holders).values_list(
+            "id", "metadata"
+        )
         if isinstance(metadata, dict) and metadata.get("proposalId") in wanted
     ]
     plan.fingerprints = list(
@@ -298,56 +303,89 @@ def erase_pipeline_in_transaction(plan: PipelinePlan, texts: Texts, *, at) -> No
     _scrub_rows(LogEntry, plan.log_entries, ["change_message"], texts)
 
 
-def _decisions_of(ids: list[str]) -> tuple[set[str], Q | None]:
-    """(the jobs of these proposals, a filter of the decide calls that made them)."""
-    rows = list(Proposal.objects.filter(id__in=ids).values_list("job_id", "position"))
-    calls = Q()
-    for job, position in rows:
-        calls |= Q(job_id=job, kind="decide", fact_index=position)
-    return {job for job, _ in rows}, (calls if rows else None)
+def _decide_calls(ids: list[str]) -> tuple[set[str], list[int]]:
+    """(the jobs of these proposals, the decide calls that made them): each proposal's fact
+    index is its call's, matched here (one OR term a proposal would pass SQLite's depth)."""
+    made = set(Proposal.objects.filter(id__in=ids).values_list("job_id", "position"))
+    jobs = {job for job, _ in made}
+    calls = LlmCall.objects.filter(job_id__in=jobs, kind="decide").values_list(
+        "pk", "job_id", "fact_index"
+    )
+    return jobs, [pk for pk, job, index in calls if (job, index) in made]
+
+
+def _reason_audits(plan: PipelinePlan) -> list[str]:
+    """The audits that carry the model's reason for one of the plan's proposals: their decision
+    audits, and the purged memories' own changes they made (a reviewer's "reviewed" audit holds
+    a person's words, kept, and scrubbed of copies)."""
+    ids = {*plan.proposals, *plan.targeting}
+    own = MemoryHistory.objects.filter(memory_id__in=plan.memory_ids).exclude(event="reviewed")
+    others = MemoryHistory.objects.filter(pk__in=plan.other_audits).exclude(event="reviewed")
+    return [
+        pk
+        for query in (own, others)
+        for pk, metadata in query.values_list("pk", "metadata")
+        if isinstance(metadata, dict) and metadata.get("proposalId") in ids
+    ]
 
 
 def _replace_reasons(plan: PipelinePlan) -> None:
-    """The model's reason for a proposal that points at a purged memory speaks of that memory and
-    may quote any part of it ("from walrus-4417 to ..."), which no search for the whole text
-    finds: it is replaced whole, with its copies in the decision audit, the job's result and the
-    decide call's reply (whose prompt lost the memory's text already)."""
-    ids = set(plan.targeting)
+    """The model's reason for a proposal that made, changed or points at a purged memory speaks
+    of it and may quote any part of it ("from walrus-4417 to ..."), which no search for the
+    whole text finds: it is replaced whole wherever it was copied (the proposal, the audits that
+    carry it, the job's result, the decide call's reply, second opinions on it)."""
+    ids = {*plan.proposals, *plan.targeting}
     if not ids:
         return
-    Proposal.objects.filter(id__in=ids).update(reason=PURGED)
-    audits = [
-        pk
-        for pk, metadata in MemoryHistory.objects.filter(pk__in=plan.other_audits).values_list(
-            "pk", "metadata"
-        )
-        if isinstance(metadata, dict) and metadata.get("proposalId") in ids
-    ]
-    MemoryHistory.objects.filter(pk__in=audits).update(reason=PURGED)
-    jobs, calls = _decisions_of(list(ids))
-    if calls is not None:
-        LlmCall.objects.filter(calls).update(raw_response=PURGED)
+    Proposal.objects.filter(id__in=plan.targeting).update(reason=PURGED)
+    for start in range(0, len(audits := _reason_audits(plan)), 500):
+        MemoryHistory.objects.filter(pk__in=audits[start : start + 500]).exclude(
+            reason=None
+        ).update(reason=PURGED)
+    jobs, calls = _decide_calls(sorted(ids))
+    for start in range(0, len(calls), 500):
+        LlmCall.objects.filter(pk__in=calls[start : start + 500]).update(raw_response=PURGED)
     for pk, result in Job.objects.filter(pk__in=jobs).values_list("pk", "result"):
-        listed = (result or {}).get("proposals") if isinstance(result, dict) else None
+        listed = result.get("proposals") if isinstance(result, dict) else None
         for entry in listed or []:
             if isinstance(entry, dict) and entry.get("id") in ids and entry.get("reason"):
                 entry["reason"] = PURGED
         Job.objects.filter(pk=pk).update(result=result)
+    for pk, results in ReplayRun.objects.filter(pk__in=plan.replays).values_list("pk", "results"):
+        for entry in results or []:
+            if isinstance(entry, dict) and entry.get("proposal") in ids:
+                for side in (entry.get("original"), entry.get("other")):
+                    if isinstance(side, dict):
+                        side.update({k: PURGED for k in ("reason", "raw") if side.get(k)})
+        ReplayRun.objects.filter(pk=pk).update(results=results)
 
 
 def reasons_left(plan: PipelinePlan) -> list[tuple[str, int]]:
-    """Where a reason or reply of a proposal pointing at a purged memory was not replaced (the
-    purge's check: a quoted fragment is found by no text search)."""
-    if not plan.targeting:
+    """Where the model's reason for one of the plan's proposals was not replaced (the purge's
+    check: a quoted fragment is found by no text search)."""
+    ids = {*plan.proposals, *plan.targeting}
+    if not ids:
         return []
-    left = Proposal.objects.filter(id__in=plan.targeting).exclude(reason=PURGED).count()
-    _, calls = _decisions_of(plan.targeting)
-    replies = 0
-    if calls is not None:
-        replies = LlmCall.objects.filter(calls).exclude(raw_response=PURGED).count()
+    left = Proposal.objects.filter(id__in=ids).exclude(reason=PURGED).count()
+    _, calls = _decide_calls(sorted(ids))
+    replies = sum(
+        LlmCall.objects.filter(pk__in=calls[start : start + 500])
+        .exclude(raw_response=PURGED)
+        .count()
+        for start in range(0, len(calls), 500)
+    )
+    audits = _reason_audits(plan)
+    kept = sum(
+        MemoryHistory.objects.filter(pk__in=audits[start : start + 500])
+        .exclude(reason=None)
+        .exclude(reason=PURGED)
+        .count()
+        for start in range(0, len(audits), 500)
+    )
     named = [
-        ("pipeline_proposals.reason of proposals pointing at it", left),
+        ("pipeline_proposals.reason (the model's, about a purged memory)", left),
         ("pipeline_llm_calls.raw_response of their decide calls", replies),
+        ("memory_history.reason (the model's, about a purged memory)", kept),
     ]
     return [(where, n) for where, n in named if n]
 

@@ -284,34 +284,63 @@ def test_open_proposals_that_would_change_a_purged_memory_leave_the_queue_cancel
     )
 
 
-def test_a_reason_quoting_part_of_a_purged_memory_is_replaced_where_it_was_copied(fake_ollama):
-    """Found by a QA pass: the model's reason for another memory's UPDATE of the purged one
-    quoted its password ("from walrus-copper-4417 to ..."), and it stayed in the proposal, the
-    decision audit, the job's result and the model's reply, under a purge reported verified."""
+QUOTING = 'The value changed from "walrus-copper-4417" to "heron-silver-9902"'
+
+
+def _an_update_quoting_its_target(fake_ollama) -> tuple[Memory, Memory, Proposal]:
+    """(its target, its raw memory, the proposal) of an UPDATE whose model reason quotes a part
+    of the target's text (controlled-write: it waits for a reviewer)."""
     set_mode("controlled-write")
     target = remember("The deploy password is Walrus-Copper-4417 for staging")
     update = "The deploy password is Heron-Silver-9902 for staging"
-    quoting = 'The value changed from "walrus-copper-4417" to "heron-silver-9902"'
     ScriptedModel(
         fake_ollama,
         facts=[fact(update)],
-        decisions={update: {**decision("update", target), "reason": quoting}},
+        decisions={update: {**decision("update", target), "reason": QUOTING}},
     )
-    source = raw("Rotated: the deploy password is Heron-Silver-9902 for staging.").memory
+    source = raw("Rotated today: staging's deploy password is now Heron-Silver-9902.").memory
     process_pending()
-    proposal = Proposal.objects.get(target_memory=target)
-    assert "walrus-copper-4417" in proposal.reason  # the copy the purge must reach
+    return target, source, Proposal.objects.get(target_memory=target)
 
+
+@pytest.mark.parametrize("approved", [False, True])
+def test_a_reason_quoting_part_of_a_purged_memory_is_replaced_where_it_was_copied(
+    fake_ollama, approved
+):
+    """Found by a QA pass and a second reviewer: the model's reason for another memory's UPDATE
+    of the purged one quoted its password, and it stayed in the proposal, its audits (the
+    target's own "updated" one when approved), the job's result and the model's reply, under a
+    purge reported verified."""
+    target, source, proposal = _an_update_quoting_its_target(fake_ollama)
+    if approved:
+        review.approve(proposal.id, ADMIN, note="rotated, checked")
     receipt = purge.purge(Request(Scope.MEMORY, memory_id=target.id), reason="leak", actor=ADMIN)
     assert receipt.verified, receipt.found
     proposal.refresh_from_db()
     job = Job.objects.get(pk=proposal.job_id)
-    audit = source.history.get(metadata__proposalId=proposal.id)
     reply = LlmCall.objects.get(job=job, kind="decide", fact_index=proposal.position)
-    assert (proposal.reason, audit.reason, reply.raw_response) == (PURGED, PURGED, PURGED)
+    assert (proposal.reason, reply.raw_response) == (PURGED, PURGED)
     assert job.result["proposals"][0]["reason"] == PURGED
-    for row in (proposal.fact_content, str(job.result), reply.prompt):
-        assert "walrus" not in row.lower()
+    trails = [*source.history.all(), *Memory.objects.get(id=target.id).history.all()]
+    assert not [a.event for a in trails if "walrus" in f"{a.reason} {a.metadata}".lower()]
+    # A reviewer's own words on the memory that stays are theirs: kept.
+    notes = [a.reason for a in source.history.filter(event="reviewed")]
+    assert notes == (["rotated, checked"] if approved else [])
+
+
+def test_a_purge_reaches_the_reasons_of_many_proposals_pointing_at_a_memory(fake_ollama):
+    """Found by a second reviewer: one SQL term a proposal passed SQLite's depth limit (1000),
+    and the purge of a much-repeated memory failed."""
+    target, _, proposal = _an_update_quoting_its_target(fake_ollama)
+    clones = []
+    for n in range(1100):
+        clone = Proposal.objects.get(pk=proposal.pk)
+        clone.pk, clone.position, clone.status = None, 100 + n, ProposalStatus.REJECTED
+        clones.append(clone)
+    Proposal.objects.bulk_create(clones)
+    receipt = purge.purge(Request(Scope.MEMORY, memory_id=target.id), reason="leak", actor=ADMIN)
+    assert receipt.verified, receipt.found
+    assert not Proposal.objects.filter(target_memory_id=target.id).exclude(reason=PURGED).exists()
 
 
 def test_the_writers_why_and_reference_go_with_the_purged_memory():
@@ -329,6 +358,15 @@ def test_the_writers_why_and_reference_go_with_the_purged_memory():
     assert (memory.why, memory.source_id, memory.source_type) == ("", None, "chat")
     created = memory.history.get(event="created")
     assert created.reason == PURGED and created.changed_by == WRITER.name
+
+
+def test_a_purge_whose_reason_says_the_writers_why_again_still_verifies():
+    """Found by a second reviewer: the tombstone's own reason counted as a copy of the why."""
+    memory = remember("Allergy note for the team lunch on Friday", why="user request")
+    receipt = purge.purge(
+        Request(Scope.MEMORY, memory_id=memory.id), reason="user request", actor=ADMIN
+    )
+    assert receipt.verified, receipt.found
 
 
 def test_a_derived_memory_keeps_its_raw_memorys_id_through_a_purge(fake_ollama):
