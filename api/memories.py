@@ -36,7 +36,7 @@ def memory_detail(request, memory_id: str):
         query["force"] = memory_service.flag(query["force"])
     if "ifVersion" in query:  # text too: a whole number, or the field's own error
         text = query["ifVersion"].strip()
-        query["ifVersion"] = int(text) if text.isdigit() else text
+        query["ifVersion"] = int(text) if text.isascii() and text.isdigit() else text
     return JsonResponse(memory_service.forget(request.api_token, memory_id, {**query, **body}))
 
 
