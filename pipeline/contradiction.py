@@ -14,10 +14,10 @@ texts that each say something the other does not in the same place are about dif
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from memory.words import NEGATIONS, STOP_WORDS
+from pipeline.contradiction_text import joined, root, stem, switched, tokenize
 from pipeline.contradiction_words import (
     ANTONYM_PAIRS,
     AUXILIARIES,
@@ -26,17 +26,18 @@ from pipeline.contradiction_words import (
     CLAUSE_BREAKS,
     DETERMINERS,
     ENDING_VERBS,
+    FELL,
     FILLERS,
     IRREGULAR_DONE,
     MIN_PREFIXED_STEM,
     NEGATING_PREFIXES,
+    NOT_YET,
     ORDERING,
+    PASSIVE_DONE,
     PHRASAL_ENDINGS,
     PLACE_WORDS,
     POSITIONAL_PAIRS,
     RECURRING,
-    SWITCH_VERBS,
-    SWITCHED,
     SYNONYMS,
 )
 
@@ -61,111 +62,7 @@ NEGATION_REACH = 4
 NEGATED_WORDS = 2
 
 
-_ADVERB_ENDINGS = ("ously", "ally", "ively", "ently", "antly", "fully", "lessly")
-_APOSTROPHES = re.compile(r"[\u2018\u2019\u02bc\u0060\u00b4]")
-_NEGATIVE_CONTRACTION = re.compile(r"(\w)n't\b")
-# Letters and digits in any script; underscores and punctuation separate tokens.
-_WORD = re.compile(r"[^\W_]+")
-# A negation joined by a hyphen ("no-longer", "not-allowed") stays a negation: split it off.
-_HYPHENATED_NEGATION = re.compile(r"\b(no|not|never)-(?=[a-z])")
-_HYPHENATED = re.compile(r"(?<=[a-z0-9])-(?=[a-z0-9])")
-
-
-def tokenize(text: str) -> list[str]:
-    """Lowercase word tokens of two or more characters; "don't" becomes the single token "dont"."""
-    if not isinstance(text, str):
-        return []
-    text = _APOSTROPHES.sub("'", text.lower())
-    text = _NEGATIVE_CONTRACTION.sub(r"\1nt", text)
-    text = _HYPHENATED_NEGATION.sub(r"\1 ", text)
-    # "billing-api" is one name, not two shared words: otherwise any two sentences about the same
-    # service would count as overlapping.
-    text = _HYPHENATED.sub("", text)
-    return [token for token in _WORD.findall(text) if len(token) >= 2]
-
-
-def stem(word: str) -> str:
-    """A light suffix stemmer for comparison only: allows / allowed / allowing -> "allow",
-    denies / denied -> "deny", enables / enabled -> "enabl". Not a dictionary form."""
-    if word == "using":  # like "uses" and "used": too short for the "-ing" rule below
-        return "us"
-    # Adverbs of adjectives: "synchronously" -> "synchronous" (not "apply" or "reply").
-    if len(word) > 6 and word.endswith(_ADVERB_ENDINGS):
-        word = word[:-2]
-    if len(word) > 4 and word.endswith("ies"):
-        word = word[:-3] + "y"
-    elif len(word) > 4 and word.endswith(("sses", "shes", "ches", "xes", "zes")):
-        word = word[:-2]
-    elif len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        word = word[:-1]
-    if len(word) > 4 and word.endswith("ied"):
-        word = word[:-3] + "y"
-    elif len(word) > 5 and word.endswith("ing"):
-        word = word[:-3]
-    elif len(word) > 3 and word.endswith("ed"):
-        # "used" -> "us" like "use" below; "allowed" -> "allow".
-        word = word[:-2] if len(word) > 4 else word[:-1]
-    # "stopped" -> "stopp" -> "stop", "cancelled" -> "cancel"; "pass" and "buzz" keep theirs.
-    if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "sz":
-        word = word[:-1]
-    if len(word) > 2 and word.endswith("e"):
-        word = word[:-1]
-    return word
-
-
-_SYNONYM_OF = {stem(a): stem(b) for a, b in SYNONYMS}
-# Endings that make a noun of a verb: "owner" / "owns", "ownership", "requirement", "deployment".
-_DERIVED = ("ership", "ement", "ment", "ion", "er")
-_MIN_ROOT = 3
-
-
-def root(stem_: str) -> str:
-    """What a stem means for comparison: "owner" and "owns" -> "own", "need" -> "requir"."""
-    stem_ = _SYNONYM_OF.get(stem_, stem_)
-    for ending in _DERIVED:
-        plain = stem_[: -len(ending)]
-        if stem_.endswith(ending) and len(plain) >= _MIN_ROOT:
-            return plain
-    return stem_
-
-
 _ANTONYMS = tuple((stem(a), stem(b)) for a, b in ANTONYM_PAIRS)
-
-
-def switched(tokens: list[str], said: list[str] | None = None) -> list[str]:
-    """ "turned on" / "switched off" as "enabled" / "disabled", so the antonym pair finds them.
-    With `said` (the words as written, one per token), it is kept in step: "switched off"."""
-    out: list[str] = []
-    words: list[str] = []
-    for token, word in zip(tokens, said or tokens, strict=True):
-        if token in SWITCHED and out and out[-1] in SWITCH_VERBS:
-            out[-1] = SWITCHED[token]
-            words[-1] += f" {word}"
-        else:
-            out.append(token)
-            words.append(word)
-    if said is not None:
-        said[:] = words
-    return out
-
-
-def joined(tokens: list[str], other: frozenset[str], said: list[str] | None = None) -> list[str]:
-    """Two neighbouring words as the one word the other text writes ("on call" / "on-call",
-    which the tokenizer makes "oncall"); `said` kept in step, as in `switched`."""
-    out: list[str] = []
-    words: list[str] = []
-    for token, word in zip(tokens, said or tokens, strict=True):
-        if out and out[-1] + token in other:
-            out[-1] += token
-            words[-1] += f" {word}"
-        else:
-            out.append(token)
-            words.append(word)
-    if said is not None:
-        said[:] = words
-    return out
-
-
 _POSITIONAL = tuple((stem(a), stem(b)) for a, b in POSITIONAL_PAIRS)
 
 
@@ -526,41 +423,63 @@ _PHRASAL = {
 }
 
 
-def _ended(side: _Side) -> list[int]:
-    """Where the text says, as done, that what it names ended ("was decommissioned", "got shut
-    down"); not a schedule ("shut down every night"), an adjective ("the deprecated API") or an
-    end negated ("was not cancelled")."""
+def _ended(side: _Side) -> list[tuple[int, int, bool]]:
+    """(its verb, its last word, passive) of each end the text says as done: "was
+    decommissioned", "has been lifted", "got shut down" (passive), "we dropped the rule"
+    (active). Not a plan, habit or state ("will be deprecated", "plan to shut down", "is
+    terminated at the load balancer", "are archived after 90 days"), a schedule ("every
+    night"), a value that fell ("dropped to 40 ms"), an adjective ("the deprecated API",
+    "Removed features are ..."), or an end negated ("was not cancelled")."""
     found = []
-    for i, token in enumerate(side.tokens):
-        done = token.endswith("ed") or token in IRREGULAR_DONE
-        before = side.tokens[i - 1] if i else ""
-        after = side.tokens[i + 1] if i + 1 < len(side.tokens) else ""
-        if after in _PHRASAL and side.stems[i] in _PHRASAL[after]:
+    tokens = side.tokens
+    for at, token in enumerate(tokens):
+        verb = at
+        after = tokens[at + 1] if at + 1 < len(tokens) else ""
+        if after in _PHRASAL and side.stems[at] in _PHRASAL[after]:
             continue  # "shut down": found at its particle, with its verb
-        if token in _PHRASAL and i and side.stems[i - 1] in _PHRASAL[token]:
-            done = before.endswith("ed") or before in IRREGULAR_DONE
-        elif side.stems[i] not in _ENDING or before in DETERMINERS or token in CEASING:
+        if token in _PHRASAL and at and side.stems[at - 1] in _PHRASAL[token]:
+            verb = at - 1
+        elif side.stems[at] not in _ENDING or token in CEASING:
             continue  # "stopped the deploy" is one act; "stopped deploying" a negation
-        if done and not side.negated(i) and not set(side.tokens[i:]) & RECURRING:
-            found.append(i)
+        before = tokens[verb - 1] if verb else ""
+        done = tokens[verb].endswith("ed") or tokens[verb] in IRREGULAR_DONE
+        if not done or before in NOT_YET or before in DETERMINERS or side.negated(at):
+            continue
+        if set(tokens[at:]) & RECURRING:  # "the monthly sessions were dropped" is an end
+            continue
+        passive = before in PASSIVE_DONE
+        if not passive and (verb == 0 or after in FELL):
+            continue
+        found.append((verb, at, passive))
     return found
 
 
 def _retraction(fact: _Side, existing: _Side, overlap: list[str]) -> Contradiction | None:
     """The new fact says that what the memory states ended ("the hiring freeze was lifted" / "the
-    hiring freeze stays in effect"); not when the memory is negated or speaks of an end itself,
-    or the two are about different things."""
+    hiring freeze stays in effect"): said of the same thing (what the fact says before the end
+    does not set the two apart, and what an active verb ended is what the memory speaks of);
+    not when the memory is negated or speaks of an end itself."""
     if existing.negations or _ended(existing) or existing.stem_set & _ENDING:
         return None
-    for at in _ended(fact):
-        # A particle's verb is part of the end too ("phased out").
-        said = {at, at - 1} if fact.tokens[at] in _PHRASAL else {at}
-        if _apart(fact, existing, said, set(), range(0)):
+    for verb, at, passive in _ended(fact):
+        if _apart(fact, existing, set(range(verb, at + 1)), set(), range(verb)):
             continue
-        word = " ".join(fact.said[min(said) : at + 1])
+        if not passive and not _object_stated(fact, existing, at):
+            continue  # "the team cancelled the retro" / "the team owns checkout"
+        word = " ".join(fact.said[verb : at + 1])
         reason = f'The new fact says it ended ("{word}") while the existing memory says it holds'
         return Contradiction(True, "retraction", overlap, "fact", None, reason, word)
     return None
+
+
+def _object_stated(fact: _Side, existing: _Side, at: int) -> bool:
+    """Whether the memory says at least half of what an active verb at `at` ended (its object:
+    the content words after it, to the clause's end)."""
+    cut = next(
+        (j for j in range(at + 1, len(fact.tokens)) if fact.tokens[j] in CLAUSE_BREAKS), None
+    )
+    roots = {fact.roots[j] for j in fact.content() if at < j < (cut or len(fact.tokens))}
+    return bool(roots) and 2 * len(roots & existing.content_roots()) >= len(roots)
 
 
 def detect(fact_text: str, existing_text: str | None) -> Contradiction:

@@ -142,7 +142,9 @@ PHRASAL_ENDINGS: dict[str, tuple[str, ...]] = {
     "out": ("phase",),
 }
 # "shut down every night" is a schedule, not an end.
-RECURRING = frozenset(["every", "each", "daily", "nightly", "weekly", "hourly", "monthly"])
+RECURRING = frozenset(
+    ["every", "each", "daily", "nightly", "weekly", "hourly", "monthly", "night", "nights"]
+)
 
 
 def _word_set(text: str) -> frozenset[str]:
@@ -199,6 +201,16 @@ BE_OR_GET = frozenset(
 # Past forms that do not end in "-ed": "was shut", "has been withdrawn".
 IRREGULAR_DONE = frozenset(["shut", "sunset", "quit", "withdrawn", "withdrew", "taken", "took"])
 IRREGULAR_DONE |= frozenset(["wound", "spun"])
+# Before an ending verb: said as done in the passive ("was lifted", "has been retired", "got
+# shut down"); a plan, a habit or a state, not an end ("will be deprecated", "to shut down",
+# "is terminated at the load balancer", "are archived after 90 days").
+PASSIVE_DONE = frozenset(["was", "were", "been", "got", "gotten"])
+NOT_YET = frozenset(
+    ["to", "will", "would", "should", "must", "can", "could", "may", "might", "shall", "is", "are"]
+    + ["am", "be", "being", "gets", "get", "getting"]
+)
+# After an active ending verb: a value that fell ("latency dropped to 40 ms", "by 30%").
+FELL = frozenset(["to", "by", "from", "below", "under", "into"])
 # Before an ending word, these make it a name's adjective ("the deprecated v1 API"), not an end.
 DETERMINERS = frozenset(["the", "a", "an", "our", "its", "their", "this", "that", "these", "those"])
 
