@@ -108,6 +108,7 @@ class SettingsForm(forms.Form):
         self.after: dict[str, Any] | None = None
         self.risky: list[str] = []
         self.prefilled: dict[str, Any] = {}
+        self.clashes: list[str] = []
         setting_fields = {}
         for key, spec in FIELDS.items():
             common = {"label": key, "help_text": spec.help, "initial": self.flat_current[key]}
@@ -174,6 +175,7 @@ class SettingsForm(forms.Form):
             for key, value in edited.items()
             if loaded[key] != self.flat_current[key] != value
         ]
+        self.clashes = clashes  # the preview says them too
         if clashes:
             raise forms.ValidationError(
                 "Someone changed these settings since this page was opened: "

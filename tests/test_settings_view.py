@@ -144,6 +144,10 @@ def test_a_setting_changed_by_two_admins_at_once_is_refused_and_names_it(admin_c
     assert "minFactConfidenceForWrite is now 0.8 (it was 0.7 here)" in page
     assert config_json(get_config())["minFactConfidenceForWrite"] == 0.8
     assert ConfigChange.objects.count() == 1
+    # The live preview says it too, before anyone presses Save (second review).
+    preview = admin_client_role.post(URL, {**data, "preview": "1"}, HTTP_HX_REQUEST="true")
+    text = preview.content.decode()
+    assert 'data-testid="settings-clash"' in text and "No setting differs" not in text
 
 
 def test_admin_saves_with_htmx_and_gets_the_main_fragment(admin_client_role, hx):
