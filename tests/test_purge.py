@@ -328,6 +328,17 @@ def test_a_reason_quoting_part_of_a_purged_memory_is_replaced_where_it_was_copie
     assert notes == (["rotated, checked"] if approved else [])
 
 
+def test_a_quoting_reason_leaves_the_trail_of_what_keep_both_made(fake_ollama):
+    """ "Keep both" makes a new memory whose "created" audit repeats the model's reason."""
+    target, _, proposal = _an_update_quoting_its_target(fake_ollama)
+    review.approve(proposal.id, ADMIN, action="add")  # keep both, from the API: no note
+    made = Memory.objects.get(id=Proposal.objects.get(pk=proposal.pk).created_memory_id)
+    assert "walrus" in made.history.get(event="created").reason.lower()
+    receipt = purge.purge(Request(Scope.MEMORY, memory_id=target.id), reason="leak", actor=ADMIN)
+    assert receipt.verified, receipt.found
+    assert "walrus" not in (made.history.get(event="created").reason or "").lower()
+
+
 def test_a_purge_reaches_the_reasons_of_many_proposals_pointing_at_a_memory(fake_ollama):
     """Found by a second reviewer: one SQL term a proposal passed SQLite's depth limit (1000),
     and the purge of a much-repeated memory failed."""
