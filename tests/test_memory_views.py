@@ -135,6 +135,28 @@ def test_search_finds_by_keyword_and_shows_scores(viewer_client, hx):
     assert "<html" not in fragment and f"memory-{hit.id}" in fragment
 
 
+def test_a_search_filters_inside_itself_and_says_when_it_shows_only_the_best(
+    viewer_client, monkeypatch
+):
+    """Found by a QA pass: the page filtered the search's best 50 afterwards (2 of 9 procedural
+    matches shown) and said nothing about the matches past them."""
+    from dashboard.views import memories as memory_views
+
+    monkeypatch.setattr(memory_views, "SEARCH_K", 3)
+    facts = [remember(f"Postgres {i} on Postgres") for i in range(5)]  # ranked first
+    steps = [
+        remember(f"Step {i}: restart Postgres after the maintenance window", type="procedural")
+        for i in range(2)
+    ]
+    for i in range(8):
+        remember(f"Unrelated note number {i} about lunch")
+    body = viewer_client.get("/memories/", {"q": "postgres", "type": "procedural"}).content.decode()
+    assert all(f"memory-{step.id}" in body for step in steps)
+    assert not any(f"memory-{fact.id}" in body for fact in facts)
+    capped = viewer_client.get("/memories/", {"q": "postgres billing"}).content.decode()
+    assert "Showing the best 3 matches" in capped
+
+
 def test_hostile_search_text_never_breaks_the_page(viewer_client):
     remember("Billing runs on Postgres 16")
     for q in ('billing: "postgres', "NEAR(a b)", "***", "AND OR NOT"):

@@ -46,7 +46,7 @@ from pipeline.expiry import outlook as expiry_outlook
 from pipeline.models import Proposal
 
 PAGE_SIZE = 50
-SEARCH_K = 50
+SEARCH_K = 200  # the best matches a search shows, ranked
 SNIPPET_CHARS = 240
 META_VALUE_CHARS = 140
 
@@ -81,14 +81,34 @@ def _filtered(filters: dict[str, str]):
     return feedback.reported(memories, filters["feedback"])
 
 
-def _search(q: str, agents: list[str]) -> tuple[dict[str, Hit], list[str]]:
-    """Hybrid search over each agent's live memories; the query is embedded once, up front."""
-    recalled = memory_ops.recall(q, agents, k=SEARCH_K)
+def _search_filter(filters: dict[str, str]) -> Q | None:
+    """The list's filters a search applies inside itself (a search looks at live memories)."""
+    where = Q()
+    if filters["type"]:
+        where &= Q(type=filters["type"])
+    if filters["who"]:
+        where &= Q(who__icontains=filters["who"])
+    if filters["pinned"]:
+        where &= Q(pinned=filters["pinned"] == "yes")
+    if filters["origin"] == "derived":
+        where &= Q(source_type=DERIVED_SOURCE_TYPE)
+    elif filters["origin"] == "raw":
+        where &= ~Q(source_type=DERIVED_SOURCE_TYPE)
+    return where or None
+
+
+def _search(filters: dict[str, str], agents: list[str]) -> tuple[dict[str, Hit], list[str]]:
+    """Hybrid search over each agent's live memories that the filters admit (inside the search:
+    filtering its best SEARCH_K afterwards showed 2 of 9 procedural matches); the query is
+    embedded once, up front."""
+    recalled = memory_ops.recall(filters["q"], agents, k=SEARCH_K, where=_search_filter(filters))
     warnings = (
         ["The embedding server is unavailable: keyword matches only."]
         if recalled.keyword_only
         else []
     )
+    if len(recalled.hits) >= SEARCH_K:
+        warnings.append(f"Showing the best {SEARCH_K} matches: add words or filters to see others.")
     return {hit.memory_id: hit for hit in recalled.hits}, warnings
 
 
@@ -108,7 +128,7 @@ def memory_list(request: HtmxHttpRequest):
     memories = _filtered(filters)
     warnings: list[str] = []
     if filters["q"]:
-        hits, warnings = _search(filters["q"], [filters["agent"]] if filters["agent"] else agents)
+        hits, warnings = _search(filters, [filters["agent"]] if filters["agent"] else agents)
         rows = list(memories.filter(id__in=list(hits)))
         for row in rows:
             row.hit = hits[row.id]
