@@ -54,6 +54,16 @@ def purge_store(request):
             "holding it)",
             code="invalid_scope",
         )
+    if text is not None and not request.api_token.multi_agent:
+        # A text is looked for in every agent's memories: an answer that depended on what other
+        # agents hold (refused for them, or nothing to purge) would tell this token about them.
+        raise BadRequest(
+            f"a purge by text looks at every agent's memories, and this token belongs to agent "
+            f"'{request.api_token.agent_id}': purge by agent or memory by memory, or use a token "
+            "that may act for any agent (create_api_token --multi-agent)",
+            403,
+            "forbidden",
+        )
     purge = (
         Request(Scope.AGENT, agent=agent) if agent is not None else Request(Scope.TEXT, text=text)
     )

@@ -156,12 +156,12 @@ def test_a_bad_memory_purge_gets_a_clear_error_and_writes_nothing(
     ],
 )
 def test_a_bad_store_purge_gets_a_clear_error_and_writes_nothing(
-    client, admin_auth, body, status, code
+    client, multi_admin, body, status, code
 ):
     remember(f"The billing key is {KEY} for the staging cluster.")
-    client.get("/api/health", **admin_auth)
+    client.get("/api/health", **multi_admin)
     before = snapshot()
-    response = post(client, admin_auth, "/api/purge", body)
+    response = post(client, multi_admin, "/api/purge", body)
     assert (response.status_code, response.json()["error"]) == (status, code), response.json()
     assert snapshot() == before
 
@@ -178,6 +178,19 @@ def test_only_the_admin_scope_purges_and_only_for_its_agents(client, review_auth
     assert anonymous.status_code == 401
     assert client.get("/api/purge", **admin_auth).status_code == 405
     assert not Memory.objects.filter(purged_at__isnull=False).exists()
+
+
+@pytest.mark.parametrize("text", ["A note of another agent", "no memory holds this"])
+def test_a_token_of_one_agent_cannot_purge_by_text_whoever_holds_it(client, admin_auth, text):
+    """Found by a QA pass: a single-agent admin token's dry run answered 403 when another agent
+    held the text and 409 when nobody did, telling it what other agents' memories say."""
+    remember("A note of another agent about its work.", agent="elsewhere")
+    before = snapshot()
+    body = {"text": text, "reason": "x", "dryRun": True}
+    response = post(client, admin_auth, "/api/purge", body)
+    assert (response.status_code, response.json()["error"]) == (403, "forbidden")
+    assert "looks at every agent's memories" in response.json()["message"]
+    assert snapshot() == before
 
 
 def test_an_unknown_or_purged_memory_is_refused(client, admin_auth):
