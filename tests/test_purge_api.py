@@ -193,6 +193,15 @@ def test_a_token_of_one_agent_cannot_purge_by_text_whoever_holds_it(client, admi
     assert snapshot() == before
 
 
+@pytest.mark.parametrize("agent", ["elsewhere", "nobody-ever"])
+def test_a_token_of_one_agent_is_refused_another_agent_whether_it_exists_or_not(
+    client, admin_auth, agent
+):
+    remember("A note of another agent about its work.", agent="elsewhere")
+    response = post(client, admin_auth, "/api/purge", {"agent": agent, "reason": "x"})
+    assert (response.status_code, response.json()["error"]) == (403, "forbidden")
+
+
 def test_an_unknown_or_purged_memory_is_refused(client, admin_auth):
     missing = post(client, admin_auth, "/api/memory/no-such-id/purge", {"reason": "x"})
     assert (missing.status_code, missing.json()["error"]) == (404, "not_found")
