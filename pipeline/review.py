@@ -415,6 +415,11 @@ def retry_job(job_id: str, actor: Actor) -> Job:
     return job_writes.retry_job(job_id, actor=actor)
 
 
+def retryable(job: Job) -> bool:
+    """Whether retry_job would send this job back to the queue now."""
+    return job_writes.retry_refusal(job) is None
+
+
 def update_config(changes: dict[str, Any], *, changed_by: str, reason: str) -> dict[str, Any]:
     """Save a config change (validated first, logged with who, when, why, before and after) and
     return the whole config JSON; a ConfigError names the first problem."""

@@ -250,6 +250,23 @@ def test_viewer_sees_no_retry_button_and_cannot_retry(viewer_client, dead_job):
     assert job.status == JobStatus.DEAD and job.attempts == 3
 
 
+def test_a_cancelled_job_whose_memory_has_a_new_job_offers_no_retry(reviewer_client):
+    """Found by a QA pass: the page offered Retry on a cancelled job that a recovery had already
+    replaced, and every click was refused ("this one is not needed")."""
+    from memory import writes
+
+    result = remember("The release train leaves every Thursday.", actor=AGENT)
+    writes.forget(result.memory.id, actor=AGENT, reason="wrong train")
+    old = Job.objects.get(id=result.job.id)
+    assert old.status == JobStatus.CANCELLED
+    page = reverse("dashboard:job", args=[old.id])
+    writes.recover(result.memory.id, actor=AGENT, reason="right after all")
+    assert Job.objects.filter(memory_id=result.memory.id, status=JobStatus.PENDING).exists()
+    assert "Retry this job" not in reviewer_client.get(page).content.decode()
+    Job.objects.filter(memory_id=result.memory.id).exclude(id=old.id).delete()
+    assert "Retry this job" in reviewer_client.get(page).content.decode()
+
+
 def test_reviewer_retries_a_dead_job(reviewer_client, dead_job):
     html = reviewer_client.get(reverse("dashboard:job", args=[dead_job.id])).content.decode()
     assert "Retry this job" in html

@@ -134,7 +134,7 @@ def _job_context(request, job: Job, *, notice: tuple[str, str] | None = None) ->
         "job": _decorate(job, timezone.now()),
         "live": job.status in LIVE,
         "running": job.status == JobStatus.LEASED,  # a worker holds its lease now
-        "can_retry": _retryable(job) and has_role(request.user, "reviewer"),
+        "can_retry": has_role(request.user, "reviewer") and reviewing.retryable(job),
         "facts": result.get("facts") or [],
         "entities": result.get("entities") or [],
         "warnings": result.get("warnings") or [],
@@ -151,13 +151,6 @@ def _job_context(request, job: Job, *, notice: tuple[str, str] | None = None) ->
         "calls": calls,
         "notice": notice,
     }
-
-
-def _retryable(job: Job) -> bool:
-    """Dead jobs, and cancelled ones whose memory is live again (forgotten, then recovered)."""
-    if job.status == JobStatus.CANCELLED:
-        return job.memory is not None and not job.memory.is_deleted
-    return job.status == JobStatus.DEAD
 
 
 def _get_job(job_id: str) -> Job:

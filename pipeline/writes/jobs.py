@@ -110,20 +110,16 @@ def fail_job(claim: Claim, error: str, calls: list) -> str | None:
 
 
 def retry_job(job_id: str, *, actor: Actor) -> Job:
-    """A person sends a dead or cancelled job back to the queue with a fresh attempt budget.
-
-    A cancelled job runs again only for a live memory that no other job is extracting or has
-    extracted (a recovered memory may already have a new job): refused otherwise, with the reason.
-    """
+    """A person sends a dead or cancelled job back to the queue with a fresh attempt budget;
+    refused, with the reason, when `retry_refusal` says so."""
     now = timezone.now()
     with transaction.atomic():
         job = job_life.locked(job_id)
         if job is None:
             raise Refused("not_found", f"job {job_id} not found")
-        if job.status not in job_life.RETRYABLE:
-            raise Refused("not_retryable", f"nothing to retry: the job is {job.status}")
-        if job.status == JobStatus.CANCELLED:
-            _check_cancelled_job_can_run(job)
+        refusal = retry_refusal(job)
+        if refusal is not None:
+            raise refusal
         job_life.retry_in_transaction(job, at=now)
         if job.memory_id:
             audit(
@@ -137,17 +133,25 @@ def retry_job(job_id: str, *, actor: Actor) -> Job:
     return Job.objects.get(id=job_id)
 
 
-def _check_cancelled_job_can_run(job: Job) -> None:
+def retry_refusal(job: Job) -> Refused | None:
+    """Why the job cannot go back to the queue, or None (the job page's button asks too): only
+    a dead or cancelled job, and a cancelled one only for a live memory that no other job is
+    extracting or has extracted (a recovered memory may already have a new job). Reads only."""
+    if job.status not in job_life.RETRYABLE:
+        return Refused("not_retryable", f"nothing to retry: the job is {job.status}")
+    if job.status != JobStatus.CANCELLED:
+        return None
     memory = job.memory
     if memory is None or memory.is_deleted:
-        raise Refused("source_forgotten", "the memory is forgotten: recover it first")
+        return Refused("source_forgotten", "the memory is forgotten: recover it first")
     other = job_life.live_or_done(memory.id, other_than=job.id)
     if other is not None:
-        raise Refused(
+        return Refused(
             "already_extracted" if other.status == JobStatus.COMPLETED else "already_queued",
             f"job {other.id} is {other.status} for this memory; this one is not needed",
             jobId=other.id,
         )
+    return None
 
 
 def mark_maintenance_run(at: datetime) -> None:
