@@ -72,6 +72,14 @@ def test_list_htmx_fragment_and_search(viewer_client, graph, hx):
     assert "No entity matches" in empty
 
 
+def test_a_search_too_long_is_an_error_and_lists_no_entity(viewer_client, graph, hx):
+    """Found by a QA pass: a name over 200 characters listed every entity, as if they matched."""
+    body = viewer_client.get(reverse("dashboard:entities"), {"q": "Harbor" * 60}, **hx)
+    text = body.content.decode()
+    assert 'data-testid="search-error"' in text and "at most 200 characters" in text
+    assert ">Harbor<" not in text and ">Alice<" not in text
+
+
 def test_detail_shows_relations_and_memories(viewer_client, graph, hx):
     harbor = graph["harbor"]
     html = viewer_client.get(reverse("dashboard:entity", args=[harbor.pk])).content.decode()

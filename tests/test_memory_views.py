@@ -157,6 +157,16 @@ def test_a_search_filters_inside_itself_and_says_when_it_shows_only_the_best(
     assert "Showing the best 3 matches" in capped
 
 
+def test_a_search_text_too_long_is_an_error_next_to_the_box_and_lists_nothing(viewer_client):
+    """Found by a QA pass: a query over the limit was dropped, and the page listed every memory
+    under the query still in the box, as if they matched."""
+    memory = remember("Billing runs on Postgres 16")
+    body = viewer_client.get("/memories/", {"q": "postgres " * 60}).content.decode()
+    assert 'data-testid="search-error"' in body and 'aria-describedby="mb-q-error"' in body
+    assert f"memory-{memory.id}" not in body
+    assert 'maxlength="500"' in viewer_client.get("/memories/").content.decode()
+
+
 def test_hostile_search_text_never_breaks_the_page(viewer_client):
     remember("Billing runs on Postgres 16")
     for q in ('billing: "postgres', "NEAR(a b)", "***", "AND OR NOT"):

@@ -25,10 +25,12 @@ def entities(request):
     rows = Entity.objects.annotate(
         memory_count=Count("memory_mentions", filter=Q(memory_mentions__memory__is_deleted=False))
     ).order_by("-mentions", "canonical_name", "id")
-    if query:
+    if "q" in form.errors:  # too long: say so, never list every entity as if it matched
+        rows = rows.none()
+    elif query:
         rows = rows.filter(Q(name__icontains=query) | Q(canonical_name__icontains=query))
     page = Paginator(rows, ENTITY_PAGE_SIZE).get_page(request.GET.get("page"))
-    context = {"form": form, "query": query, "page": page}
+    context = {"form": form, "query": query, "typed_q": request.GET.get("q", ""), "page": page}
     return render_page(request, "dashboard/entities.html", "entity-list", context)
 
 

@@ -127,7 +127,9 @@ def memory_list(request: HtmxHttpRequest):
     types = list(Memory.objects.order_by("type").values_list("type", flat=True).distinct())
     memories = _filtered(filters)
     warnings: list[str] = []
-    if filters["q"]:
+    if "q" in form.errors:  # too long: say so, never list every memory as if it matched
+        page = Paginator([], PAGE_SIZE).get_page(1)
+    elif filters["q"]:
         hits, warnings = _search(filters, [filters["agent"]] if filters["agent"] else agents)
         rows = list(memories.filter(id__in=list(hits)))
         for row in rows:
@@ -143,6 +145,7 @@ def memory_list(request: HtmxHttpRequest):
         "form": form,
         "filters": filters,
         "q": filters["q"],
+        "typed_q": request.GET.get("q", ""),  # as typed, kept in the box even when refused
         "q_words": _query_words(filters["q"]),
         "page": page,
         "agents": agents,
