@@ -27,6 +27,12 @@ def reveal(text: str) -> SafeString:
     )
 
 
+def named_hidden(text: str) -> str:
+    """Plain text (for an attribute, which holds no markup) with each hidden character named in
+    brackets ("[RLO]"): it cannot reverse or hide what follows it."""
+    return _HIDDEN.sub(lambda m: f"[{HIDDEN_CHARS[m.group()]}]", text or "")
+
+
 def word_diff(old: str, new: str) -> SafeString:
     """old -> new as escaped HTML with <del> and <ins> around changed words."""
     a, b = _TOKENS.findall(old or ""), _TOKENS.findall(new or "")

@@ -72,6 +72,23 @@ def test_list_htmx_fragment_and_search(viewer_client, graph, hx):
     assert "No entity matches" in empty
 
 
+def test_hidden_characters_in_names_are_shown_on_the_entity_and_memory_pages(viewer_client):
+    """Found by a QA pass: a right-to-left override in an entity's name reversed the text after
+    it on the entity's page and on its memory's page."""
+    memory = remember(
+        "Ophelia joined the Harbor team.",
+        actor=AGENT,
+        triples=[Triple("Ophelia \u202eRTL", "works_on", "Harbor", "person", "project", 0.9)],
+    ).memory
+    ophelia = Entity.objects.get(name="Ophelia \u202eRTL")
+    pages = [
+        viewer_client.get(reverse("dashboard:entity", args=[ophelia.pk])).content.decode(),
+        viewer_client.get(f"/memories/{memory.id}/").content.decode(),
+    ]
+    for html in pages:
+        assert "\u202e" not in html and "hidden character U+202E" in html
+
+
 def test_a_search_too_long_is_an_error_and_lists_no_entity(viewer_client, graph, hx):
     """Found by a QA pass: a name over 200 characters listed every entity, as if they matched."""
     body = viewer_client.get(reverse("dashboard:entities"), {"q": "Harbor" * 60}, **hx)

@@ -45,6 +45,12 @@ def reveal(text):
     return textdiff.reveal(text or "")
 
 
+@register.filter
+def named_hidden(text):
+    """Text for an attribute, its zero-width and bidi characters named ("[RLO]"); autoescaped."""
+    return textdiff.named_hidden(text or "")
+
+
 @register.simple_tag
 def highlight_words(text, words, css="overlap"):
     return textdiff.highlight_words(text or "", set(words or []), css)
