@@ -79,28 +79,30 @@ def root(stem_: str) -> str:
 def switched(tokens: list[str], said: list[str] | None = None) -> list[str]:
     """ "turned on" / "switched off" as "enabled" / "disabled", so the antonym pair finds them.
     With `said` (the words as written, one per token), it is kept in step: "switched off"."""
-    out: list[str] = []
-    words: list[str] = []
-    for token, word in zip(tokens, said or tokens, strict=True):
-        if token in SWITCHED and out and out[-1] in SWITCH_VERBS:
-            out[-1] = SWITCHED[token]
-            words[-1] += f" {word}"
-        else:
-            out.append(token)
-            words.append(word)
-    if said is not None:
-        said[:] = words
-    return out
+    return _merged(
+        tokens,
+        said,
+        lambda last, token: SWITCHED[token] if token in SWITCHED and last in SWITCH_VERBS else None,
+    )
 
 
 def joined(tokens: list[str], other: frozenset[str], said: list[str] | None = None) -> list[str]:
     """Two neighbouring words as the one word the other text writes ("on call" / "on-call",
     which the tokenizer makes "oncall"); `said` kept in step, as in `switched`."""
+    return _merged(
+        tokens, said, lambda last, token: last + token if last + token in other else None
+    )
+
+
+def _merged(tokens: list[str], said: list[str] | None, merge) -> list[str]:
+    """The tokens with each one that `merge(previous, token)` joins to the one before it read as
+    what it returns (None: kept apart); `said` kept in step, its words joined by a space."""
     out: list[str] = []
     words: list[str] = []
     for token, word in zip(tokens, said or tokens, strict=True):
-        if out and out[-1] + token in other:
-            out[-1] += token
+        one = merge(out[-1], token) if out else None
+        if one is not None:
+            out[-1] = one
             words[-1] += f" {word}"
         else:
             out.append(token)
