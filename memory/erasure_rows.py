@@ -55,8 +55,8 @@ class StorePlan:
     entity_ids: list[int] = field(default_factory=list)  # left without a mention: deleted
     relations: int = 0  # deleted with those entities
     job_ids: list[str] = field(default_factory=list)
-    # Each memory's `why` (the writer's free text, copied into its "created" audit's reason).
-    whys: dict[str, str] = field(default_factory=dict)
+    # (memory id, its `why`): the writer's free text, copied into its "created" audit's reason.
+    whys: list[tuple[str, str]] = field(default_factory=list)
 
     def rows(self) -> dict[str, int]:
         counts = {
@@ -72,7 +72,15 @@ class StorePlan:
         return {table: n for table, n in counts.items() if n}
 
 
-STORE_LISTS = ("history_ids", "cold_ids", "embeddings", "mention_ids", "entity_ids", "job_ids")
+STORE_LISTS = (
+    "history_ids",
+    "cold_ids",
+    "embeddings",
+    "mention_ids",
+    "entity_ids",
+    "job_ids",
+    "whys",
+)
 
 
 def texts_of(memory_ids: list[str]) -> list[str]:
@@ -129,11 +137,11 @@ def plan_store(memory_ids: list[str], texts: list[str]) -> StorePlan:
         .count()
     )
     plan.job_ids = list(Job.objects.filter(memory_id__in=ids).values_list("id", flat=True))
-    plan.whys = {
-        pk: why
+    plan.whys = [
+        (pk, why)
         for pk, why in Memory.objects.filter(id__in=ids).values_list("id", "why")
         if why and why.strip()
-    }
+    ]
     return plan
 
 
@@ -169,7 +177,7 @@ def erase_store_in_transaction(plan: StorePlan, texts: Texts, *, by: str, at) ->
     Memory.objects.filter(id__in=ids).exclude(source_type=DERIVED_SOURCE_TYPE).update(
         source_id=None
     )
-    _wipe_audits(plan.history_ids, texts, plan.whys)
+    _wipe_audits(plan.history_ids, texts, dict(plan.whys))
     MemoryCold.objects.filter(pk__in=plan.cold_ids).delete()
     _drop_mentions(plan)
     _drop_vectors([eid for eid, _, _ in plan.embeddings])
@@ -304,6 +312,7 @@ def store_leftovers(plan: StorePlan, texts: Texts) -> list[tuple[str, int]]:
     that are not tombstones, audits with content, cold copies, mentions, running jobs, vectors
     (rows and index), and full-text index entries that still find a memory by a purged word."""
     counts: Counter[str] = Counter()
+    whys = dict(plan.whys)
     vectors_left = [e for e, _, _ in plan.embeddings]
     for start in range(0, max(len(plan.memory_ids), len(vectors_left)), 500):
         ids = plan.memory_ids[start : start + 500]
@@ -329,13 +338,13 @@ def store_leftovers(plan: StorePlan, texts: Texts) -> list[tuple[str, int]]:
         ).count()
         counts["memories_fts"] += keyword.still_indexed(ids, list(texts.needles), but=PURGED)
         # The tombstone's own reason (the admin's, written after) may say the same words.
-        said = MemoryHistory.objects.filter(memory_id__in=[i for i in ids if i in plan.whys])
+        said = MemoryHistory.objects.filter(memory_id__in=[i for i in ids if i in whys])
         counts["memory_history.reason (the writer's why)"] += sum(
             1
             for memory_id, reason in said.exclude(event=PURGED_EVENT).values_list(
                 "memory_id", "reason"
             )
-            if reason and reason == plan.whys[memory_id]
+            if reason and reason == whys[memory_id]
         )
         counts["memories.source_id (the caller's reference)"] += (
             Memory.objects.filter(id__in=ids, source_id__isnull=False)

@@ -165,6 +165,9 @@ PIPELINE_LISTS = (
     "triples",
     "replays",
     "log_entries",
+    "memory_ids",
+    "foreign",
+    "reasons",
 )
 
 
@@ -177,8 +180,13 @@ class PipelinePlan:
     calls: list[int] = field(default_factory=list)  # the purged memories' jobs' calls: wiped
     other_calls: list[int] = field(default_factory=list)  # calls of the targeting jobs: scrubbed
     other_jobs: list[str] = field(default_factory=list)  # jobs of the targeting proposals
-    other_audits: list[str] = field(default_factory=list)  # their decision audits: scrubbed
+    # The audits of memories that stay about those proposals (decision audits, what they made).
+    other_audits: list[str] = field(default_factory=list)
     memory_ids: list[str] = field(default_factory=list)  # the purged memories
+    foreign: list[str] = field(default_factory=list)  # the proposals of memories that stay
+    # (proposal id, the model's reason) of every proposal above: a reason may quote any part of
+    # a purged text, so its copies go wherever it was copied.
+    reasons: list[tuple[str, str]] = field(default_factory=list)
     fingerprints: list[int] = field(default_factory=list)
     triples: list[int] = field(default_factory=list)
     replays: list[str] = field(default_factory=list)
@@ -226,16 +234,23 @@ def plan_pipeline(memory_ids: list[str], job_ids: list[str]) -> PipelinePlan:
     plan.other_calls = list(
         LlmCall.objects.filter(job_id__in=plan.other_jobs).values_list("pk", flat=True)
     )
-    wanted = {pid for pid, _, _ in foreign}
-    # Their decision audits on their raw memories, and the audits of what "keep both" made.
-    made = Proposal.objects.filter(id__in=wanted).exclude(created_memory_id__in=memory_ids)
+    plan.foreign = sorted(pid for pid, _, _ in foreign)
+    wanted = {*plan.proposals, *plan.targeting}
+    rows = list(
+        Proposal.objects.filter(id__in=wanted).values_list(
+            "id", "reason", "created_memory_id", "updated_memory_id", "deleted_memory_id"
+        )
+    )
+    plan.reasons = [(pid, reason) for pid, reason, *_ in rows if reason and reason != PURGED]
+    # The audits about them on memories that stay: the decision audits on the raw memories, and
+    # the audits of what they made, changed or deleted ("keep both", an approved UPDATE).
     holders = {source for _, _, source in foreign}
-    holders |= set(made.exclude(created_memory_id=None).values_list("created_memory_id", flat=True))
+    holders |= {memory for *_, a, b, c in rows for memory in (a, b, c) if memory}
     plan.other_audits = [
         pk
-        for pk, metadata in MemoryHistory.objects.filter(memory_id__in=holders).values_list(
-            "id", "metadata"
-        )
+        for pk, metadata in MemoryHistory.objects.filter(
+            memory_id__in=holders - set(memory_ids)
+        ).values_list("id", "metadata")
         if isinstance(metadata, dict) and metadata.get("proposalId") in wanted
     ]
     plan.fingerprints = list(
@@ -303,54 +318,68 @@ def erase_pipeline_in_transaction(plan: PipelinePlan, texts: Texts, *, at) -> No
     _scrub_rows(LogEntry, plan.log_entries, ["change_message"], texts)
 
 
-def _decide_calls(ids: list[str]) -> tuple[set[str], list[int]]:
-    """(the jobs of these proposals, the decide calls that made them): each proposal's fact
-    index is its call's, matched here (one OR term a proposal would pass SQLite's depth)."""
-    made = set(Proposal.objects.filter(id__in=ids).values_list("job_id", "position"))
-    jobs = {job for job, _ in made}
-    calls = LlmCall.objects.filter(job_id__in=jobs, kind="decide").values_list(
-        "pk", "job_id", "fact_index"
-    )
-    return jobs, [pk for pk, job, index in calls if (job, index) in made]
+def _chunks(items: list, size: int = 500):
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
 
 
-def _reason_audits(plan: PipelinePlan) -> list[str]:
-    """The audits that carry the model's reason for one of the plan's proposals: their decision
-    audits, and the purged memories' own changes they made (a reviewer's "reviewed" audit holds
-    a person's words, kept, and scrubbed of copies)."""
-    ids = {*plan.proposals, *plan.targeting}
-    own = MemoryHistory.objects.filter(memory_id__in=plan.memory_ids).exclude(event="reviewed")
-    others = MemoryHistory.objects.filter(pk__in=plan.other_audits).exclude(event="reviewed")
-    return [
-        pk
-        for query in (own, others)
-        for pk, metadata in query.values_list("pk", "metadata")
-        if isinstance(metadata, dict) and metadata.get("proposalId") in ids
-    ]
+def _decide_calls(ids: list[str]) -> list[int]:
+    """The decide calls that made these proposals: each proposal's fact index is its call's,
+    matched here (one OR term a proposal would pass SQLite's depth), 500 proposals at a time."""
+    found = []
+    for part in _chunks(ids):
+        made = set(Proposal.objects.filter(id__in=part).values_list("job_id", "position"))
+        calls = LlmCall.objects.filter(
+            job_id__in={job for job, _ in made}, kind="decide"
+        ).values_list("pk", "job_id", "fact_index")
+        found += [pk for pk, job, index in calls if (job, index) in made]
+    return found
+
+
+def _reason_audits(plan: PipelinePlan) -> list[tuple[str, str, str | None]]:
+    """(pk, proposal id, reason) of the audits about the plan's proposals: on the purged memories
+    and on those that stay (plan.other_audits)."""
+    ids = {pid for pid, _ in plan.reasons}
+    found = []
+    for name, part in [
+        *(("memory_id__in", part) for part in _chunks(plan.memory_ids)),
+        *(("pk__in", part) for part in _chunks(plan.other_audits)),
+    ]:
+        for pk, metadata, reason in MemoryHistory.objects.filter(**{name: part}).values_list(
+            "pk", "metadata", "reason"
+        ):
+            proposal = metadata.get("proposalId") if isinstance(metadata, dict) else None
+            if proposal in ids and reason:
+                found.append((pk, proposal, reason))
+    return found
 
 
 def _replace_reasons(plan: PipelinePlan) -> None:
-    """The model's reason for a proposal that made, changed or points at a purged memory speaks
-    of it and may quote any part of it ("from walrus-4417 to ..."), which no search for the
-    whole text finds: it is replaced whole wherever it was copied (the proposal, the audits that
-    carry it, the job's result, the decide call's reply, second opinions on it)."""
-    ids = {*plan.proposals, *plan.targeting}
-    if not ids:
+    """The model's reason for a proposal that made, changed or points at a purged memory may quote
+    any part of it ("from walrus-4417 to ..."), which no search for the whole text finds: it is
+    replaced wherever it was copied. The proposal's own, the model's reply and second opinions
+    are the model's words: replaced whole. In an audit it is cut out of the audit's reason
+    ("approved: [purged]"), so a reviewer's own words there stay."""
+    if not plan.reasons:
         return
-    Proposal.objects.filter(id__in=plan.targeting).update(reason=PURGED)
-    for start in range(0, len(audits := _reason_audits(plan)), 500):
-        MemoryHistory.objects.filter(pk__in=audits[start : start + 500]).exclude(
-            reason=None
-        ).update(reason=PURGED)
-    jobs, calls = _decide_calls(sorted(ids))
-    for start in range(0, len(calls), 500):
-        LlmCall.objects.filter(pk__in=calls[start : start + 500]).update(raw_response=PURGED)
-    for pk, result in Job.objects.filter(pk__in=jobs).values_list("pk", "result"):
-        listed = result.get("proposals") if isinstance(result, dict) else None
-        for entry in listed or []:
-            if isinstance(entry, dict) and entry.get("id") in ids and entry.get("reason"):
-                entry["reason"] = PURGED
-        Job.objects.filter(pk=pk).update(result=result)
+    ids = {pid for pid, _ in plan.reasons}
+    said = dict(plan.reasons)
+    for part in _chunks(plan.targeting):
+        Proposal.objects.filter(id__in=part).update(reason=PURGED)
+    for pk, proposal, reason in _reason_audits(plan):
+        cut = scrub(reason, Texts.of([said[proposal]]))
+        if cut != reason:
+            MemoryHistory.objects.filter(pk=pk).update(reason=cut)
+    for part in _chunks(_decide_calls(plan.foreign)):
+        LlmCall.objects.filter(pk__in=part).update(raw_response=PURGED)
+    for part in _chunks(plan.other_jobs):
+        for pk, result in Job.objects.filter(pk__in=part).values_list("pk", "result"):
+            listed = result.get("proposals") if isinstance(result, dict) else None
+            entries = [e for e in listed or [] if isinstance(e, dict) and e.get("id") in ids]
+            if any(e.get("reason") not in (None, "", PURGED) for e in entries):
+                for entry in entries:
+                    entry["reason"] = PURGED
+                Job.objects.filter(pk=pk).update(result=result)
     for pk, results in ReplayRun.objects.filter(pk__in=plan.replays).values_list("pk", "results"):
         for entry in results or []:
             if isinstance(entry, dict) and entry.get("proposal") in ids:
@@ -361,31 +390,24 @@ def _replace_reasons(plan: PipelinePlan) -> None:
 
 
 def reasons_left(plan: PipelinePlan) -> list[tuple[str, int]]:
-    """Where the model's reason for one of the plan's proposals was not replaced (the purge's
-    check: a quoted fragment is found by no text search)."""
-    ids = {*plan.proposals, *plan.targeting}
-    if not ids:
+    """Where the model's reason for one of the plan's proposals is still found (the purge's
+    check: a quoted fragment is found by no search for the purged texts)."""
+    if not plan.reasons:
         return []
-    left = Proposal.objects.filter(id__in=ids).exclude(reason=PURGED).count()
-    _, calls = _decide_calls(sorted(ids))
+    said = dict(plan.reasons)
+    left = sum(
+        Proposal.objects.filter(id__in=part).exclude(reason=PURGED).exclude(reason="").count()
+        for part in _chunks(list(said))
+    )
     replies = sum(
-        LlmCall.objects.filter(pk__in=calls[start : start + 500])
-        .exclude(raw_response=PURGED)
-        .count()
-        for start in range(0, len(calls), 500)
+        LlmCall.objects.filter(pk__in=part).exclude(raw_response=PURGED).count()
+        for part in _chunks(_decide_calls(plan.foreign))
     )
-    audits = _reason_audits(plan)
-    kept = sum(
-        MemoryHistory.objects.filter(pk__in=audits[start : start + 500])
-        .exclude(reason=None)
-        .exclude(reason=PURGED)
-        .count()
-        for start in range(0, len(audits), 500)
-    )
+    kept = sum(1 for _, pid, reason in _reason_audits(plan) if said[pid] in reason)
     named = [
         ("pipeline_proposals.reason (the model's, about a purged memory)", left),
         ("pipeline_llm_calls.raw_response of their decide calls", replies),
-        ("memory_history.reason (the model's, about a purged memory)", kept),
+        ("memory_history.reason (quoting the model's reason about a purged memory)", kept),
     ]
     return [(where, n) for where, n in named if n]
 

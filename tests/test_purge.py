@@ -9,6 +9,7 @@ import hashlib
 import numpy as np
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from memory import matrix, vectors, writes
@@ -22,6 +23,7 @@ from pipeline.models import Approval, EvalRun, LlmCall, Proposal, ProposalStatus
 from pipeline.purge import Request, Scope
 from pipeline.tasks import compute, process_pending
 from pipeline.writes import purge as purge_writes
+from pipeline.writes import review as review_writes
 from pipeline.writes.jobs import LiveCalls, claim_job
 from pipeline.writes.record import record_job
 from tests.pipeline_support import (
@@ -323,9 +325,11 @@ def test_a_reason_quoting_part_of_a_purged_memory_is_replaced_where_it_was_copie
     assert job.result["proposals"][0]["reason"] == PURGED
     trails = [*source.history.all(), *Memory.objects.get(id=target.id).history.all()]
     assert not [a.event for a in trails if "walrus" in f"{a.reason} {a.metadata}".lower()]
-    # A reviewer's own words on the memory that stays are theirs: kept.
+    # A reviewer's own words are theirs: kept, on the memory that stays and on the purged one.
     notes = [a.reason for a in source.history.filter(event="reviewed")]
     assert notes == (["rotated, checked"] if approved else [])
+    updated = Memory.objects.get(id=target.id).history.filter(event="updated")
+    assert [a.reason for a in updated] == (["rotated, checked"] if approved else [])
 
 
 def test_a_quoting_reason_leaves_the_trail_of_what_keep_both_made(fake_ollama):
@@ -337,6 +341,72 @@ def test_a_quoting_reason_leaves_the_trail_of_what_keep_both_made(fake_ollama):
     receipt = purge.purge(Request(Scope.MEMORY, memory_id=target.id), reason="leak", actor=ADMIN)
     assert receipt.verified, receipt.found
     assert "walrus" not in (made.history.get(event="created").reason or "").lower()
+
+
+def test_a_reviewers_notes_on_what_keep_both_made_stay_through_a_purge(fake_ollama):
+    """Found by a second reviewer: the purge replaced every audit about the proposal on the
+    memory "keep both" made, a reviewer's note and a revert's reason with them."""
+    target, _, proposal = _an_update_quoting_its_target(fake_ollama)
+    review.approve(proposal.id, ADMIN, action="add", note="Keep both: ops asked us to")
+    made_id = Proposal.objects.get(pk=proposal.pk).created_memory_id
+    review_writes.revert(proposal.id, reviewer=ADMIN, reason="Dana said the old one is gone")
+    receipt = purge.purge(Request(Scope.MEMORY, memory_id=target.id), reason="leak", actor=ADMIN)
+    assert receipt.verified, receipt.found
+    trail = Memory.objects.get(id=made_id).history.order_by("created_at", "id")
+    assert [(a.event, a.reason) for a in trail] == [
+        ("created", "Keep both: ops asked us to"),
+        ("deleted", "Dana said the old one is gone"),
+    ]
+
+
+def test_a_reason_about_a_purged_raw_memory_leaves_the_trail_of_the_fact_it_made(fake_ollama):
+    """Found by a second reviewer: the raw memory purged alone (its fact stays), the model's
+    reason for the fact's ADD quoted the raw memory and stayed on the fact's "created" audit."""
+    set_mode("controlled-write")
+    remember("Staging runs in the eu-west-1 region")  # a candidate: the model is asked
+    made = "Staging runs in eu-central-1"
+    quoting = "New: staging left the Orca-Ridge-88 racks for eu-central-1"
+    ScriptedModel(
+        fake_ollama,
+        facts=[fact(made)],
+        decisions={made: {"action": "add", "reason": quoting, "confidence": 0.9}},
+    )
+    source = raw("Staging moved today to eu-central-1 from the old Orca-Ridge-88 racks.").memory
+    process_pending()
+    derived = Memory.objects.get(content=made)
+    assert "orca-ridge-88" in derived.history.get(event="created").reason.lower()
+    receipt = purge.purge(Request(Scope.MEMORY, memory_id=source.id), reason="leak", actor=ADMIN)
+    assert receipt.verified, receipt.found
+    assert "orca" not in (derived.history.get(event="created").reason or "").lower()
+    assert Memory.objects.get(id=derived.id).content == made  # the fact itself stays
+
+
+def test_a_purge_rewrites_no_result_of_the_purged_memories_own_jobs_one_by_one(fake_ollama):
+    """Found by a second reviewer: a result UPDATE a purged memory's job, inside the write."""
+    set_mode("controlled-write")
+    ScriptedModel(fake_ollama, facts=[fact("The retired agent kept scratch notes")])
+    for i in range(6):
+        raw(f"Scratch note number {i} of the retired agent", agent_id="scratch")
+    process_pending()
+    assert Proposal.objects.filter(agent_id="scratch").count() >= 6
+    with CaptureQueriesContext(connection) as queries:
+        purge.purge(Request(Scope.AGENT, agent="scratch"), reason="agent retired", actor=ADMIN)
+    one_by_one = [
+        q["sql"] for q in queries if q["sql"].startswith('UPDATE "memory_jobs" SET "result"')
+    ]
+    assert one_by_one == []
+
+
+def test_a_purge_in_parts_checks_every_part(monkeypatch):
+    """Found by a second reviewer: parts merged for the check lost the purged memories' ids and
+    their writers' whys, so a purge of more than a part was checked for neither."""
+    monkeypatch.setattr(purge_writes, "WRITE_CHUNK", 1)
+    memories = [
+        remember(f"Note {i} for the lunch order", why=f"asked by person {i}") for i in range(2)
+    ]
+    written = purge_writes.plan([m.id for m in memories], Texts.of([m.content for m in memories]))
+    assert sorted(written.pipeline.memory_ids) == sorted(m.id for m in memories)
+    assert sorted(dict(written.store.whys)) == sorted(m.id for m in memories)
 
 
 def test_a_purge_reaches_the_reasons_of_many_proposals_pointing_at_a_memory(fake_ollama):
