@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from memory.words import NEGATIONS, STOP_WORDS
 from pipeline.contradiction_text import joined, root, stem, switched, tokenize
 from pipeline.contradiction_words import (
+    ADVERBS,
     ANTONYM_PAIRS,
     AUXILIARIES,
     BE_OR_GET,
@@ -32,6 +33,7 @@ from pipeline.contradiction_words import (
     MIN_PREFIXED_STEM,
     NEGATING_PREFIXES,
     NOT_YET,
+    OBJECT_ENDS,
     ORDERING,
     PASSIVE_DONE,
     PHRASAL_ENDINGS,
@@ -424,12 +426,13 @@ _PHRASAL = {
 
 
 def _ended(side: _Side) -> list[tuple[int, int, bool]]:
-    """(its verb, its last word, passive) of each end the text says as done: "was
-    decommissioned", "has been lifted", "got shut down" (passive), "we dropped the rule"
-    (active). Not a plan, habit or state ("will be deprecated", "plan to shut down", "is
-    terminated at the load balancer", "are archived after 90 days"), a schedule ("every
-    night"), a value that fell ("dropped to 40 ms"), an adjective ("the deprecated API",
-    "Removed features are ..."), or an end negated ("was not cancelled")."""
+    """(where it starts, its last word, passive) of each end the text says as done: "was
+    (finally) decommissioned", "has been lifted", "got shut down" (passive: from its helper),
+    "we dropped the rule" (active: from its verb). Not a plan, habit or state ("will be
+    deprecated", "plan to shut down", "is terminated at the load balancer", "are archived after
+    90 days"), a schedule ("every night"), a value that fell or rose ("dropped to 40 ms", "was
+    lifted to 1000 a minute"), an adjective ("the deprecated API", "Removed features are ..."),
+    or an end negated ("was not cancelled")."""
     found = []
     tokens = side.tokens
     for at, token in enumerate(tokens):
@@ -441,16 +444,22 @@ def _ended(side: _Side) -> list[tuple[int, int, bool]]:
             verb = at - 1
         elif side.stems[at] not in _ENDING or token in CEASING:
             continue  # "stopped the deploy" is one act; "stopped deploying" a negation
-        before = tokens[verb - 1] if verb else ""
+        helper = verb - 1  # past the adverbs: "was finally decommissioned"
+        while helper > 0 and (tokens[helper].endswith("ly") or tokens[helper] in ADVERBS):
+            helper -= 1
+        before = tokens[helper] if helper >= 0 else ""
         done = tokens[verb].endswith("ed") or tokens[verb] in IRREGULAR_DONE
         if not done or before in NOT_YET or before in DETERMINERS or side.negated(at):
             continue
         if set(tokens[at:]) & RECURRING:  # "the monthly sessions were dropped" is an end
             continue
         passive = before in PASSIVE_DONE
-        if not passive and (verb == 0 or after in FELL):
+        rest = tokens[at + 1 : at + 3]
+        if after in FELL and (not passive or any(c.isdigit() for c in "".join(rest))):
             continue
-        found.append((verb, at, passive))
+        if not passive and verb == 0:
+            continue
+        found.append((helper if passive else verb, at, passive))
     return found
 
 
@@ -461,11 +470,12 @@ def _retraction(fact: _Side, existing: _Side, overlap: list[str]) -> Contradicti
     not when the memory is negated or speaks of an end itself."""
     if existing.negations or _ended(existing) or existing.stem_set & _ENDING:
         return None
-    for verb, at, passive in _ended(fact):
-        if _apart(fact, existing, set(range(verb, at + 1)), set(), range(verb)):
+    for start, at, passive in _ended(fact):
+        if _apart(fact, existing, set(range(start, at + 1)), set(), range(start)):
             continue
         if not passive and not _object_stated(fact, existing, at):
             continue  # "the team cancelled the retro" / "the team owns checkout"
+        verb = at - 1 if fact.tokens[at] in _PHRASAL else at
         word = " ".join(fact.said[verb : at + 1])
         reason = f'The new fact says it ended ("{word}") while the existing memory says it holds'
         return Contradiction(True, "retraction", overlap, "fact", None, reason, word)
@@ -474,10 +484,10 @@ def _retraction(fact: _Side, existing: _Side, overlap: list[str]) -> Contradicti
 
 def _object_stated(fact: _Side, existing: _Side, at: int) -> bool:
     """Whether the memory says at least half of what an active verb at `at` ended (its object:
-    the content words after it, to the clause's end)."""
-    cut = next(
-        (j for j in range(at + 1, len(fact.tokens)) if fact.tokens[j] in CLAUSE_BREAKS), None
-    )
+    the content words after it, to the clause's end or a preposition: "dropped Jenkins for
+    GitHub Actions" ended Jenkins)."""
+    stop = CLAUSE_BREAKS | OBJECT_ENDS
+    cut = next((j for j in range(at + 1, len(fact.tokens)) if fact.tokens[j] in stop), None)
     roots = {fact.roots[j] for j in fact.content() if at < j < (cut or len(fact.tokens))}
     return bool(roots) and 2 * len(roots & existing.content_roots()) >= len(roots)
 

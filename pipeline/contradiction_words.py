@@ -209,8 +209,13 @@ NOT_YET = frozenset(
     ["to", "will", "would", "should", "must", "can", "could", "may", "might", "shall", "is", "are"]
     + ["am", "be", "being", "gets", "get", "getting"]
 )
-# After an active ending verb: a value that fell ("latency dropped to 40 ms", "by 30%").
+# After an ending verb: a value that fell or rose ("latency dropped to 40 ms", "by 30%"; "was
+# lifted to 1000 a minute", when a number follows: "was dropped from the roadmap" is an end).
 FELL = frozenset(["to", "by", "from", "below", "under", "into"])
+# Between a passive helper and its verb besides "-ly" words: "was now retired".
+ADVERBS = frozenset(["now", "already", "just", "also", "since", "then", "recently"])
+# Where what an active verb ended stops: "dropped Jenkins for GitHub Actions" ended Jenkins.
+OBJECT_ENDS = frozenset(["for", "in", "with", "to", "from", "at", "on", "by", "after", "because"])
 # Before an ending word, these make it a name's adjective ("the deprecated v1 API"), not an end.
 DETERMINERS = frozenset(["the", "a", "an", "our", "its", "their", "this", "that", "these", "those"])
 
