@@ -54,8 +54,8 @@ def purge_store(request):
             "holding it)",
             code="invalid_scope",
         )
-    if agent is not None:  # before looking it up: "unknown agent" would say which ones exist
-        require_agent(request.api_token, agent)
+    if agent is not None and agent.strip():  # before the lookup: "unknown" says what exists
+        require_agent(request.api_token, agent.strip())
     if text is not None and not request.api_token.multi_agent:
         # A text is looked for in every agent's memories: an answer that depended on what other
         # agents hold (refused for them, or nothing to purge) would tell this token about them.

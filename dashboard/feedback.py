@@ -6,7 +6,7 @@ audit trail with its verdict in the metadata. Counting them per memory is reads 
 
 from __future__ import annotations
 
-from django.db.models import Count, Exists, IntegerField, OuterRef, Subquery, Value
+from django.db.models import Count, Exists, IntegerField, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Coalesce
 
 from memory.feedback import FEEDBACK_EVENT, FEEDBACK_VERDICTS
@@ -25,6 +25,14 @@ def _reports(verdict: str):
 def _count(verdict: str):
     counted = _reports(verdict).order_by().values("memory").annotate(n=Count("id")).values("n")
     return Coalesce(Subquery(counted, output_field=IntegerField()), Value(0))
+
+
+def in_slice(slice_: str) -> Q | None:
+    """The slice ('contradicted' or 'ignored') as a filter a search applies inside itself."""
+    if slice_ not in {"contradicted", "ignored"}:
+        return None
+    where = Q(Exists(_reports(slice_)))
+    return where & ~Q(Exists(_reports("used"))) if slice_ == "ignored" else where
 
 
 def reported(memories, slice_: str):

@@ -267,6 +267,46 @@ def test_a_cancelled_job_whose_memory_has_a_new_job_offers_no_retry(reviewer_cli
     assert "Retry this job" in reviewer_client.get(page).content.decode()
 
 
+def test_hidden_characters_in_a_jobs_triples_are_shown(viewer_client, done_job):
+    """Found by a second reviewer: the job's triples and extracted entities showed a
+    right-to-left override as it is, reversing the text after it."""
+    from django.utils import timezone as tz
+
+    from pipeline.models import TripleReview
+
+    sly = "Ophelia \u202eRTL"
+    TripleReview.objects.create(
+        job=done_job,
+        source_memory_id=done_job.memory_id,
+        position=0,
+        source=sly,
+        source_type="person",
+        relationship="owns",
+        target="Harbor",
+        target_type="project",
+        confidence=0.9,
+        created_at=tz.now(),
+    )
+    Job.objects.filter(id=done_job.id).update(
+        result={
+            **done_job.result,
+            "entities": [
+                {
+                    "source": sly,
+                    "sourceType": "person",
+                    "relationship": "owns",
+                    "target": "Harbor",
+                    "targetType": "project",
+                    "confidence": 0.9,
+                }
+            ],
+        }
+    )
+    html = viewer_client.get(reverse("dashboard:job", args=[done_job.id])).content.decode()
+    body = html.split("</title>", 1)[1]
+    assert "\u202e" not in body and body.count("hidden character U+202E") >= 2
+
+
 def test_reviewer_retries_a_dead_job(reviewer_client, dead_job):
     html = reviewer_client.get(reverse("dashboard:job", args=[dead_job.id])).content.decode()
     assert "Retry this job" in html

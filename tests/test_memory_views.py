@@ -155,6 +155,13 @@ def test_a_search_filters_inside_itself_and_says_when_it_shows_only_the_best(
     assert not any(f"memory-{fact.id}" in body for fact in facts)
     capped = viewer_client.get("/memories/", {"q": "postgres billing"}).content.decode()
     assert "Showing the best 3 matches" in capped
+    # The agents' feedback slice too (second review): a step reported as contradicted is found.
+    from memory.feedback import record_feedback
+
+    record_feedback(steps[1].id, actor=Actor("agent-one", "agent"), verdict="contradicted")
+    params = {"q": "postgres", "feedback": "contradicted"}
+    reported = viewer_client.get("/memories/", params).content.decode()
+    assert f"memory-{steps[1].id}" in reported and f"memory-{steps[0].id}" not in reported
 
 
 def test_a_search_text_too_long_is_an_error_next_to_the_box_and_lists_nothing(viewer_client):
@@ -163,7 +170,9 @@ def test_a_search_text_too_long_is_an_error_next_to_the_box_and_lists_nothing(vi
     memory = remember("Billing runs on Postgres 16")
     body = viewer_client.get("/memories/", {"q": "postgres " * 60}).content.decode()
     assert 'data-testid="search-error"' in body and 'aria-describedby="mb-q-error"' in body
-    assert f"memory-{memory.id}" not in body
+    assert "at most 500 characters" in body and f"memory-{memory.id}" not in body
+    nul = viewer_client.get("/memories/", {"q": "post\x00gres"}).content.decode()
+    assert "Null characters are not allowed" in nul and "at most" not in nul
     assert 'maxlength="500"' in viewer_client.get("/memories/").content.decode()
 
 

@@ -82,7 +82,8 @@ def _filtered(filters: dict[str, str]):
 
 
 def _search_filter(filters: dict[str, str]) -> Q | None:
-    """The list's filters a search applies inside itself (a search looks at live memories)."""
+    """The list's filters a search applies inside itself (a search looks at live memories), the
+    agents' feedback slice included."""
     where = Q()
     if filters["type"]:
         where &= Q(type=filters["type"])
@@ -94,6 +95,8 @@ def _search_filter(filters: dict[str, str]) -> Q | None:
         where &= Q(source_type=DERIVED_SOURCE_TYPE)
     elif filters["origin"] == "raw":
         where &= ~Q(source_type=DERIVED_SOURCE_TYPE)
+    if (reported := feedback.in_slice(filters["feedback"])) is not None:
+        where &= reported
     return where or None
 
 
