@@ -3,6 +3,7 @@ saved queue, once a day by email (Django's email framework) and, with MEMORY_WEB
 as JSON to a loopback server: retried, bounded by a timeout, never inside a transaction, and a
 failure recorded and shown on the Jobs page."""
 
+import re
 import time
 from datetime import timedelta
 from io import StringIO
@@ -120,6 +121,22 @@ def test_the_webhook_is_retried_after_a_server_error(proposals, hook):
     run = digest.run()
     assert (run.webhook_status, run.webhook_attempts) == ("sent", 2)
     assert len(hook.calls(HOOK)) == 2
+
+
+def test_a_failed_webhook_is_recorded_and_shown_without_its_secrets(
+    proposals, hook, settings, viewer_client
+):
+    """Found by a QA pass: a viewer read the hook's user, password, secret path and token on the
+    Jobs page (the error quoted the whole URL)."""
+    secret = hook.url.replace("http://", "http://hookuser:hookpass@") + "/T0/SECRETPATH"
+    settings.MEMORY_WEBHOOK_URL = secret + "?token=QSECRET456"
+    run = digest.run()
+    assert run.webhook_status == "failed"
+    page = viewer_client.get("/jobs/").content.decode()
+    for said in (run.webhook_error, page):
+        words = set(re.split(r"[^A-Za-z0-9]+", said))
+        assert not {"hookuser", "hookpass", "SECRETPATH", "QSECRET456"} & words, said
+    assert hook.url.removeprefix("http://") in run.webhook_error  # the host, to know which
 
 
 @pytest.mark.slow

@@ -66,21 +66,31 @@ def _vectors_loads(content: bytes):
         return json.loads(content)
 
 
+def shown_url(url: str, *, path: bool = True) -> str:
+    """A URL as an error says it (errors are logged and shown on pages viewers read): without a
+    user or password and without its query (tokens live there); with `path` False without its
+    path too (a chat hook's path is its secret)."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    rest = parts.path if path else ("/…" if parts.path.strip("/") else "")
+    return f"{parts.scheme}://{host}{rest}" + ("?…" if parts.query else "")
+
+
 def _decoded(url: str, status: int, content: bytes, *, vectors: bool = False) -> dict:
     """The answer's JSON object, or ProviderError saying what was wrong with it (`vectors`: an
     embedding answer, read by _vectors_loads)."""
     if status >= 400:
         text = content.decode("utf-8", "replace")
-        raise ProviderError(f"{url} answered {status}: {text[:300]}")
+        raise ProviderError(f"{shown_url(url)} answered {status}: {text[:300]}")
     if not content.strip():
-        raise ProviderError(f"{url} answered with an empty body")
+        raise ProviderError(f"{shown_url(url)} answered with an empty body")
     try:
         body = (_vectors_loads if vectors else json.loads)(content)
     except ValueError as exc:
         text = content.decode("utf-8", "replace")
-        raise ProviderError(f"{url} answered with invalid JSON: {text[:200]}") from exc
+        raise ProviderError(f"{shown_url(url)} answered with invalid JSON: {text[:200]}") from exc
     if not isinstance(body, dict):
-        raise ProviderError(f"{url} answered with JSON that is not an object")
+        raise ProviderError(f"{shown_url(url)} answered with JSON that is not an object")
     return body
 
 
@@ -89,13 +99,13 @@ def post_json(
 ) -> dict:
     """POST JSON and return the decoded object, turning every failure into ProviderError
     (`vectors`: the answer is an embedding call's)."""
-    ensure_outside_transaction(f"POST {url}")
+    ensure_outside_transaction(f"POST {shown_url(url)}")
     try:
         response = _client().post(url, json=payload, timeout=timeout, headers=headers)
     except httpx.TimeoutException as exc:
-        raise ProviderError(f"{url} timed out after {timeout:g}s") from exc
+        raise ProviderError(f"{shown_url(url)} timed out after {timeout:g}s") from exc
     except httpx.HTTPError as exc:
-        raise ProviderError(f"{url} unreachable: {exc}") from exc
+        raise ProviderError(f"{shown_url(url)} unreachable: {exc}") from exc
     return _decoded(url, response.status_code, response.content, vectors=vectors)
 
 
@@ -217,9 +227,9 @@ class _Loop:
                     async with asyncio.timeout(post.timeout):
                         answer = _decoded(post.url, *await self._exchange(post))
             except TimeoutError:
-                answer = ProviderError(f"{post.url} timed out after {post.timeout:g}s")
+                answer = ProviderError(f"{shown_url(post.url)} timed out after {post.timeout:g}s")
             except (OSError, h11.ProtocolError) as exc:
-                answer = ProviderError(f"{post.url} unreachable: {exc!r}")
+                answer = ProviderError(f"{shown_url(post.url)} unreachable: {exc!r}")
             except ProviderError as exc:
                 answer = exc
             return answer, (time.perf_counter() - started) * 1000
@@ -393,15 +403,16 @@ def post_json_each(
 def post_notice(url: str, payload: dict, *, timeout: float) -> int:
     """POST JSON to a notification hook (the staleness digest's webhook) and return the status;
     ProviderError when it times out, is unreachable or answers 4xx/5xx. The body is not read."""
-    ensure_outside_transaction(f"POST {url}")
+    hook = shown_url(url, path=False)
+    ensure_outside_transaction(f"POST {hook}")
     try:
         response = _client().post(url, json=payload, timeout=timeout)
     except httpx.TimeoutException as exc:
-        raise ProviderError(f"{url} timed out after {timeout:g}s") from exc
+        raise ProviderError(f"{hook} timed out after {timeout:g}s") from exc
     except httpx.HTTPError as exc:
-        raise ProviderError(f"{url} unreachable: {exc}") from exc
+        raise ProviderError(f"{hook} unreachable: {exc}") from exc
     if response.status_code >= 400:
-        raise ProviderError(f"{url} answered {response.status_code}: {response.text[:300]}")
+        raise ProviderError(f"{hook} answered {response.status_code}: {response.text[:300]}")
     return response.status_code
 
 
