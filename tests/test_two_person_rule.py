@@ -123,6 +123,18 @@ def test_an_add_and_an_update_of_an_agents_memory_need_one_approval(pending, sto
     assert not Approval.objects.exists()
 
 
+def test_an_update_whose_text_is_already_a_memory_retires_its_target_only_with_two(pending, store):
+    """Found by a QA pass: such an approval retires the target (applied as a DELETE), and one
+    reviewer's approval did it: the rule was checked for the UPDATE."""
+    writes.remember(UPDATE_FACT, actor=Actor("agent-one", "agent"), create_job=False)
+    first = review.approve(pending["update"].id, RITA)
+    assert first.status == "pending" and Approval.objects.filter(by="rita").exists()
+    assert not Memory.objects.get(id=store.postgres.id).is_deleted
+    second = review.approve(pending["update"].id, SAM)
+    assert (second.status, second.applied_as) == ("applied", "delete")
+    assert Memory.objects.get(id=store.postgres.id).is_deleted
+
+
 @pytest.mark.parametrize("protect", ["pinned", "person"])
 def test_an_update_of_a_pinned_or_person_asserted_memory_needs_two(pending, store, protect):
     changes = {"pinned": True} if protect == "pinned" else {"asserted_by": Authority.PERSON}

@@ -93,7 +93,7 @@ def approve(
                 targetMemoryId=target.id,
             )
         elif not (
-            needs_two(effective, target, config.destructive_approvals)
+            needs_two(_applied(target, effective, text), target, config.destructive_approvals)
             and _first_of_two(proposal, first, reviewer, effective, text, note, now, extra)
         ):
             effective = _approve_change(
@@ -209,6 +209,19 @@ def _mark_stale(
     return refusal.refused(proposal, moved)
 
 
+def _text_holder(target: Memory, effective: str, text: str) -> Memory | None:
+    """For an UPDATE, the agent's other live memory that already holds the new text."""
+    if effective != "update":
+        return None
+    return writes.active_duplicate(target.agent_id, normalize(text).hash, exclude_id=target.id)
+
+
+def _applied(target: Memory, effective: str, text: str) -> str:
+    """What approving would do to the target: an UPDATE to a text another memory holds retires
+    it (a DELETE, which the two-person rule counts as one: it was applied by one reviewer)."""
+    return "delete" if _text_holder(target, effective, text) is not None else effective
+
+
 def _approve_change(
     proposal: Proposal,
     target: Memory,
@@ -221,11 +234,7 @@ def _approve_change(
     extra: dict,
 ) -> str:
     """The approved UPDATE or DELETE of a target nothing refuses; returns the action applied."""
-    same_text = (
-        writes.active_duplicate(target.agent_id, normalize(text).hash, exclude_id=target.id)
-        if effective == "update"
-        else None
-    )
+    same_text = _text_holder(target, effective, text)
     if same_text is not None:
         # The new text is already a memory (often the raw memory itself): replacing retires the
         # old memory and links it to the one that holds the text.
