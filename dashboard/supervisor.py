@@ -51,6 +51,16 @@ class Child:
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def end_leftovers(self) -> None:
+        """Kill what the child left behind in its process group once it is gone (a queue
+        cluster killed hard leaves its workers running, taking jobs beside the new cluster)."""
+        if self.process is None:
+            return
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass  # nothing left in the group
+
     def record(self) -> dict:
         state = "running" if self.running() else "restarting"
         return {
@@ -104,6 +114,7 @@ class Supervisor:
         return changed
 
     def _died(self, child: Child, now: float) -> None:
+        child.end_leftovers()
         code = child.process.returncode
         how = f"signal {-code}" if code < 0 else f"exit code {code}"
         if now - child.started >= HEALTHY_AFTER:
@@ -134,4 +145,6 @@ class Supervisor:
                 child.process.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 child.process.kill()
+        for child in self.children:  # nothing of theirs outlives Ctrl-C
+            child.end_leftovers()
         processes.clear()

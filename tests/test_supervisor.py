@@ -98,3 +98,36 @@ def test_a_part_that_keeps_dying_waits_longer_each_time(monkeypatch):
     watcher._died(child, now=child.started + supervisor.HEALTHY_AFTER)  # ran a minute: fresh
     assert child.restart_at - (child.started + supervisor.HEALTHY_AFTER) == 1
     assert "flaky (pid" in said[0] and "restarting in 1 s" in said[0]
+
+
+def test_what_a_dead_part_left_in_its_group_is_ended_before_it_restarts(tmp_path):
+    """Found by a QA pass: a queue cluster killed hard left its workers running; they took jobs
+    beside the new cluster, and outlived Ctrl-C."""
+    left = tmp_path / "leftover.pid"
+    child = supervisor.Child("cluster", ["sh", "-c", f"sleep 60 & echo $! > {left}; wait"])
+    watcher = supervisor.Supervisor([child], lambda said: None)
+    child.start()
+    wait_for(lambda: left.exists() and left.read_text().strip(), 10, "the worker's pid")
+    worker = int(left.read_text())
+    child.process.send_signal(signal.SIGKILL)
+    child.process.wait()
+    os.kill(worker, 0)  # still running, orphaned in the dead part's group
+    watcher._died(child, now=child.started + 1)
+
+    def gone():
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            return True
+        return _zombie(worker)  # ended, not yet reaped by init
+
+    wait_for(gone, 10, "the leftover worker to end")
+
+
+def _zombie(pid: int) -> bool:
+    """Whether the process has ended and waits only to be reaped (its parent is init)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
