@@ -1082,6 +1082,30 @@ def test_a_bulk_post_with_several_ids_values_previews_and_decides_every_one(
     assert Proposal.objects.filter(status="pending").count() == pending - 3
 
 
+def test_rows_another_reviewer_decided_meanwhile_are_not_left_for_one_by_one(
+    reviewer_client, queue, hx, monkeypatch
+):
+    """Found by a QA pass: two reviewers' bulk runs over the same rows; a row the other one
+    decided between this chunk's read and its decision was counted "left for one by one", with
+    nothing left to do. The other reviewer's decision is made at that moment here."""
+    from memory.writes import Actor
+    from pipeline import review as reviewing
+
+    ids = sorted(queue.filter(action="add").values_list("id", flat=True)[:3])
+    real = reviewing.bulk_reject
+
+    def racing(chunk, actor, *, reason):
+        reviewing.approve(chunk[0], Actor("ada", "operator"))  # the other reviewer, first
+        return real(chunk, actor, reason=reason)
+
+    monkeypatch.setattr(reviewing, "bulk_reject", racing)
+    data = {"decision": "reject", "scope": "selected", "reason": "not durable", "ids": ids}
+    body = reviewer_client.post("/review/bulk/", {**data, "step": "apply", "total": 3}, **hx)
+    text = body.content.decode() + json.dumps(dict(body.headers))  # the toast is a header
+    assert "left for one by one" not in text and "2 rejected" in text
+    assert "1 was no longer waiting" in text and "decided by ada" in text
+
+
 def test_a_bulk_chunk_draws_its_rows_again_with_one_run_of_the_context_processors(
     reviewer_client, queue, hx
 ):
