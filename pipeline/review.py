@@ -218,7 +218,15 @@ def bulk_summary(proposals: QuerySet[Proposal], reviewer: str = "") -> dict:
         "opt_in_words": safety.words_of(safety.Bulk.OPT_IN),
         "pinned": len(pinned),
         "claimed": len(claimed),
-        "two_person": proposals.filter(needs_two_q(get_config().destructive_approvals)).count(),
+        # Of those a bulk approval touches: one it leaves out is not approved at all.
+        "two_person": len(
+            set(
+                proposals.filter(needs_two_q(get_config().destructive_approvals)).values_list(
+                    "id", flat=True
+                )
+            )
+            - left_out
+        ),
         "approves": total - len(left_out | opt_in),
         "approves_with_opt_in": total - len(left_out),
         "rejects": total - len(claimed),

@@ -266,6 +266,13 @@ def test_the_first_approver_can_still_take_the_row_over_to_reject_it(pending, st
     assert not Memory.objects.get(id=store.staging.id).is_deleted
 
 
+def test_the_bulk_preview_counts_no_second_approval_for_a_row_it_leaves_out(pending, store):
+    """Found by a QA pass: a DELETE another reviewer holds was counted as needing two."""
+    review.claim(pending["delete"].id, SAM)
+    summary = review.bulk_summary(Proposal.objects.filter(status="pending"), "rita")
+    assert (summary["claimed"], summary["two_person"]) == (1, 0)
+
+
 def test_the_bulk_preview_counts_what_needs_a_second_approval(pending, store):
     summary = review.bulk_summary(Proposal.objects.filter(status="pending"), "rita")
     assert summary["two_person"] == 1  # the DELETE (the UPDATE's target is an agent's)
