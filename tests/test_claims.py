@@ -158,8 +158,11 @@ def test_focusing_claims_and_the_marker_says_who_else_is_reviewing(
     response = reviewer_client.post(claim_url(queue[0]), {"page": "p1"}, **hx)
     assert response.status_code == 200
     assert 'data-claim="mine"' in response.content.decode()
+    # A claim just made lasts its whole claimMinutes (5): rounded down, it said 4 (or 0 for 1).
+    assert "the others skip it for 5 minutes" in response.content.decode()
     other = sam_client.post(claim_url(queue[0]), {"page": "p2"}, **hx).content.decode()
     assert 'data-claim="other"' in other and "<strong>rita</strong> is reviewing" in other
+    assert "for 5 minutes" in other
     assert 'data-testid="take-over"' in other
     taken = sam_client.post(claim_url(queue[0]), {"page": "p2", "takeover": "1"}, **hx)
     assert 'data-claim="mine"' in taken.content.decode()

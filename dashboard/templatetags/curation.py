@@ -3,6 +3,7 @@ length of time, a percentage and a safety severity are shown. Output is escaped 
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import timedelta
 
@@ -123,6 +124,19 @@ def age(value):
     if not value:
         return NO_VALUE
     return duration(int(max(0.0, (timezone.now() - value).total_seconds())))
+
+
+@register.filter
+def minutes_until(value):
+    """How long until a moment, in whole minutes rounded up ("5 minutes" for a claim just made:
+    Django's timeuntil rounds down and said "4 minutes", "0 minutes" for a one-minute claim)."""
+    if not value:
+        return NO_VALUE
+    seconds = (value - timezone.now()).total_seconds()
+    if seconds <= 0:
+        return "a moment"
+    minutes = math.ceil(seconds / 60)
+    return f"{minutes} minute{'' if minutes == 1 else 's'}"
 
 
 NEAR_DAYS = 14  # within this of now a moment reads as a duration, further as its date
