@@ -18,6 +18,7 @@ from memory.models import Job, JobStatus
 from pipeline.config import get_config, mode_of
 from pipeline.llm import ProviderError, get_chat_client, get_embedder
 from pipeline.llm.ollama import ollama_reachable
+from pipeline.llm.transport import shown_url
 
 
 @api(("GET",), None, public=True)
@@ -87,7 +88,7 @@ def _models() -> dict:
     models = {
         "configured": configured,
         "embeddingConfigured": embedding_configured,
-        "ollamaUrl": settings.OLLAMA_URL,
+        "ollamaUrl": shown_url(settings.OLLAMA_URL),  # no user, password or token
         "ollamaReachable": reachable,
     }
     active, model = _resolved(

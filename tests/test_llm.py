@@ -164,3 +164,25 @@ def test_a_schema_ignoring_reply_is_returned_as_is_for_the_tolerant_parser(fake_
     facts, _, _ = parsing.parse_extraction(record.raw_response)
     assert [f.content for f in facts] == ["Priya prefers squash merges"]
     assert json.loads(json.dumps(record.as_dict()))["kind"] == "extract"
+
+
+@pytest.mark.parametrize(
+    ("url", "shown", "hook"),
+    [
+        (
+            "http://hookuser:hookpass@127.0.0.1:8659/services/T0?token=Q1",
+            "http://127.0.0.1:8659/services/T0?…",
+            "http://127.0.0.1:8659/…?…",
+        ),
+        ("u:pw@127.0.0.1:11434/api/chat", "127.0.0.1:11434/api/chat", "127.0.0.1:11434/…"),
+        ("http://[::1]:8080/api/chat", "http://[::1]:8080/api/chat", "http://[::1]:8080/…"),
+        ("http://u:1234/pw@h/x", "http URL (not shown", "http URL (not shown"),
+    ],
+)
+def test_a_url_in_an_error_text_shows_no_user_password_or_token(url, shown, hook):
+    """Error texts are logged and shown to viewers (a QA pass read a hook's password there)."""
+    from pipeline.llm.transport import shown_url
+
+    assert shown_url(url).startswith(shown) and shown_url(url, path=False).startswith(hook)
+    for secret in ("hookpass", "pw@", "Q1", "u:"):
+        assert secret not in shown_url(url) + shown_url(url, path=False)

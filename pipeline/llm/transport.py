@@ -70,10 +70,13 @@ def shown_url(url: str, *, path: bool = True) -> str:
     """A URL as an error says it (errors are logged and shown on pages viewers read): without a
     user or password and without its query (tokens live there); with `path` False without its
     path too (a chat hook's path is its secret)."""
-    parts = urlsplit(url)
+    parts = urlsplit(url if "//" in url else f"//{url}")  # "u:p@host:11434" has no scheme
+    if "@" in parts.path:  # a password with "/" in it, not encoded: show no more than the scheme
+        return f"{parts.scheme or 'a'} URL (not shown: it looks like it holds a password)"
     host = parts.netloc.rpartition("@")[2]
     rest = parts.path if path else ("/…" if parts.path.strip("/") else "")
-    return f"{parts.scheme}://{host}{rest}" + ("?…" if parts.query else "")
+    scheme = f"{parts.scheme}://" if parts.scheme else ""
+    return f"{scheme}{host}{rest}" + ("?…" if parts.query else "")
 
 
 def _decoded(url: str, status: int, content: bytes, *, vectors: bool = False) -> dict:
@@ -373,7 +376,7 @@ def post_json_each(
     not answered yet."""
     if not posts:
         return
-    ensure_outside_transaction(f"POST {posts[0].url}")  # the caller's thread may hold one
+    ensure_outside_transaction(f"POST {shown_url(posts[0].url)}")  # the caller's may hold one
     shared = _loop()
     answers: queue.SimpleQueue = queue.SimpleQueue()
     batch = shared.post_all(posts, lane, parallel, answers)
