@@ -75,10 +75,17 @@ class BulkOutcome:
     error: str | None = None
     code: str | None = None
     awaiting: bool = False
+    decided_by: str | None = None  # who decided it first, when that is why it was refused
 
     @property
     def done(self) -> bool:
         return self.error is None
+
+    @property
+    def decided_elsewhere(self) -> bool:
+        """Refused because someone had decided it meanwhile: nothing is left to do about it (a
+        stale, skipped or recorded one still waits for a decision one by one)."""
+        return self.code == "already_decided" and bool(self.decided_by)
 
     @property
     def claimed(self) -> bool:
@@ -226,6 +233,7 @@ def bulk_summary(proposals: QuerySet[Proposal], reviewer: str = "") -> dict:
                 )
             )
             - left_out
+            - opt_in
         ),
         "approves": total - len(left_out | opt_in),
         "approves_with_opt_in": total - len(left_out),
@@ -309,7 +317,8 @@ def _attempt(proposal_id: str, decide) -> BulkOutcome:
     try:
         decided = decide(proposal_id)
     except Refused as refused:
-        return BulkOutcome(proposal_id, refused.message, refused.code)
+        decided_by = refused.details.get("decidedBy")
+        return BulkOutcome(proposal_id, refused.message, refused.code, decided_by=decided_by)
     return BulkOutcome(proposal_id, awaiting=decided.awaiting_second_approval)
 
 

@@ -1106,6 +1106,15 @@ def test_rows_another_reviewer_decided_meanwhile_are_not_left_for_one_by_one(
     assert "1 was no longer waiting" in text and "decided by ada" in text
 
 
+def test_a_row_refused_for_its_status_but_decided_by_nobody_is_still_left_for_one_by_one():
+    """Second review: a stale row refused as "already_decided" (re-decide it) is not "gone"."""
+    from pipeline.review import BulkOutcome
+
+    stale = BulkOutcome("p1", "this proposal is stale: re-decide", "already_decided")
+    taken = BulkOutcome("p2", "already rejected (by ada)", "already_decided", decided_by="ada")
+    assert (stale.decided_elsewhere, taken.decided_elsewhere) == (False, True)
+
+
 def test_a_bulk_chunk_draws_its_rows_again_with_one_run_of_the_context_processors(
     reviewer_client, queue, hx
 ):

@@ -308,10 +308,8 @@ def _progress(request, form: BulkForm, outcomes: list[reviewing.BulkOutcome], *,
     (done, not applied, skipped because another reviewer holds them, recorded as the first of
     two approvals), plus this chunk's outcomes."""
     data = form.cleaned_data
-    # Decided by someone else meanwhile: nothing is left to do one by one ("gone" says who).
-    errors = [
-        o.error for o in outcomes if not o.done and not o.claimed and o.code != "already_decided"
-    ]
+    # Decided by someone meanwhile: nothing is left to do one by one ("gone" says who).
+    errors = [o.error for o in outcomes if not o.done and not o.claimed and not o.decided_elsewhere]
     claimed = (data.get("claimed") or 0) + sum(o.claimed for o in outcomes)
     awaiting = (data.get("awaiting") or 0) + sum(o.awaiting for o in outcomes)
     done = (data.get("done") or 0) + sum(o.done for o in outcomes)
