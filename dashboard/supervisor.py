@@ -145,6 +145,8 @@ class Supervisor:
                 child.process.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 child.process.kill()
-        for child in self.children:  # nothing of theirs outlives Ctrl-C
+        # Nothing of theirs outlives Ctrl-C. Only those running now: a dead one's group ended
+        # when it died, and its pid may belong to someone else by now.
+        for child in running:
             child.end_leftovers()
         processes.clear()

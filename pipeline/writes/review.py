@@ -93,11 +93,16 @@ def approve(
                 targetMemoryId=target.id,
             )
         elif not (
-            needs_two(_applied(target, effective, text), target, config.destructive_approvals)
+            needs_two(
+                "delete" if (holder := _text_holder(target, effective, text)) else effective,
+                target,
+                config.destructive_approvals,
+            )
             and _first_of_two(proposal, first, reviewer, effective, text, note, now, extra)
         ):
+            # The holder read once: the rule and the write see the same store.
             effective = _approve_change(
-                proposal, target, effective, text, reviewer, vector, note, now, extra
+                proposal, target, effective, text, holder, reviewer, vector, note, now, extra
             )
             status = ProposalStatus.APPLIED
         if status is not None:
@@ -210,16 +215,11 @@ def _mark_stale(
 
 
 def _text_holder(target: Memory, effective: str, text: str) -> Memory | None:
-    """For an UPDATE, the agent's other live memory that already holds the new text."""
+    """For an UPDATE, the agent's other live memory that already holds the new text: approving
+    then retires the target, a DELETE (the two-person rule counts it as one)."""
     if effective != "update":
         return None
     return writes.active_duplicate(target.agent_id, normalize(text).hash, exclude_id=target.id)
-
-
-def _applied(target: Memory, effective: str, text: str) -> str:
-    """What approving would do to the target: an UPDATE to a text another memory holds retires
-    it (a DELETE, which the two-person rule counts as one: it was applied by one reviewer)."""
-    return "delete" if _text_holder(target, effective, text) is not None else effective
 
 
 def _approve_change(
@@ -227,14 +227,15 @@ def _approve_change(
     target: Memory,
     effective: str,
     text: str,
+    same_text: Memory | None,
     reviewer: Actor,
     vector: Vector | None,
     note: str | None,
     at,
     extra: dict,
 ) -> str:
-    """The approved UPDATE or DELETE of a target nothing refuses; returns the action applied."""
-    same_text = _text_holder(target, effective, text)
+    """The approved UPDATE or DELETE of a target nothing refuses (`same_text`: the memory that
+    holds an UPDATE's text already, see _text_holder); returns the action applied."""
     if same_text is not None:
         # The new text is already a memory (often the raw memory itself): replacing retires the
         # old memory and links it to the one that holds the text.
