@@ -41,11 +41,10 @@ def reported(memories, slice_: str):
     Each row gets fb_used, fb_ignored and fb_contradicted; without a slice nothing is added, so
     the plain list pays no subquery per row.
     """
-    if slice_ not in {"contradicted", "ignored"}:
+    where = in_slice(slice_)
+    if where is None:
         return memories
-    memories = memories.filter(Exists(_reports(slice_)))
-    if slice_ == "ignored":
-        memories = memories.exclude(Exists(_reports("used")))
+    memories = memories.filter(where)
     counts = {f"fb_{verdict}": _count(verdict) for verdict in FEEDBACK_VERDICTS}
     return memories.annotate(**counts).order_by(f"-fb_{slice_}", "-created_at", "-id")
 

@@ -363,13 +363,15 @@ def _replace_reasons(plan: PipelinePlan) -> None:
     if not plan.reasons:
         return
     ids = {pid for pid, _ in plan.reasons}
-    said = dict(plan.reasons)
     for part in _chunks(plan.targeting):
         Proposal.objects.filter(id__in=part).update(reason=PURGED)
-    for pk, proposal, reason in _reason_audits(plan):
-        cut = scrub(reason, Texts.of([said[proposal]]))
-        if cut != reason:
-            MemoryHistory.objects.filter(pk=pk).update(reason=cut)
+    needles = {pid: Texts.of([reason]) for pid, reason in plan.reasons}
+    cuts = [
+        MemoryHistory(pk=pk, reason=cut)
+        for pk, proposal, reason in _reason_audits(plan)
+        if (cut := scrub(reason, needles[proposal])) != reason
+    ]
+    MemoryHistory.objects.bulk_update(cuts, ["reason"], batch_size=500)  # not one a row
     for part in _chunks(_decide_calls(plan.foreign)):
         LlmCall.objects.filter(pk__in=part).update(raw_response=PURGED)
     for part in _chunks(plan.other_jobs):

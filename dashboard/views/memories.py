@@ -65,25 +65,15 @@ def _filtered(filters: dict[str, str]):
         memories = memories.filter(expiry.expired(), is_deleted=False)
     elif filters["deleted"] == "deleted":
         memories = memories.filter(is_deleted=True)
-    if filters["type"]:
-        memories = memories.filter(type=filters["type"])
-    if filters["who"]:
-        memories = memories.filter(who__icontains=filters["who"])
+    memories = memories.filter(_attributes(filters))
     if filters["agent"]:
         memories = memories.filter(agent_id=filters["agent"])
-    if filters["pinned"]:
-        memories = memories.filter(pinned=filters["pinned"] == "yes")
-    if filters["origin"] == "derived":
-        memories = memories.filter(source_type=DERIVED_SOURCE_TYPE)
-    elif filters["origin"] == "raw":
-        memories = memories.exclude(source_type=DERIVED_SOURCE_TYPE)
     # Agent feedback slice: adds report counts and orders by them.
     return feedback.reported(memories, filters["feedback"])
 
 
-def _search_filter(filters: dict[str, str]) -> Q | None:
-    """The list's filters a search applies inside itself (a search looks at live memories), the
-    agents' feedback slice included."""
+def _attributes(filters: dict[str, str]) -> Q:
+    """The type, who, pinned and origin filters, as the list and a search both apply them."""
     where = Q()
     if filters["type"]:
         where &= Q(type=filters["type"])
@@ -95,6 +85,13 @@ def _search_filter(filters: dict[str, str]) -> Q | None:
         where &= Q(source_type=DERIVED_SOURCE_TYPE)
     elif filters["origin"] == "raw":
         where &= ~Q(source_type=DERIVED_SOURCE_TYPE)
+    return where
+
+
+def _search_filter(filters: dict[str, str]) -> Q | None:
+    """The list's filters a search applies inside itself (a search looks at live memories), the
+    agents' feedback slice included."""
+    where = _attributes(filters)
     if (reported := feedback.in_slice(filters["feedback"])) is not None:
         where &= reported
     return where or None
