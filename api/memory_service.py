@@ -16,9 +16,10 @@ from django.utils import timezone
 from api.auth import has_scope, may_act_for
 from api.http import MAX_INT, BadRequest, optional
 from api.serializers import history_json, memory_json, proposal_json
-from memory import backend, expiry, writes
+from memory import expiry, writes
 from memory.content import is_effectively_empty
 from memory.feedback import FEEDBACK_VERDICTS, record_feedback
+from memory.filters import attributes
 from memory.models import ActorType, ApiToken, Authority, Job, JobStatus, Memory
 from memory.writes import Actor, Refused, Triple
 from pipeline import memory_ops
@@ -257,16 +258,9 @@ def filters_field(body: dict) -> dict:
 
 def filter_q(filters: dict) -> Q:
     """The filters but includeDeleted as one Q on Memory (what recall pushes into the search)."""
-    where = Q()
-    if filters["type"]:
-        where &= Q(type=filters["type"])
-    if filters["who"]:
-        where &= Q(who__icontains=filters["who"])
-    if filters["pinned"] is not None:
-        where &= Q(pinned=filters["pinned"])
-    for tag in filters["tags"]:
-        where &= backend.list_holds("tags", tag)
-    return where
+    return attributes(
+        type=filters["type"], who=filters["who"], pinned=filters["pinned"], tags=filters["tags"]
+    )
 
 
 def filtered(agent_id: str, filters: dict):

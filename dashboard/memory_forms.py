@@ -21,6 +21,7 @@ class MemoryFilterForm(forms.Form):
     q = forms.CharField(required=False, max_length=500, strip=True)
     type = forms.CharField(required=False, max_length=40)
     who = forms.CharField(required=False, max_length=200)
+    tag = forms.CharField(required=False, max_length=100)  # a remember's tags are up to 100 chars
     agent = forms.CharField(required=False, max_length=200)
     pinned = forms.ChoiceField(required=False, choices=PINNED_CHOICES)
     deleted = forms.ChoiceField(required=False, choices=DELETED_CHOICES)

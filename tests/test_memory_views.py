@@ -208,6 +208,30 @@ def test_filters_deleted_derived_pinned_and_agent(viewer_client):
     assert ids(pinned="maybe", deleted="bogus") == {raw.id, derived.id, pinned.id, ops.id}
 
 
+def test_the_tag_filter_lists_and_searches_only_memories_carrying_that_tag(viewer_client):
+    """The API and MCP filtered by tag and the page could not; a tag on a memory's page links to
+    the list of its agent's memories with that tag."""
+    release = remember("Postgres upgrade planned for the release train", tags=["release", "db"])
+    other = remember("Postgres upgrade checklist lives in the wiki", tags=["db"])
+    lookalike = remember("Postgres notes for the release-train team", tags=["release-train"])
+    untagged = remember("Postgres runs the billing database")
+
+    def ids(**params):
+        body = viewer_client.get("/memories/", params).content.decode()
+        found = (release, other, lookalike, untagged)
+        return {m.id for m in found if f"memory-{m.id}" in body}
+
+    assert ids(tag="release") == {release.id}  # exactly that tag, not one it begins
+    assert ids(tag="db") == {release.id, other.id}
+    assert ids(tag="db", q="postgres upgrade") == {release.id, other.id}
+    assert ids(tag="release", q="release train") == {release.id}  # inside the search too
+    assert ids(tag="nothing-carries-this") == set()
+    assert ids(tag="x" * 101) == {release.id, other.id, lookalike.id, untagged.id}  # ignored
+    page = viewer_client.get(detail_url(release)).content.decode()
+    assert '/memories/?tag=release&amp;agent=default"' in page
+    assert 'id="mb-tag"' in viewer_client.get("/memories/").content.decode()
+
+
 def test_pagination_keeps_the_filters(viewer_client, hx):
     for i in range(55):
         remember(f"Note number {i} about the release train", agent_id="ops")

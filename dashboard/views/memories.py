@@ -38,6 +38,7 @@ from dashboard.memory_forms import (
 )
 from memory import expiry, keyword, writes
 from memory.erasure import PURGED_EVENT
+from memory.filters import attributes
 from memory.models import DERIVED_SOURCE_TYPE, Authority, Memory, MemoryEntityMention
 from memory.redaction import REDACTED_EVENT
 from memory.search import Hit
@@ -73,19 +74,14 @@ def _filtered(filters: dict[str, str]):
 
 
 def _attributes(filters: dict[str, str]) -> Q:
-    """The type, who, pinned and origin filters, as the list and a search both apply them."""
-    where = Q()
-    if filters["type"]:
-        where &= Q(type=filters["type"])
-    if filters["who"]:
-        where &= Q(who__icontains=filters["who"])
-    if filters["pinned"]:
-        where &= Q(pinned=filters["pinned"] == "yes")
-    if filters["origin"] == "derived":
-        where &= Q(source_type=DERIVED_SOURCE_TYPE)
-    elif filters["origin"] == "raw":
-        where &= ~Q(source_type=DERIVED_SOURCE_TYPE)
-    return where
+    """The type, who, pinned, tag and origin filters, as the list and a search both apply them."""
+    return attributes(
+        type=filters["type"],
+        who=filters["who"],
+        pinned={"yes": True, "no": False}.get(filters["pinned"]),
+        tags=[filters["tag"]] if filters["tag"] else [],
+        origin=filters["origin"],
+    )
 
 
 def _search_filter(filters: dict[str, str]) -> Q | None:
