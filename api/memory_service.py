@@ -20,7 +20,15 @@ from memory import expiry, writes
 from memory.content import is_effectively_empty
 from memory.feedback import FEEDBACK_VERDICTS, record_feedback
 from memory.filters import attributes
-from memory.models import ActorType, ApiToken, Authority, Job, JobStatus, Memory
+from memory.models import (
+    DERIVED_SOURCE_TYPE,
+    ActorType,
+    ApiToken,
+    Authority,
+    Job,
+    JobStatus,
+    Memory,
+)
 from memory.writes import Actor, Refused, Triple
 from pipeline import memory_ops
 from pipeline.config import get_config, mode_of
@@ -144,6 +152,21 @@ def short_string(body: dict, key: str, limit: int = 200) -> str | None:
     return value
 
 
+def source_type_field(body: dict) -> str:
+    """Where a remembered memory came from, as its writer names it ("manual" when unsaid). The
+    pipeline's own name is refused: a memory under it counts as derived from its sourceId, so
+    a caller could hang a memory of its agent on another agent's (a purge or a redaction of
+    that lineage then reached it)."""
+    value = short_string(body, "sourceType", 40) or "manual"
+    if value.strip().lower() == DERIVED_SOURCE_TYPE:
+        raise BadRequest(
+            f"sourceType '{DERIVED_SOURCE_TYPE}' is reserved for the memories the pipeline "
+            "derives: name your own source (manual, chat, import, ...)",
+            code="reserved_source_type",
+        )
+    return value
+
+
 # What a remember may say about who asserted it: an agent (the default), or a person whose
 # explicit instruction the agent relays, which needs the `assert` scope.
 ASSERTABLE = (Authority.AGENT, Authority.PERSON)
@@ -231,6 +254,20 @@ def require_agent(token: ApiToken, agent_id: str) -> None:
         )
 
 
+def require_every_agent(token: ApiToken, doing: str) -> None:
+    """403 unless the token may act for any agent: an erasure looks for copies of its text in
+    every agent's data and rewrites them, and its answer (found, repaired, the rows it would
+    write) would tell a token of one agent what the others hold."""
+    if not token.multi_agent:
+        raise BadRequest(
+            f"{doing} looks for copies in every agent's data and rewrites them, and this token "
+            f"belongs to agent '{token.agent_id}': use a token that may act for any agent "
+            "(create_api_token --multi-agent)",
+            403,
+            "forbidden",
+        )
+
+
 def memory_or_404(token: ApiToken, memory_id: str) -> Memory:
     """The memory, if it exists (404) and belongs to an agent the token may act for (403)."""
     memory = Memory.objects.filter(id=memory_id).first()
@@ -292,7 +329,7 @@ def remember(token: ApiToken, body: dict) -> tuple[dict, bool]:
         pinned=bool(pinned),
         importance=0.5 if importance is None else importance,
         tags=tags_field(body),
-        source_type=short_string(body, "sourceType", 40) or "manual",
+        source_type=source_type_field(body),
         source_id=short_string(body, "sourceId"),
         triples=triples_field(body),
         asserted_by=asserted_by,

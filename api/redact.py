@@ -8,7 +8,7 @@ from __future__ import annotations
 from django.http import JsonResponse
 
 from api.http import api, json_body, known_fields, optional
-from api.memory_service import memory_or_404
+from api.memory_service import memory_or_404, require_every_agent
 from memory.models import ActorType
 from memory.writes import Actor
 from pipeline import review
@@ -19,8 +19,9 @@ FIELDS = {"span", "kind", "reason", "proposalId"}
 
 @api(("POST",), "review")
 def redact_memory(request, memory_id: str):
-    body = known_fields(json_body(request), FIELDS)
     token = request.api_token
+    require_every_agent(token, "a redaction")
+    body = known_fields(json_body(request), FIELDS)
     memory = memory_or_404(token, memory_id)
     asked = Request(
         memory.id,

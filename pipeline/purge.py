@@ -133,7 +133,10 @@ def memory_ids_for(request: Request) -> list[str]:
 
 def lineage_of(memory_id: str) -> list[str]:
     """Everything derived from a raw memory: the memories derived from it and those its applied
-    proposals created or updated (an updated memory's text is now the raw memory's fact)."""
+    proposals created or updated (an updated memory's text is now the raw memory's fact). Only
+    its own agent's: the pipeline derives within one agent, so a memory of another agent naming
+    it as its source was not derived from it."""
+    agent = Memory.objects.filter(id=memory_id).values_list("agent_id", flat=True).first()
     derived = set(
         Memory.objects.filter(source_id=memory_id, source_type=DERIVED_SOURCE_TYPE).values_list(
             "id", flat=True
@@ -143,7 +146,7 @@ def lineage_of(memory_id: str) -> list[str]:
         source_memory_id=memory_id, status=ProposalStatus.APPLIED
     ).values_list("created_memory_id", "updated_memory_id"):
         derived |= {created, updated} - {None}
-    live = Memory.objects.filter(id__in=derived, purged_at__isnull=True)
+    live = Memory.objects.filter(id__in=derived, agent_id=agent, purged_at__isnull=True)
     return sorted(live.values_list("id", flat=True))
 
 

@@ -217,7 +217,8 @@ def family_of(memory: Memory) -> list[str]:
     """The memory, its raw memory when it is derived, and everything derived from either."""
     root = memory.source_id if memory.is_derived and memory.source_id else memory.id
     ids = {memory.id, *lineage_of(memory.id)}
-    if Memory.objects.filter(id=root, purged_at__isnull=True).exists():
+    raw = Memory.objects.filter(id=root, agent_id=memory.agent_id, purged_at__isnull=True)
+    if raw.exists():  # the same agent's only, as lineage_of
         ids |= {root, *lineage_of(root)}
     return sorted(ids)
 

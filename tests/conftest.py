@@ -238,10 +238,12 @@ def drain_queue(db):
     return drain
 
 
-def _token(scopes, agent="default", name=None):
+def _token(scopes, agent="default", name=None, multi_agent=False):
     from api.auth import create_token
 
-    _, plain = create_token(name or f"tok-{'-'.join(scopes)}", agent_id=agent, scopes=scopes)
+    _, plain = create_token(
+        name or f"tok-{'-'.join(scopes)}", agent_id=agent, scopes=scopes, multi_agent=multi_agent
+    )
     return {"HTTP_AUTHORIZATION": f"Bearer {plain}"}
 
 
@@ -258,6 +260,18 @@ def review_auth(db):
 @pytest.fixture
 def admin_auth(db):
     return _token(["admin"], name="admin-bot")
+
+
+@pytest.fixture
+def multi_admin(db):
+    """An admin token that may act for any agent: what a purge needs."""
+    return _token(["admin"], name="ops-admin", multi_agent=True)
+
+
+@pytest.fixture
+def multi_review(db):
+    """A review token that may act for any agent: what a redaction needs."""
+    return _token(["review"], name="ops-reviewer", multi_agent=True)
 
 
 @pytest.fixture(scope="session")

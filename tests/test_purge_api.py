@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from api.auth import create_token
 from api.mcp_server import TOOLS
 from memory import writes
 from memory.erasure import PURGED
@@ -36,20 +35,14 @@ def post(client, auth, path, body):
     return client.post(path, body, content_type="application/json", **auth)
 
 
-@pytest.fixture
-def multi_admin(db):
-    _, plain = create_token("ops-admin", scopes=["admin"], multi_agent=True)
-    return {"HTTP_AUTHORIZATION": f"Bearer {plain}"}
-
-
 def remember(text: str, agent: str = "default") -> Memory:
     return writes.remember(text, actor=WRITER, agent_id=agent, create_job=False).memory
 
 
 @pytest.mark.django_db(transaction=True)
-def test_purging_one_memory_answers_the_receipt_with_its_exact_keys(client, admin_auth):
+def test_purging_one_memory_answers_the_receipt_with_its_exact_keys(client, multi_admin):
     memory = remember(f"The billing key is {KEY} for the staging cluster.")
-    response = post(client, admin_auth, f"/api/memory/{memory.id}/purge", {"reason": "leaked key"})
+    response = post(client, multi_admin, f"/api/memory/{memory.id}/purge", {"reason": "leaked key"})
     assert response.status_code == 200
     receipt = response.json()
     assert set(receipt) == RECEIPT_KEYS
@@ -60,13 +53,13 @@ def test_purging_one_memory_answers_the_receipt_with_its_exact_keys(client, admi
     assert memory.content == PURGED and memory.is_purged
 
 
-def test_a_dry_run_writes_nothing_and_answers_what_would_go(client, admin_auth):
+def test_a_dry_run_writes_nothing_and_answers_what_would_go(client, multi_admin):
     memory = remember(f"The billing key is {KEY} for the staging cluster.")
-    client.get(f"/api/memory/{memory.id}", **admin_auth)  # the token's once-a-minute use stamp
+    client.get(f"/api/memory/{memory.id}", **multi_admin)  # the token's once-a-minute use stamp
     before = snapshot()
     response = post(
         client,
-        admin_auth,
+        multi_admin,
         f"/api/memory/{memory.id}/purge",
         {"reason": "leaked key", "lineage": True, "dryRun": True},
     )
@@ -101,6 +94,42 @@ def test_purge_by_text_reaches_every_agent_and_the_copies_in_other_memories_hist
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_lineage_and_a_redaction_stay_inside_one_agent(
+    client, multi_admin, multi_review, ingest_auth
+):
+    """Found by a QA pass: another agent remembered a memory under the pipeline's source type
+    naming agent default's memory as its source; a redaction of it then rewrote default's memory,
+    and a lineage purge of default's memory purged it too. The API now refuses the pipeline's
+    source type, and a lineage (purge, redaction) never leaves the memory's own agent."""
+    raw = remember(f"The vault passphrase is {KEY} for the staging cluster.")
+    refused = post(
+        client,
+        ingest_auth,
+        "/api/memory/remember",
+        {"content": f"Copied {KEY} too.", "sourceType": "pipeline-v2", "sourceId": raw.id},
+    )
+    assert (refused.status_code, refused.json()["error"]) == (400, "reserved_source_type")
+    assert Memory.objects.count() == 1
+    # One written before the refusal existed (or by a script on the store) is not lineage.
+    forged = writes.remember(
+        f"Copied {KEY} too.",
+        actor=WRITER,
+        agent_id="elsewhere",
+        source_type="pipeline-v2",
+        source_id=raw.id,
+        create_job=False,
+    ).memory
+    body = {"span": KEY, "kind": "secret", "reason": "leaked key"}
+    redacted = post(client, multi_review, f"/api/memory/{forged.id}/redact", body)
+    assert redacted.status_code == 200 and raw.id not in redacted.json()["memories"]
+    body = {"reason": "leaked", "lineage": True}
+    receipt = post(client, multi_admin, f"/api/memory/{raw.id}/purge", body).json()
+    assert receipt["memories"] == [raw.id]
+    forged.refresh_from_db()
+    assert not forged.is_purged
+
+
+@pytest.mark.django_db(transaction=True)
 def test_purge_by_agent_takes_every_memory_of_that_agent_only(client, multi_admin):
     mine = [remember(f"Note {n} of the scratch agent about its work.", "scratch") for n in range(3)]
     theirs = remember("A note of another agent about its work.", "keeper")
@@ -125,12 +154,12 @@ def test_purge_by_agent_takes_every_memory_of_that_agent_only(client, multi_admi
     ],
 )
 def test_a_bad_memory_purge_gets_a_clear_error_and_writes_nothing(
-    client, admin_auth, body, status, code
+    client, multi_admin, body, status, code
 ):
     memory = remember(f"The billing key is {KEY} for the staging cluster.")
-    client.get(f"/api/memory/{memory.id}", **admin_auth)
+    client.get(f"/api/memory/{memory.id}", **multi_admin)
     before = snapshot()
-    response = post(client, admin_auth, f"/api/memory/{memory.id}/purge", body)
+    response = post(client, multi_admin, f"/api/memory/{memory.id}/purge", body)
     assert (response.status_code, response.json()["error"]) == (status, code)
     assert response.json()["message"]
     assert snapshot() == before
@@ -166,63 +195,68 @@ def test_a_bad_store_purge_gets_a_clear_error_and_writes_nothing(
     assert snapshot() == before
 
 
-def test_only_the_admin_scope_purges_and_only_for_its_agents(client, review_auth, admin_auth):
+def test_only_the_admin_scope_purges(client, review_auth, multi_admin):
     memory = remember("A note of agent default about its work.")
-    other = remember("A note of another agent about its work.", agent="elsewhere")
     refused = post(client, review_auth, f"/api/memory/{memory.id}/purge", {"reason": "x"})
     assert (refused.status_code, refused.json()["error"]) == (403, "forbidden")
     assert "admin" in refused.json()["message"]
-    foreign = post(client, admin_auth, f"/api/memory/{other.id}/purge", {"reason": "x"})
-    assert (foreign.status_code, foreign.json()["error"]) == (403, "forbidden")
     anonymous = client.post("/api/purge", {"agent": "default"}, content_type="application/json")
     assert anonymous.status_code == 401
-    assert client.get("/api/purge", **admin_auth).status_code == 405
+    assert client.get("/api/purge", **multi_admin).status_code == 405
     assert not Memory.objects.filter(purged_at__isnull=False).exists()
 
 
-@pytest.mark.parametrize("text", ["A note of another agent", "no memory holds this"])
-def test_a_token_of_one_agent_cannot_purge_by_text_whoever_holds_it(client, admin_auth, text):
-    """Found by a QA pass: a single-agent admin token's dry run answered 403 when another agent
-    held the text and 409 when nobody did, telling it what other agents' memories say."""
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("own", {"reason": "x"}),
+        ("own", {"reason": "x", "lineage": True, "dryRun": True}),
+        ("/api/purge", {"agent": "default", "reason": "x", "dryRun": True}),
+        ("/api/purge", {"agent": "elsewhere", "reason": "x"}),
+        ("/api/purge", {"agent": "nobody-ever", "reason": "x"}),
+        ("/api/purge", {"text": "A note of another agent", "reason": "x", "dryRun": True}),
+        ("/api/purge", {"text": "no memory holds this", "reason": "x", "dryRun": True}),
+    ],
+)
+def test_a_token_of_one_agent_cannot_purge_even_its_own_memories(client, admin_auth, path, body):
+    """Found by a QA pass: a purge of an agent's own memory looked for copies in every agent's
+    data, rewrote another agent's proposals and audits that held its text, and said so in the
+    receipt (found, repaired, the dry run's rows): a token of one agent learnt what the others
+    hold. Every purge now needs a token that may act for any agent, whatever the store holds."""
+    own = remember("A note of agent default about its work.")
     remember("A note of another agent about its work.", agent="elsewhere")
     before = snapshot()
-    body = {"text": text, "reason": "x", "dryRun": True}
-    response = post(client, admin_auth, "/api/purge", body)
+    response = post(
+        client, admin_auth, f"/api/memory/{own.id}/purge" if path == "own" else path, body
+    )
     assert (response.status_code, response.json()["error"]) == (403, "forbidden")
-    assert "looks at every agent's memories" in response.json()["message"]
+    assert (
+        "any agent" in response.json()["message"] and "--multi-agent" in response.json()["message"]
+    )
     assert snapshot() == before
 
 
-@pytest.mark.parametrize("agent", ["elsewhere", "nobody-ever"])
-def test_a_token_of_one_agent_is_refused_another_agent_whether_it_exists_or_not(
-    client, admin_auth, agent
-):
-    remember("A note of another agent about its work.", agent="elsewhere")
-    response = post(client, admin_auth, "/api/purge", {"agent": agent, "reason": "x"})
-    assert (response.status_code, response.json()["error"]) == (403, "forbidden")
-
-
-def test_an_unknown_or_purged_memory_is_refused(client, admin_auth):
-    missing = post(client, admin_auth, "/api/memory/no-such-id/purge", {"reason": "x"})
+def test_an_unknown_or_purged_memory_is_refused(client, multi_admin):
+    missing = post(client, multi_admin, "/api/memory/no-such-id/purge", {"reason": "x"})
     assert (missing.status_code, missing.json()["error"]) == (404, "not_found")
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_purged_memory_cannot_be_purged_again_or_recovered(client, admin_auth):
+def test_a_purged_memory_cannot_be_purged_again_or_recovered(client, multi_admin):
     memory = remember("A note that has to go for good.")
-    assert post(client, admin_auth, f"/api/memory/{memory.id}/purge", {"reason": "x"}).json()[
+    assert post(client, multi_admin, f"/api/memory/{memory.id}/purge", {"reason": "x"}).json()[
         "verified"
     ]
-    again = post(client, admin_auth, f"/api/memory/{memory.id}/purge", {"reason": "x"})
+    again = post(client, multi_admin, f"/api/memory/{memory.id}/purge", {"reason": "x"})
     assert (again.status_code, again.json()["error"]) == (409, "already_purged")
-    recover = post(client, admin_auth, f"/api/memory/{memory.id}/recover", {"reason": "oops"})
+    recover = post(client, multi_admin, f"/api/memory/{memory.id}/recover", {"reason": "oops"})
     assert (recover.status_code, recover.json()["error"]) == (409, "purged")
     # An edit says so too (it said "recover it first", and recover is refused: a QA day).
     edit = client.patch(
         f"/api/memory/{memory.id}",
         {"content": "Back again.", "reason": "oops"},
         content_type="application/json",
-        **admin_auth,
+        **multi_admin,
     )
     assert (edit.status_code, edit.json()["error"]) == (409, "purged")
     assert "gone for good" in edit.json()["message"]

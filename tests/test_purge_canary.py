@@ -115,14 +115,14 @@ def canary_story(fake) -> Memory:
 
 
 def test_a_purged_canary_leaves_no_copy_anywhere(
-    file_db, fake_ollama, client, admin_auth, admin_client_role
+    file_db, fake_ollama, client, multi_admin, admin_client_role
 ):
     canary = canary_story(fake_ollama)
     response = client.post(
         f"/api/memory/{canary.id}/purge",
         {"reason": "issue 22 canary", "lineage": True},
         content_type="application/json",
-        **admin_auth,
+        **multi_admin,
     )
     assert response.status_code == 200, response.content
     receipt = response.json()
@@ -151,7 +151,7 @@ def test_a_purged_canary_leaves_no_copy_anywhere(
     assert (tombstone.memory_id, tombstone.event, tombstone.changed_by) == (
         canary.id,
         PURGED_EVENT,
-        "admin-bot",
+        "ops-admin",
     )
     assert tombstone.reason == "issue 22 canary"
     assert tombstone.metadata["receipt"]["verified"] is True
@@ -160,7 +160,7 @@ def test_a_purged_canary_leaves_no_copy_anywhere(
     assert (purged.content, purged.is_purged, purged.is_deleted) == (PURGED, True, True)
 
     recall = client.post(
-        "/api/memory/recall", {"query": TOKEN}, content_type="application/json", **admin_auth
+        "/api/memory/recall", {"query": TOKEN}, content_type="application/json", **multi_admin
     )
     assert recall.status_code == 200 and recall.json()["results"] == []
     page = admin_client_role.get("/memories/", {"q": TOKEN, "deleted": "all"})
@@ -171,7 +171,7 @@ def test_a_purged_canary_leaves_no_copy_anywhere(
 
 
 @pytest.mark.sqlite_only(reason="the one-time VACUUM of a store older than secure_delete")
-def test_a_store_older_than_secure_delete_is_vacuumed_once(file_db, admin_auth, client):
+def test_a_store_older_than_secure_delete_is_vacuumed_once(file_db, multi_admin, client):
     """A store whose freed pages may predate secure_delete is not marked: its first purge
     merges its full-text index (entries deleted before FTS5's secure-delete wait behind delete
     markers for a merge) and vacuums it (no byte of earlier versions in any free page); later
@@ -184,7 +184,7 @@ def test_a_store_older_than_secure_delete_is_vacuumed_once(file_db, admin_auth, 
         f"/api/memory/{memory.id}/purge",
         {"reason": "old store"},
         content_type="application/json",
-        **admin_auth,
+        **multi_admin,
     ).json()
     assert first["verified"] and files_holding(Path(file_db).parent, TOKEN) == []
     with connection.cursor() as cursor:  # the full-text index was merged (its marker logged)
@@ -197,7 +197,7 @@ def test_a_store_older_than_secure_delete_is_vacuumed_once(file_db, admin_auth, 
         f"/api/memory/{other.id}/purge",
         {"reason": "again"},
         content_type="application/json",
-        **admin_auth,
+        **multi_admin,
     ).json()
     checks = MemoryHistory.objects.get(id=second["tombstone"]).metadata["receipt"]["checks"]
     assert second["verified"] and not any("vacuumed once" in check for check in checks)
