@@ -222,13 +222,16 @@ def write_in_transaction(prepared: list[Prepared], *, at) -> list[Outcome]:
     insert_rows(MemoryHistory, [row for one in new for row in one.audits])
     _mention(new, at=at)
     queued = [
-        one.memory.id
-        for one in new
-        if one.memory.extraction_status == ExtractionStatus.PENDING and not one.memory.is_deleted
+        one.memory.id for one in new if one.memory.extraction_status == ExtractionStatus.PENDING
     ]
     if queued:
         jobs.create_many_in_transaction(queued, at=at)
     return outcomes
+
+
+def _live(item: Incoming, at) -> bool:
+    """Neither forgotten nor expired at `at` (what recall finds, and what a job extracts)."""
+    return not item.is_deleted and (item.expires_at is None or item.expires_at > at)
 
 
 def _row(item: Incoming, *, actor: Actor, at, process: bool) -> Memory:
@@ -253,8 +256,10 @@ def _row(item: Incoming, *, actor: Actor, at, process: bool) -> Memory:
         deleted_at=(item.deleted_at or at) if item.is_deleted else None,
         expires_at=item.expires_at,
         purged_at=item.purged_at,
+        # Only a live memory is extracted: a job of a forgotten or expired one would be
+        # cancelled, and the memory left "pending" for good.
         extraction_status=(
-            ExtractionStatus.PENDING if process and not item.is_deleted else ExtractionStatus.NONE
+            ExtractionStatus.PENDING if process and _live(item, at) else ExtractionStatus.NONE
         ),
         extraction_model=None,
         embedding_model=None,

@@ -284,6 +284,61 @@ def test_an_export_line_with_a_bad_expiry_or_a_live_tombstone_is_refused_alone(t
     assert Memory.objects.get().expires_at.isoformat() == "2031-05-01T00:00:00+00:00"
 
 
+def test_lines_no_column_could_store_are_refused_alone_and_the_lines_around_them_imported(
+    tmp_path, django_capture_on_commit_callbacks
+):
+    """Found by a QA pass: each of these lines failed the whole batch's write (an overflow, a
+    CHECK on the JSON, an encoding error), so the valid lines beside it were not imported and
+    the command ended in a traceback; the docs say a bad line is refused alone."""
+    path = tmp_path / "store.jsonl"
+    header = export.header(agent=None, include_history=False, include_deleted=False)
+    audit = {"event": "created", "createdAt": "2026-01-01T00:00:00Z"}
+    write_lines(
+        path,
+        [
+            header,
+            {"content": "First kept.", "agentId": "default"},
+            {"content": "Huge version.", "version": 10**30},
+            '{"content": "Not a number.", "history": [{"event": "created", '
+            '"createdAt": "2026-01-01T00:00:00Z", "metadata": {"score": NaN}}]}',
+            '{"content": "lone \\ud800 surrogate"}',
+            {"content": "Too early.", "createdAt": "0001-01-01T00:00:00+05:00"},
+            {"content": "Too late.", "updatedAt": "9999-12-31T23:59:59-05:00"},
+            {
+                "content": "Old audit.",
+                "history": [{**audit, "createdAt": "0001-01-01T00:00+05:00"}],
+            },
+            {"content": "Gone already.", "expiresAt": "2001-01-01T00:00:00Z"},
+            {"content": "Last kept.", "agentId": "default"},
+        ],
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        out, err = run_import(path, "--process")
+    assert "3 imported, 0 deduplicated, 6 refused" in out, (out, err)
+    assert "line 3: refused: version: must be a whole number from 1 to 2147483647" in err
+    assert "line 4: refused: history[0].metadata: holds NaN or Infinity" in err
+    assert "line 5: refused: content: contains an invalid unicode surrogate" in err
+    assert (
+        "line 6: refused: createdAt: '0001-01-01T00:00:00+05:00' is out of range once in UTC" in err
+    )
+    assert "line 7: refused: updatedAt:" in err and "line 8: refused: history[0].createdAt:" in err
+    stored = dict(Memory.objects.values_list("content", "extraction_status"))
+    assert stored == {
+        "First kept.": ExtractionStatus.PENDING,
+        "Gone already.": ExtractionStatus.NONE,  # expired: no job that could only be cancelled
+        "Last kept.": ExtractionStatus.PENDING,
+    }
+    assert Job.objects.count() == 2
+
+
+def test_the_import_command_refuses_an_agent_name_longer_than_the_api_takes(tmp_path):
+    path = tmp_path / "notes.md"
+    path.write_text("- Kenji deploys billing-api.\n")
+    with pytest.raises(CommandError, match="--agent must be at most 200 characters"):
+        run_import(path, "--agent", "a" * 201)
+    assert not Memory.objects.exists()
+
+
 def document_items(document):
     return document["results"] if isinstance(document, dict) else document
 

@@ -138,7 +138,7 @@ def test_mem0_results_object_items_start_on_the_lines_where_they_are_written():
         "mem0",
         MEM0_ITEM["id"],
     )
-    assert first.created_at.isoformat() == "2024-07-20T01:26:51.123456-07:00"
+    assert first.created_at.isoformat() == "2024-07-20T08:26:51.123456+00:00"  # the instant, in UTC
     assert first.origin["mem0"]["metadata"] == {"source": "chat"}
     assert "hash" not in first.origin["mem0"]  # a digest of the text would outlive its purge
 

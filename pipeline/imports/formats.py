@@ -36,6 +36,7 @@ FORMATS = {
 MAX_TAGS, TAG_CHARS = 50, 100
 NAME_CHARS, TYPE_CHARS = 200, 40
 MAX_MENTIONS = 200
+MAX_VERSION = 2**31 - 1  # the column's range on PostgreSQL
 _ID = re.compile(r"^[0-9A-Za-z-]{1,36}$")
 
 
@@ -99,8 +100,14 @@ def items(lines: Iterable[bytes], fmt: str, options: Options) -> Iterator[Incomi
 
 
 def _no_nul(value: str, field: str) -> str:
+    """The text as it is, or Bad when it holds what no column stores: a NUL byte, or half of a
+    UTF-16 surrogate pair (JSON's "\\ud800" alone), which the API refuses the same way."""
     if "\x00" in value:
         raise Bad(field, "contains a NUL byte")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise Bad(field, "contains an invalid unicode surrogate") from None
     return value
 
 
@@ -164,7 +171,19 @@ def _time(value, field: str) -> datetime | None:
         raise Bad(
             field, f"{value[:40]!r} is not an ISO 8601 date and time, like 2027-01-31T00:00:00Z"
         ) from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    try:
+        return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+05:00 is before the first moment a date can hold
+        raise Bad(field, f"{value[:40]!r} is out of range once in UTC") from None
+
+
+def _json_text(value, field: str) -> str:
+    """`value` as the JSON a JSON column stores, or Bad: Python's reader takes NaN and Infinity,
+    which a JSON column refuses (the whole batch's write failed on them)."""
+    try:
+        return json.dumps(value, allow_nan=False)
+    except ValueError:
+        raise Bad(field, "holds NaN or Infinity, which are not JSON numbers") from None
 
 
 def _expiry(moment: datetime | None, field: str) -> datetime | None:
@@ -268,8 +287,8 @@ def from_export(line: int, obj: dict, options: Options) -> Incoming:
     if options.agent and options.agent != _own_agent(obj, ("agentId",)):
         memory_id, source_id = copies.ids_of_copy(memory_id, source_type, source_id, options.agent)
     version = obj.get("version", 1)
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise Bad("version", "must be a positive integer")
+    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= MAX_VERSION:
+        raise Bad("version", f"must be a whole number from 1 to {MAX_VERSION}")
     asserted = _string(obj, "assertedBy", 10)
     if asserted is not None and asserted not in Authority.values:
         raise Bad("assertedBy", f"must be one of {', '.join(Authority.values)}")
@@ -369,7 +388,7 @@ def _history(value) -> list[HistoryEntry]:
         metadata = item.get("metadata") or {}
         if not isinstance(metadata, dict):
             raise Bad(f"{where}.metadata", "must be an object")
-        _no_nul(json.dumps(metadata), f"{where}.metadata")
+        _no_nul(_json_text(metadata, f"{where}.metadata"), f"{where}.metadata")
         created = _time(item.get("createdAt"), f"{where}.createdAt")
         if created is None:
             raise Bad(f"{where}.createdAt", "is required")
@@ -439,7 +458,7 @@ def from_mem0(line: int, item: dict, options: Options) -> Incoming:
     if mem0_id is not None and not isinstance(mem0_id, str | int):
         raise Bad("id", "must be a string")
     kept = {key: item[key] for key in MEM0_KEYS if item.get(key) is not None}
-    _no_nul(json.dumps(kept), "metadata")
+    _no_nul(_json_text(kept, "metadata"), "metadata")
     return Incoming(
         line=line,
         text=content_of(item.get("memory"), "memory"),

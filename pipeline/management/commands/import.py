@@ -42,12 +42,15 @@ class Command(BaseCommand):
         path = Path(options["file"])
         if not path.is_file():
             raise CommandError(f"{path} is not a file")
+        agent = options["agent"].strip()
+        if len(agent) > formats.NAME_CHARS:  # as the Data page's form and the API
+            raise CommandError(f"--agent must be at most {formats.NAME_CHARS} characters")
         self.verbose = options["verbosity"] >= 2
         fmt = "" if options["format"] == "auto" else options["format"]
         try:
             run = runs.import_file(
                 path,
-                agent=options["agent"].strip(),
+                agent=agent,
                 process=options["process"],
                 fmt=fmt,
                 on_batch=self._batch,
