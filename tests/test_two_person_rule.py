@@ -209,6 +209,37 @@ def test_a_target_edited_after_the_first_approval_is_stale_at_the_second(pending
     assert not Memory.objects.get(id=store.staging.id).is_deleted
 
 
+def test_re_deciding_ends_the_round_so_an_edit_since_the_first_approval_needs_two_again(
+    pending, store
+):
+    """Found by a QA pass: a second approval with redecide moved the proposal to the target's
+    new version and applied it over an edit made after the first approval, which counted as
+    the first of two though it was given to the text as it stood."""
+    delete = pending["delete"]
+    review.approve(delete.id, RITA)
+    writes.modify(store.staging.id, {"content": "The staging cluster moved"}, actor=SAM, reason="x")
+    review.approve(delete.id, SAM, redecide=True)
+    assert Proposal.objects.get(id=delete.id).status == "pending"
+    assert not Memory.objects.get(id=store.staging.id).is_deleted
+    rounds = Approval.objects.filter(proposal=delete).order_by("at")
+    assert [(a.by, a.outcome) for a in rounds] == [("rita", "stale"), ("sam", "")]  # "": open
+    review.approve(delete.id, RITA, redecide=True)  # nothing moved since: the second approval
+    assert Memory.objects.get(id=store.staging.id).is_deleted
+
+
+def test_a_stale_proposal_re_decided_by_one_reviewer_waits_pending_for_the_second(pending, store):
+    """It stayed stale, so the second reviewer could only re-decide too, and be the first again."""
+    delete = pending["delete"]
+    writes.modify(store.staging.id, {"content": "The staging cluster moved"}, actor=SAM, reason="x")
+    with pytest.raises(Refused):
+        review.approve(delete.id, RITA)
+    assert Proposal.objects.get(id=delete.id).status == "stale"
+    review.approve(delete.id, SAM, redecide=True)
+    assert Proposal.objects.get(id=delete.id).status == "pending"
+    review.approve(delete.id, RITA)
+    assert Memory.objects.get(id=store.staging.id).is_deleted
+
+
 def test_nothing_is_applied_by_the_second_approval_while_frozen(pending, store):
     delete = pending["delete"]
     review.approve(delete.id, RITA)

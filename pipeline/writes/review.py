@@ -69,6 +69,12 @@ def approve(
         proposal, config = _locked_for_approval(proposal_id, redecide, reviewer)
         now = timezone.now()
         first = approval_writes.first_of_round(proposal)
+        if redecide and first is not None and _moved_since(proposal):
+            # Re-deciding re-bases the proposal on its memories as they are now: an approval
+            # given to them as they stood does not carry over. The round ends as stale, and
+            # this approval is the first of a new one.
+            approval_writes.close_round(proposal.id, ApprovalOutcome.STALE, reviewer, now)
+            first = None
         action, content = approval_writes.as_approved(first, action, content)
         effective = action or proposal.action
         if effective not in {"add", "update", "delete"}:
@@ -134,6 +140,23 @@ def _locked_for_approval(
     return proposal, config
 
 
+def _moved_since(proposal: Proposal) -> bool:
+    """Whether its raw memory or its target moved on from the versions it was decided at (both
+    locked, in id order, as _locked_memories locks them)."""
+    ids = {proposal.source_memory_id, proposal.target_memory_id} - {None}
+    versions = dict(
+        Memory.objects.select_for_update()
+        .filter(id__in=ids)
+        .order_by("id")
+        .values_list("id", "version")
+    )
+    if versions.get(proposal.source_memory_id) != proposal.source_version:
+        return True
+    return bool(proposal.target_memory_id) and (
+        versions.get(proposal.target_memory_id) != proposal.target_version
+    )
+
+
 def _first_of_two(
     proposal: Proposal, first, reviewer: Actor, action: str, text: str, note, at, extra: dict
 ) -> bool:
@@ -146,7 +169,15 @@ def _first_of_two(
         return False
     approval_writes.record_first(proposal, reviewer, action, text, note, at)
     claim_writes.end(proposal.id)
-    Proposal.objects.filter(id=proposal.id).update(updated_at=at)
+    # The versions it was approved at (re-decided: the memories' current ones): the second
+    # approval finds it stale if either moves on before it.
+    Proposal.objects.filter(id=proposal.id).update(
+        updated_at=at,
+        status=ProposalStatus.PENDING,  # a stale one re-decided waits for its second approval
+        source_version=proposal.source_version,
+        target_version=proposal.target_version,
+        target_content=proposal.target_content,
+    )
     audited = {**extra, "outcome": "awaiting_second_approval", "approvals": [reviewer.name]}
     reason = note or "first of two approvals (the two-person rule): a second reviewer applies it"
     review_audit(proposal, reviewer, "approved_first", reason, audited, at)
