@@ -537,6 +537,8 @@ class EvalRun(LeasedRun):
     set_kind = models.CharField(max_length=20)  # shipped, or reviewed (the team's verdicts)
     set_name = models.CharField(max_length=200)
     set_sha256 = models.CharField(max_length=64)
+    # Which of the set's cases ran, in words ("category rejected, the first 50"); "" for all.
+    selection = models.CharField(max_length=200, blank=True, default="")
     set_text = models.TextField()  # the cases as JSON Lines, as run
     provider = models.CharField(max_length=20)
     model = models.CharField(max_length=200)

@@ -273,6 +273,7 @@ def test_a_scripted_model_gets_exactly_the_scores_its_answers_deserve(fake_ollam
             "name": "small.jsonl",
             "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
             "cases": 14,
+            "selection": "",
         },
         "provider": "ollama",
         "model": "eval-model:1b",
@@ -340,6 +341,15 @@ def test_limit_and_category_choose_the_cases_run(tmp_path):
     run_eval("--set", str(path), "--category", "beta", "--limit", "2", "--json", str(report_path))
     report = json.loads(report_path.read_text())
     assert report["set"]["cases"] == 2
+    assert report["set"]["selection"] == "category beta, the first 2"
+    # A selection's SHA-256 is its own cases', so two selections of a file are two sets.
+    assert report["set"]["sha256"] != hashlib.sha256(path.read_bytes()).hexdigest()
+    run_eval("--set", str(path), "--json", str(report_path))
+    whole = json.loads(report_path.read_text())["set"]
+    assert (whole["selection"], whole["sha256"]) == (
+        "",
+        hashlib.sha256(path.read_bytes()).hexdigest(),
+    )
     assert report["categories"] == {
         "beta": {"cases": 2, "correct": report["categories"]["beta"]["correct"]}
     }

@@ -358,6 +358,31 @@ def test_two_runs_side_by_side_show_each_rate_and_the_cases_one_got_right(
     assert admin_client_role.get("/evaluation/compare/", {"a": a.id}).status_code == 200
 
 
+def test_two_selections_of_one_set_are_two_sets_and_each_run_names_its_selection(
+    admin_client_role, drain_queue
+):
+    """Found by a QA pass: a run of the paraphrase cases and one of the refinement cases (20
+    each, the same file's SHA-256) were compared as one set ("25% -> 100%", 15 cases "right in B
+    only" that B never ran), and the pages showed both as "shipped.jsonl 20 cases"."""
+    a = finished_run(
+        admin_client_role, drain_queue, provider="offline", model="", category="paraphrase"
+    )
+    b = finished_run(
+        admin_client_role, drain_queue, provider="offline", model="", category="refinement"
+    )
+    assert (a.selection, b.selection) == ("category paraphrase", "category refinement")
+    assert a.set_sha256 != b.set_sha256
+    body = admin_client_role.get("/evaluation/compare/", {"a": a.id, "b": b.id}).content.decode()
+    assert 'data-testid="different-sets"' in body and "another selection of its cases" in body
+    assert "/cases/para-" not in body  # no case is "right in one only" across two sets
+    listed = admin_client_role.get(URL).content.decode()
+    assert "(category paraphrase)" in listed and "(category refinement)" in listed
+    again = finished_run(
+        admin_client_role, drain_queue, provider="offline", model="", category="paraphrase"
+    )
+    assert again.set_sha256 == a.set_sha256  # the same selection is the same set
+
+
 def _report(update_support: int, update_f1: float, categories=None) -> dict:
     per = {"add": {"f1": 0.9, "support": 4}, "update": {"f1": update_f1, "support": update_support}}
     return {
@@ -536,3 +561,13 @@ def test_settings_show_the_configured_models_agreement_with_the_reviewers(
     # Another model's run is no evidence for this one.
     EvalRun.objects.update(model="another-model")
     assert 'data-testid="evidence-missing"' in preview_switch(admin_client_role, hx)
+
+
+def test_settings_quote_no_run_of_one_category_of_the_verdicts_as_the_models_agreement(
+    admin_client_role, reviewed, fake_ollama, drain_queue, hx
+):
+    """Found by a QA pass: a run of the rejected verdicts alone was quoted as "agrees 0%"."""
+    finished_run(admin_client_role, drain_queue, case_set="reviewed", category="rejected")
+    assert 'data-testid="evidence-missing"' in preview_switch(admin_client_role, hx)
+    finished_run(admin_client_role, drain_queue, case_set="reviewed")
+    assert "On 3 reviewed decisions" in preview_switch(admin_client_role, hx)

@@ -129,13 +129,23 @@ class CaseSet:
     name: str
     sha256: str
     cases: list[Case] = field(default_factory=list)
+    # Which of the file's cases these are, in words ("category paraphrase, the first 20"); empty
+    # for every case. A selection's sha256 is that of its own cases as a case file, so two
+    # selections of one file are two sets (their rates are not measured on the same cases).
+    selection: str = ""
 
     def select(self, *, category: str | None = None, limit: int | None = None) -> CaseSet:
         """The cases of one category (all when None), the first `limit` of them."""
         chosen = [c for c in self.cases if category is None or c.category == category]
         if limit is not None:
             chosen = chosen[:limit]
-        return CaseSet(self.name, self.sha256, chosen)
+        if len(chosen) == len(self.cases):
+            return CaseSet(self.name, self.sha256, chosen, self.selection)
+        words = [f"category {category}"] if category is not None else []
+        words += [f"the first {limit}"] if limit is not None and len(chosen) == limit else []
+        picked = CaseSet(self.name, "", chosen, ", ".join(words))
+        picked.sha256 = hashlib.sha256(picked.as_jsonl().encode("utf-8")).hexdigest()
+        return picked
 
     def as_jsonl(self) -> str:
         """The cases as a case file (one line each), as `parse` reads it back."""

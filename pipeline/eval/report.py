@@ -189,7 +189,12 @@ def build_report(case_set: CaseSet, provider: str, model: str, outcomes: list[Ou
     calls = [o.call for o in outcomes if o.call is not None]
     answered = [c.duration_ms for c in calls if not c.error]
     return {
-        "set": {"name": case_set.name, "sha256": case_set.sha256, "cases": len(outcomes)},
+        "set": {
+            "name": case_set.name,
+            "sha256": case_set.sha256,
+            "cases": len(outcomes),
+            "selection": case_set.selection,
+        },
         "provider": provider,
         "model": model,
         "promptVersion": PROMPT_VERSION,

@@ -81,6 +81,7 @@ def start_run(
         set_kind=kind,
         set_name=case_set.name,
         set_sha256=case_set.sha256,
+        selection=case_set.selection,
         set_text=text,
         total=len(case_set.cases),
         provider=client.provider,
@@ -100,7 +101,9 @@ def hand_off(run_id: str, *, again: bool = False) -> None:
 
 
 def cases_of(run: EvalRun) -> case_format.CaseSet:
-    return case_format.parse(run.set_text, run.set_name, run.set_sha256)
+    parsed = case_format.parse(run.set_text, run.set_name, run.set_sha256)
+    parsed.selection = run.selection
+    return parsed
 
 
 # --- the task's steps: claim, call, record ----------------------------------------------------------
@@ -233,7 +236,9 @@ def configured_model_evidence() -> Evidence:
         client = get_chat_client()
     except ProviderError as exc:
         return Evidence("", "", error=str(exc))
-    done = finished_runs().filter(provider=client.provider, model=client.model)
+    # A run on a whole set only: one category's cases (or the first few) would speak for the
+    # model as if it were all of them ("agrees 0%" on the rejected verdicts alone).
+    done = finished_runs().filter(provider=client.provider, model=client.model, selection="")
     reviewed = done.filter(set_kind=REVIEWED).first()
     if reviewed is not None:
         return Evidence(client.provider, client.model, reviewed)

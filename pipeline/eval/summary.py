@@ -151,13 +151,21 @@ def compare(a: dict, b: dict) -> Comparison:
         _row(name, _share(a["categories"].get(name)), _share(b["categories"].get(name)), True)
         for name in names
     ]
-    same = (a["set"]["sha256"], a["set"]["cases"]) == (b["set"]["sha256"], b["set"]["cases"])
+    same = _set_of(a) == _set_of(b)
     wrong_a = {f["id"] for f in a.get("failures", [])}
     wrong_b = {f["id"] for f in b.get("failures", [])}
     order = [f["id"] for f in a.get("failures", [])] + [f["id"] for f in b.get("failures", [])]
     fixed = [i for i in dict.fromkeys(order) if i in wrong_a - wrong_b] if same else []
     broken = [i for i in dict.fromkeys(order) if i in wrong_b - wrong_a] if same else []
     return Comparison(headlines, actions, categories, same, fixed, broken)
+
+
+def _set_of(report: dict) -> tuple:
+    """What a report ran on: its set's SHA-256 (a selection's own since it has one), its cases and
+    which of the file's cases they were (reports written before a selection was named have none;
+    their selections were told apart by nothing but the count)."""
+    ran = report["set"]
+    return ran["sha256"], ran["cases"], ran.get("selection", "")
 
 
 def _share(entry: dict | None) -> float | None:

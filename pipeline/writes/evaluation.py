@@ -31,12 +31,14 @@ def create_run(
     provider: str,
     model: str,
     prompt_version: str,
+    selection: str = "",
 ) -> EvalRun:
     return EvalRun.objects.create(
         requested_by=requested_by,
         set_kind=set_kind,
         set_name=set_name,
         set_sha256=set_sha256,
+        selection=selection,
         set_text=set_text,
         total=total,
         provider=provider,
