@@ -68,9 +68,10 @@ def when(moment: datetime) -> str:
 
 def _unrevoked(header: str | None) -> ApiToken | None:
     """The unrevoked token an `Authorization: Bearer <token>` header names, expired or not."""
-    if not header or not header.startswith("Bearer "):
+    scheme, _, plain = (header or "").partition(" ")
+    if scheme.lower() != "bearer":  # HTTP's auth schemes are case-insensitive (RFC 9110)
         return None
-    plain = header[len("Bearer ") :].strip()
+    plain = plain.strip()
     if not plain:
         return None
     return ApiToken.objects.filter(token_hash=hash_token(plain), revoked=False).first()

@@ -36,6 +36,7 @@ REFUSAL_STATUS = {
     "span_not_found": 400,
     "invalid_span": 400,
     "invalid_kind": 400,
+    "invalid_action": 400,  # approving as an action the proposal cannot take
 }
 
 

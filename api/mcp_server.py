@@ -146,7 +146,13 @@ def _with_project(args: dict) -> dict:
         raise BadRequest("project must be at most 100 characters")
     tags = body.get("tags")
     if tags is None or isinstance(tags, list):
-        body["tags"] = [*(tags or []), f"project:{project.strip()}"]
+        tag = f"project:{project.strip()}"
+        if tags and len(tags) >= memory_service.MAX_TAGS and tag not in tags:
+            raise BadRequest(
+                f"tags may hold at most {memory_service.MAX_TAGS - 1} items with a project: the "
+                f"project is kept as one more tag ({tag!r})"
+            )
+        body["tags"] = list(dict.fromkeys([*(tags or []), tag]))
     return body
 
 

@@ -108,6 +108,17 @@ def test_health_with_a_token_shows_versions_models_and_queue(client, ingest_auth
     assert set(body["queue"]) >= {"pending", "dead"}
 
 
+@pytest.mark.parametrize("scheme", ["bearer", "BEARER", "Bearer"])
+def test_the_bearer_scheme_is_read_in_any_case(client, ingest_auth, scheme):
+    """HTTP's auth schemes are case-insensitive; "bearer" was a 401 (found by a QA pass)."""
+    plain = ingest_auth["HTTP_AUTHORIZATION"].split(" ", 1)[1]
+    body = client.get("/api/health", HTTP_AUTHORIZATION=f"{scheme}  {plain}").json()
+    assert "queue" in body
+    assert (
+        client.get("/api/health", HTTP_AUTHORIZATION=f"Basic {plain}").json().get("queue") is None
+    )
+
+
 def test_health_with_a_wrong_token_shows_liveness_only(client):
     body = client.get("/api/health", HTTP_AUTHORIZATION="Bearer mcd_wrong").json()
     assert "queue" not in body and body["ok"] is True

@@ -460,6 +460,12 @@ MCP_ONLY = [
         "invalid_request",
         "project must be a non-empty string",
     ),
+    (  # the schema allows 50 tags; the project is one more (found by a QA pass)
+        "remember",
+        {"content": "ok text", "project": "infra", "tags": [f"t{i}" for i in range(50)]},
+        "invalid_request",
+        "tags may hold at most 49 items with a project",
+    ),
     ("get_memory", {}, "invalid_request", "id is required"),
     (
         "feedback",

@@ -264,6 +264,10 @@ def test_a_contradiction_can_be_resolved_by_keeping_both(client, fake_ollama, st
         ({"content": 7}, 400),
         ({"action": "merge"}, 400),
         ({"redecide": "yes"}, 400),
+        # An ADD names no memory to change: bad input (it answered 404 "the target memory no
+        # longer exists", found by a QA pass).
+        ({"action": "delete"}, 400),
+        ({"action": "update"}, 400),
     ],
 )
 def test_approve_rejects_bad_bodies(client, pending, review_auth, body, status):

@@ -79,6 +79,12 @@ def approve(
         effective = action or proposal.action
         if effective not in {"add", "update", "delete"}:
             raise Refused("invalid_action", f"cannot approve a '{effective}' proposal")
+        if effective != "add" and not proposal.target_memory_id:
+            raise Refused(
+                "invalid_action",
+                f"this {proposal.action.upper()} proposal names no memory to {effective}: "
+                "approve it as it is (an ADD), or reject it",
+            )
         source, target = _locked_memories(proposal, effective, redecide)
         text = content if content is not None and content.strip() else proposal.fact_content
         extra: dict[str, Any] = {
