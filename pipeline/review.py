@@ -19,7 +19,14 @@ from pipeline import claims, memory_ops, redaction, safety
 from pipeline import purge as purging
 from pipeline.approvals import needs_two_q, open_approvals
 from pipeline.config import get_config
-from pipeline.models import Action, Proposal, ProposalStatus, TripleReview
+from pipeline.models import (
+    Action,
+    Approval,
+    ApprovalOutcome,
+    Proposal,
+    ProposalStatus,
+    TripleReview,
+)
 from pipeline.writes import claims as claim_writes
 from pipeline.writes import config as config_writes
 from pipeline.writes import jobs as job_writes
@@ -213,6 +220,16 @@ def bulk_summary(proposals: QuerySet[Proposal], reviewer: str = "") -> dict:
             opt_in.add(proposal_id)
     pinned = set(changes_pinned(proposals))
     claimed = set(claims.ids_held_by_others(proposals, reviewer))
+    # Approved already by this reviewer, waiting for another: approving again is refused.
+    mine = (
+        set(
+            Approval.objects.filter(
+                proposal__in=proposals, by=reviewer, outcome=ApprovalOutcome.OPEN
+            ).values_list("proposal_id", flat=True)
+        )
+        if reviewer
+        else set()
+    )
     # What each decision would decide: a proposal left out for several reasons counts once.
     left_out = never | pinned | claimed
     return {
@@ -225,6 +242,7 @@ def bulk_summary(proposals: QuerySet[Proposal], reviewer: str = "") -> dict:
         "opt_in_words": safety.words_of(safety.Bulk.OPT_IN),
         "pinned": len(pinned),
         "claimed": len(claimed),
+        "approved_by_you": len(mine - left_out),
         # Of those a bulk approval touches: one it leaves out is not approved at all.
         "two_person": len(
             set(
@@ -234,9 +252,10 @@ def bulk_summary(proposals: QuerySet[Proposal], reviewer: str = "") -> dict:
             )
             - left_out
             - opt_in
+            - mine
         ),
-        "approves": total - len(left_out | opt_in),
-        "approves_with_opt_in": total - len(left_out),
+        "approves": total - len(left_out | opt_in | mine),
+        "approves_with_opt_in": total - len(left_out | mine),
         "rejects": total - len(claimed),
     }
 

@@ -390,8 +390,19 @@ def test_the_report_can_go_to_stdout_with_the_table_on_stderr(tmp_path):
             ),
             "line 3: candidates[0].score must be a number from 0 to 1",
         ),
+        (  # it counted as wrong whatever the model said (found by a QA pass)
+            json.dumps({**SMALL_SET[0][0], "id": "x", "expect": {"action": None}}),
+            "line 3: expect must hold exactly one of action and notAction",
+        ),
     ],
-    ids=["malformed", "unknown-key", "target-not-a-candidate", "unknown-expect-key", "bad-score"],
+    ids=[
+        "malformed",
+        "unknown-key",
+        "target-not-a-candidate",
+        "unknown-expect-key",
+        "bad-score",
+        "null-action",
+    ],
 )
 def test_a_bad_line_is_an_error_naming_it_and_nothing_runs_or_is_written(
     fake_ollama, tmp_path, line, message
@@ -485,4 +496,7 @@ def test_a_report_folder_that_does_not_exist_is_refused_before_any_model_call(
     path = write_set(tmp_path / "one.jsonl", [SMALL_SET[1][0]])
     with pytest.raises(CommandError, match="does not exist"):
         run_eval("--set", str(path), "--provider", "ollama", "--json", str(tmp_path / "no/r.json"))
+    # A folder where the file should be was found only after every call (a QA pass).
+    with pytest.raises(CommandError, match="is a folder"):
+        run_eval("--set", str(path), "--provider", "ollama", "--json", str(tmp_path))
     assert fake_ollama.requests == []

@@ -7,7 +7,7 @@ import json
 from io import StringIO
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from memory.writes import Actor
 from pipeline import review as reviewing
@@ -143,6 +143,9 @@ def test_since_and_agent_choose_the_proposals_exported(reviewed, tmp_path):
     out, _ = command("export-reviewed", "--since", "2999-01-01")
     assert out.startswith("# 0 reviewed decisions")
     assert len(exported(tmp_path, "--since", "2000-01-01")[1].cases) == 3
+    for day in ("2026-13-45", "2026-02-30T10:00"):  # well formed, no such day: was a traceback
+        with pytest.raises(CommandError, match="--since expects a date"):
+            command("export-reviewed", "--since", day)
 
 
 def test_a_reverted_approval_is_left_out(reviewed, tmp_path):

@@ -121,7 +121,15 @@ def test_bad_input_starts_nothing_and_says_why(admin_client_role):
     assert 'aria-invalid="true"' in re.search(r'<input[^>]*name="limit"[^>]*>', body).group(0)
     assert_errors_described(body)
     missing = start(admin_client_role, category="no-such-category")
-    assert missing.status_code == 400 and "no-such-category" in missing.content.decode()
+    assert missing.status_code == 400
+    # By its field, naming the set's categories (it stood atop the form alone: a QA pass).
+    category = re.search(
+        r'<input[^>]*name="category"[^>]*>\s*<p class="field-error"[^>]*>([^<]+)</p>',
+        missing.content.decode(),
+    )
+    assert category and "no-such-category" in category.group(1)
+    assert "its categories are" in category.group(1) and "paraphrase" in category.group(1)
+    assert_errors_described(missing.content.decode())
     none_reviewed = start(admin_client_role, case_set="reviewed")
     assert none_reviewed.status_code == 400
     assert "No reviewer has decided" in none_reviewed.content.decode()

@@ -304,6 +304,18 @@ def test_the_bulk_preview_counts_no_second_approval_for_a_row_it_leaves_out(pend
     assert (summary["claimed"], summary["two_person"]) == (1, 0)
 
 
+def test_the_bulk_preview_leaves_out_what_this_reviewer_approved_already(pending, store):
+    """Found by a QA pass: it offered "Approve 2 proposals?" for rows rita had approved, and
+    the run approved none (each refused as the same approver)."""
+    review.approve(pending["delete"].id, RITA)
+    pending_rows = Proposal.objects.filter(status="pending")
+    mine = review.bulk_summary(pending_rows, "rita")
+    assert (mine["approved_by_you"], mine["two_person"]) == (1, 0)
+    assert mine["approves"] == mine["total"] - 1
+    theirs = review.bulk_summary(pending_rows, "sam")
+    assert (theirs["approved_by_you"], theirs["approves"]) == (0, theirs["total"])
+
+
 def test_the_bulk_preview_counts_what_needs_a_second_approval(pending, store):
     summary = review.bulk_summary(Proposal.objects.filter(status="pending"), "rita")
     assert summary["two_person"] == 1  # the DELETE (the UPDATE's target is an agent's)

@@ -87,7 +87,13 @@ def _start(request):
             )
         except ProviderError as exc:
             error = f"The {data['provider']} provider is not usable: {exc}"
-        except (runs.NoCases, CaseError) as exc:
+        except runs.NoCases as exc:
+            if exc.categories is not None:  # the category matched none: said by its field
+                form.add_error("category", str(exc))
+                error = "Nothing was started: fix the fields marked below."
+            else:
+                error = f"Nothing to run: {exc}"
+        except CaseError as exc:
             error = f"Nothing to run: {exc}"
         else:
             url = reverse("dashboard:eval-run", args=[run.id])

@@ -255,7 +255,8 @@ def _decision(line: _Line, obj: dict, cid: str, category: str) -> DecisionCase |
         return None
     line.keys(expect, _DECISION_EXPECT, "expect")
     action, not_action = _action(line, expect, "action"), _action(line, expect, "notAction")
-    if ("action" in expect) == ("notAction" in expect):
+    # A null counts as absent: {"action": null} expected nothing, and every answer was wrong.
+    if (expect.get("action") is None) == (expect.get("notAction") is None):
         line.error("expect must hold exactly one of action and notAction")
     target = line.text(expect, "target", "expect", required=False)
     ids = {c.id for c in candidates}

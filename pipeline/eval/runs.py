@@ -46,7 +46,12 @@ FLUSH_SECONDS = 1.0
 
 
 class NoCases(ValueError):
-    """The set asked for has no case to run; the message says why."""
+    """The set asked for has no case to run; the message says why (`categories`: the set's own,
+    when it was the category that matched none)."""
+
+    def __init__(self, message: str, categories: list[str] | None = None):
+        super().__init__(message)
+        self.categories = categories
 
 
 def frozen_set(kind: str, *, category: str | None = None, limit: int | None = None):
@@ -62,7 +67,12 @@ def frozen_set(kind: str, *, category: str | None = None, limit: int | None = No
         case_set = case_format.load()
     chosen = case_set.select(category=category or None, limit=limit)
     if not chosen.cases:
-        raise NoCases(f"No case of category {category!r} in {case_set.name}.")
+        known = sorted({case.category for case in case_set.cases})
+        raise NoCases(
+            f"No case of category {category!r} in {case_set.name}: its categories are "
+            f"{', '.join(known)}.",
+            categories=known,
+        )
     return chosen, chosen.as_jsonl()
 
 

@@ -27,9 +27,12 @@ BAR = 30
 def _since(value: str | None) -> datetime | None:
     if not value:
         return None
-    moment = parse_datetime(value)
+    try:  # a well-formed day that is no day (2026-13-45) raises instead of answering None
+        moment = parse_datetime(value)
+        day = parse_date(value) if moment is None else None
+    except ValueError:
+        moment = day = None
     if moment is None:
-        day = parse_date(value)
         if day is None:
             raise CommandError(f"--since expects a date (2026-01-31) or a datetime, got {value!r}")
         moment = datetime.combine(day, time.min)
@@ -119,6 +122,8 @@ class Command(BaseCommand):
             raise CommandError("--concurrency must be 1 or more")
         if json_out and json_out != "-" and not Path(json_out).resolve().parent.is_dir():
             raise CommandError(f"--json: the folder of {json_out} does not exist")
+        if json_out and json_out != "-" and Path(json_out).is_dir():  # found after every call
+            raise CommandError(f"--json: {json_out} is a folder; name the report's file")
         try:
             case_set = case_format.load(case_file).select(category=category, limit=limit)
         except case_format.CaseError as exc:
