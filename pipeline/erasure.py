@@ -88,7 +88,10 @@ PIPELINE_PLACES: list[Place] = [
         Place("pipeline.EvalRun", name, How.SCRUBBED, "an evaluation's cases and errors")
         for name in ("report", "counts", "error")
     ],
-    *_kept("pipeline.EvalRun", "id requested_by set_kind set_name provider model prompt_version"),
+    *_kept(
+        "pipeline.EvalRun",
+        "id requested_by set_kind set_name selection provider model prompt_version",
+    ),
     *_kept("pipeline.EvalRun", "status worker"),
     Place("pipeline.Approval", "content", How.REPLACED, "the text a first approval approved"),
     Place("pipeline.Approval", "note", How.REPLACED, "a reviewer's note with an approval"),

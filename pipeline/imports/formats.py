@@ -17,14 +17,26 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
-from django.conf import settings
-
-from memory import expiry, export
-from memory.content import is_effectively_empty, normalize
+from memory import export
 from memory.erasure import PURGED
 from memory.imported import HistoryEntry, Incoming, Mention
 from memory.models import ActorType, Authority
 from pipeline.imports import copies
+from pipeline.imports.fields import (
+    NAME_CHARS,
+    TYPE_CHARS,
+    Bad,
+    bool_of,
+    content_of,
+    expiry_of,
+    json_text,
+    number_of,
+    plain,
+    string_of,
+    tags_of,
+    text_of,
+    time_of,
+)
 
 EXPORT, MEM0, TEXT = "export", "mem0", "text"
 FORMATS = {
@@ -32,9 +44,6 @@ FORMATS = {
     MEM0: "mem0's get_all (JSON)",
     TEXT: "plain text or Markdown",
 }
-# The limits of the API's remember (api.memory_service), which the file's fields meet too.
-MAX_TAGS, TAG_CHARS = 50, 100
-NAME_CHARS, TYPE_CHARS = 200, 40
 MAX_MENTIONS = 200
 MAX_VERSION = 2**31 - 1  # the column's range on PostgreSQL
 _ID = re.compile(r"^[0-9A-Za-z-]{1,36}$")
@@ -54,14 +63,6 @@ class Refusal:
 
 class FileRefused(ValueError):
     """The file as a whole cannot be read as the format: nothing of it is imported."""
-
-
-class Bad(ValueError):
-    """A field of one item is wrong (becomes that item's Refusal)."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(message)
-        self.field, self.message = field, message
 
 
 @dataclass(frozen=True)
@@ -96,120 +97,6 @@ def items(lines: Iterable[bytes], fmt: str, options: Options) -> Iterator[Incomi
     raise FileRefused(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
 
 
-# --- fields ---------------------------------------------------------------------------------------
-
-
-def _no_nul(value: str, field: str) -> str:
-    """The text as it is, or Bad when it holds what no column stores: a NUL byte, or half of a
-    UTF-16 surrogate pair (JSON's "\\ud800" alone), which the API refuses the same way."""
-    if "\x00" in value:
-        raise Bad(field, "contains a NUL byte")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise Bad(field, "contains an invalid unicode surrogate") from None
-    return value
-
-
-def content_of(value, field: str):
-    """The memory's text, normalised, or Bad."""
-    if not isinstance(value, str):
-        raise Bad(field, "is required and must be a string")
-    _no_nul(value, field)
-    if len(value) > settings.MEMORY_MAX_CONTENT_CHARS:
-        raise Bad(field, f"is longer than {settings.MEMORY_MAX_CONTENT_CHARS} characters")
-    if is_effectively_empty(value):
-        raise Bad(field, "is empty after normalisation")
-    return normalize(value)
-
-
-def _string(obj: dict, key: str, limit: int, default=None, *, field: str | None = None):
-    value = obj.get(key)
-    if value is None:
-        return default
-    name = field or key
-    if not isinstance(value, str):
-        raise Bad(name, "must be a string")
-    if len(value) > limit:
-        raise Bad(name, f"must be at most {limit} characters")
-    return _no_nul(value, name)
-
-
-def _text(obj: dict, key: str, field: str) -> str | None:
-    value = obj.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise Bad(field, "must be a string")
-    return _no_nul(value, field)
-
-
-def _bool(obj: dict, key: str, default: bool = False) -> bool:
-    value = obj.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise Bad(key, "must be true or false")
-    return value
-
-
-def _number(value, field: str, low: float, high: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
-        raise Bad(field, f"must be a number between {low:g} and {high:g}")
-    return float(value)
-
-
-def _time(value, field: str) -> datetime | None:
-    """An ISO 8601 instant (a naive one is read as UTC)."""
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str):
-        raise Bad(field, "must be an ISO 8601 date and time, like 2027-01-31T00:00:00Z")
-    try:
-        moment = datetime.fromisoformat(value.strip())
-    except ValueError:
-        raise Bad(
-            field, f"{value[:40]!r} is not an ISO 8601 date and time, like 2027-01-31T00:00:00Z"
-        ) from None
-    try:
-        return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
-    except OverflowError:  # 0001-01-01T00:00+05:00 is before the first moment a date can hold
-        raise Bad(field, f"{value[:40]!r} is out of range once in UTC") from None
-
-
-def _json_text(value, field: str) -> str:
-    """`value` as the JSON a JSON column stores, or Bad: Python's reader takes NaN and Infinity,
-    which a JSON column refuses (the whole batch's write failed on them)."""
-    try:
-        return json.dumps(value, allow_nan=False)
-    except ValueError:
-        raise Bad(field, "holds NaN or Infinity, which are not JSON numbers") from None
-
-
-def _expiry(moment: datetime | None, field: str) -> datetime | None:
-    """An expiry inside the range every memory's may take (memory.expiry.LATEST)."""
-    if moment is None:
-        return None
-    try:
-        return expiry.within_range(moment.astimezone(UTC), field)
-    except (expiry.BadExpiry, OverflowError):
-        raise Bad(
-            field, f"too far ahead: the latest taken is before {expiry.LATEST.year}-01-01"
-        ) from None
-
-
-def _tags(value, field: str) -> list[str]:
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(tag, str) for tag in value):
-        raise Bad(field, "must be a list of strings")
-    if len(value) > MAX_TAGS:
-        raise Bad(field, f"may hold at most {MAX_TAGS} items, not {len(value)}")
-    if any(len(tag) > TAG_CHARS for tag in value):
-        raise Bad(field, f"each tag must be at most {TAG_CHARS} characters")
-    return [_no_nul(tag.strip(), field) for tag in value if tag.strip()]
-
-
 def _agent(obj: dict, keys: tuple[str, ...], options: Options) -> str:
     """The agent an item goes to: `--agent`, else its own (`_own_agent`)."""
     return options.agent or _own_agent(obj, keys)
@@ -218,7 +105,7 @@ def _agent(obj: dict, keys: tuple[str, ...], options: Options) -> str:
 def _own_agent(obj: dict, keys: tuple[str, ...]) -> str:
     """The agent the file names for an item (the first of `keys` it has), else "default"."""
     for key in keys:
-        value = _string(obj, key, NAME_CHARS)
+        value = string_of(obj, key, NAME_CHARS)
         if value and value.strip():
             return value.strip()
     return "default"
@@ -279,22 +166,22 @@ def _export_items(lines: Iterable[bytes], options: Options) -> Iterator[Incoming
 
 def from_export(line: int, obj: dict, options: Options) -> Incoming:
     """One record of our export (memory.export.records) as a memory to write."""
-    memory_id = _string(obj, "id", 36)
+    memory_id = string_of(obj, "id", 36)
     if memory_id is not None and not _ID.match(memory_id):
         raise Bad("id", "must be a memory id (letters, digits and dashes, at most 36)")
-    source_type = (_string(obj, "sourceType", TYPE_CHARS) or "import").strip() or "import"
-    source_id = _string(obj, "sourceId", NAME_CHARS)
+    source_type = (string_of(obj, "sourceType", TYPE_CHARS) or "import").strip() or "import"
+    source_id = string_of(obj, "sourceId", NAME_CHARS)
     if options.agent and options.agent != _own_agent(obj, ("agentId",)):
         memory_id, source_id = copies.ids_of_copy(memory_id, source_type, source_id, options.agent)
     version = obj.get("version", 1)
     if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= MAX_VERSION:
         raise Bad("version", f"must be a whole number from 1 to {MAX_VERSION}")
-    asserted = _string(obj, "assertedBy", 10)
+    asserted = string_of(obj, "assertedBy", 10)
     if asserted is not None and asserted not in Authority.values:
         raise Bad("assertedBy", f"must be one of {', '.join(Authority.values)}")
     importance = obj.get("importance")
-    deleted = _bool(obj, "isDeleted")
-    purged = _time(obj.get("purgedAt"), "purgedAt")
+    deleted = bool_of(obj, "isDeleted")
+    purged = time_of(obj.get("purgedAt"), "purgedAt")
     if purged is not None and not deleted:
         raise Bad("purgedAt", "a purged memory is forgotten too: isDeleted must be true")
     history = _history(obj.get("history"))
@@ -309,21 +196,21 @@ def from_export(line: int, obj: dict, options: Options) -> Incoming:
         line=line,
         text=content_of(obj.get("content"), "content"),
         agent_id=_agent(obj, ("agentId",), options),
-        type=(_string(obj, "type", TYPE_CHARS) or "fact").strip() or "fact",
-        tags=_tags(obj.get("tags"), "tags"),
-        pinned=_bool(obj, "pinned"),
-        importance=0.5 if importance is None else _number(importance, "importance", 0, 1),
-        who=_string(obj, "who", NAME_CHARS, ""),
-        why=_string(obj, "why", NAME_CHARS, ""),
+        type=(string_of(obj, "type", TYPE_CHARS) or "fact").strip() or "fact",
+        tags=tags_of(obj.get("tags"), "tags"),
+        pinned=bool_of(obj, "pinned"),
+        importance=0.5 if importance is None else number_of(importance, "importance", 0, 1),
+        who=string_of(obj, "who", NAME_CHARS, ""),
+        why=string_of(obj, "why", NAME_CHARS, ""),
         source_type=source_type,
         source_id=source_id,
-        created_at=_time(obj.get("createdAt"), "createdAt"),
-        updated_at=_time(obj.get("updatedAt"), "updatedAt"),
+        created_at=time_of(obj.get("createdAt"), "createdAt"),
+        updated_at=time_of(obj.get("updatedAt"), "updatedAt"),
         version=version,
         id=memory_id,
         is_deleted=deleted,
-        deleted_at=_time(obj.get("deletedAt"), "deletedAt") if deleted else None,
-        expires_at=_expiry(_time(obj.get("expiresAt"), "expiresAt"), "expiresAt"),
+        deleted_at=time_of(obj.get("deletedAt"), "deletedAt") if deleted else None,
+        expires_at=expiry_of(time_of(obj.get("expiresAt"), "expiresAt"), "expiresAt"),
         purged_at=purged,
         mentions=_mentions(obj.get("entities")),
         history=history,
@@ -354,16 +241,16 @@ def _mentions(value) -> list[Mention] | None:
         where = f"entities[{index}]"
         if not isinstance(item, dict):
             raise Bad(where, "must be an object")
-        name = _string(item, "name", 300, field=f"{where}.name")
+        name = string_of(item, "name", 300, field=f"{where}.name")
         if not name or not name.strip():
             raise Bad(f"{where}.name", "is required")
         confidence = item.get("confidence", 0.8)
         found.append(
             Mention(
                 name=name.strip(),
-                type=(_string(item, "type", TYPE_CHARS, field=f"{where}.type") or "unknown"),
-                text=_string(item, "mention", 300, field=f"{where}.mention") or name.strip(),
-                confidence=_number(confidence, f"{where}.confidence", 0, 1),
+                type=(string_of(item, "type", TYPE_CHARS, field=f"{where}.type") or "unknown"),
+                text=string_of(item, "mention", 300, field=f"{where}.mention") or name.strip(),
+                confidence=number_of(confidence, f"{where}.confidence", 0, 1),
             )
         )
     return found
@@ -379,30 +266,30 @@ def _history(value) -> list[HistoryEntry]:
         where = f"history[{index}]"
         if not isinstance(item, dict):
             raise Bad(where, "must be an object")
-        event = _string(item, "event", 20, field=f"{where}.event")
+        event = string_of(item, "event", 20, field=f"{where}.event")
         if not event:
             raise Bad(f"{where}.event", "is required")
-        actor_type = _string(item, "actorType", 20, ActorType.SYSTEM, field=f"{where}.actorType")
+        actor_type = string_of(item, "actorType", 20, ActorType.SYSTEM, field=f"{where}.actorType")
         if actor_type not in ActorType.values:
             raise Bad(f"{where}.actorType", f"must be one of {', '.join(ActorType.values)}")
         metadata = item.get("metadata") or {}
         if not isinstance(metadata, dict):
             raise Bad(f"{where}.metadata", "must be an object")
-        _no_nul(_json_text(metadata, f"{where}.metadata"), f"{where}.metadata")
-        created = _time(item.get("createdAt"), f"{where}.createdAt")
+        plain(json_text(metadata, f"{where}.metadata"), f"{where}.metadata")
+        created = time_of(item.get("createdAt"), f"{where}.createdAt")
         if created is None:
             raise Bad(f"{where}.createdAt", "is required")
-        row_id = _string(item, "id", 36, field=f"{where}.id")
+        row_id = string_of(item, "id", 36, field=f"{where}.id")
         if row_id is not None and not _ID.match(row_id):
             raise Bad(f"{where}.id", "must be an id (letters, digits and dashes, at most 36)")
         rows.append(
             HistoryEntry(
                 event=event,
-                old_content=_text(item, "oldContent", f"{where}.oldContent"),
-                new_content=_text(item, "newContent", f"{where}.newContent"),
-                changed_by=_string(item, "changedBy", NAME_CHARS, "", field=f"{where}.changedBy"),
+                old_content=text_of(item, "oldContent", f"{where}.oldContent"),
+                new_content=text_of(item, "newContent", f"{where}.newContent"),
+                changed_by=string_of(item, "changedBy", NAME_CHARS, "", field=f"{where}.changedBy"),
                 actor_type=actor_type,
-                reason=_text(item, "reason", f"{where}.reason"),
+                reason=text_of(item, "reason", f"{where}.reason"),
                 metadata=metadata,
                 created_at=created,
                 id=row_id,
@@ -458,20 +345,20 @@ def from_mem0(line: int, item: dict, options: Options) -> Incoming:
     if mem0_id is not None and not isinstance(mem0_id, str | int):
         raise Bad("id", "must be a string")
     kept = {key: item[key] for key in MEM0_KEYS if item.get(key) is not None}
-    _no_nul(_json_text(kept, "metadata"), "metadata")
+    plain(json_text(kept, "metadata"), "metadata")
     return Incoming(
         line=line,
         text=content_of(item.get("memory"), "memory"),
         agent_id=_agent(item, ("agent_id", "user_id"), options),
-        tags=_tags(item.get("categories"), "categories"),
+        tags=tags_of(item.get("categories"), "categories"),
         who=(
-            _string(item, "actor_id", NAME_CHARS) or _string(item, "user_id", NAME_CHARS) or ""
+            string_of(item, "actor_id", NAME_CHARS) or string_of(item, "user_id", NAME_CHARS) or ""
         ).strip(),
         source_type=MEM0,
         source_id=None if mem0_id is None else str(mem0_id)[:NAME_CHARS],
-        created_at=_time(item.get("created_at"), "created_at"),
-        updated_at=_time(item.get("updated_at"), "updated_at"),
-        expires_at=_expiry(_mem0_expiry(item.get("expiration_date")), "expiration_date"),
+        created_at=time_of(item.get("created_at"), "created_at"),
+        updated_at=time_of(item.get("updated_at"), "updated_at"),
+        expires_at=expiry_of(_mem0_expiry(item.get("expiration_date")), "expiration_date"),
         mentions=None,
         origin={"mem0": kept},
     )

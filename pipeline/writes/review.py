@@ -68,13 +68,7 @@ def approve(
     with transaction.atomic():
         proposal, config = _locked_for_approval(proposal_id, redecide, reviewer)
         now = timezone.now()
-        first = approval_writes.first_of_round(proposal)
-        if redecide and first is not None and _moved_since(proposal):
-            # Re-deciding re-bases the proposal on its memories as they are now: an approval
-            # given to them as they stood does not carry over. The round ends as stale, and
-            # this approval is the first of a new one.
-            approval_writes.close_round(proposal.id, ApprovalOutcome.STALE, reviewer, now)
-            first = None
+        first = _open_round(proposal, redecide, reviewer, now)
         action, content = approval_writes.as_approved(first, action, content)
         effective = action or proposal.action
         if effective not in {"add", "update", "delete"}:
@@ -144,6 +138,17 @@ def _locked_for_approval(
     if (held := claims.refusal(proposal.id, reviewer.name, timezone.now())) is not None:
         raise held
     return proposal, config
+
+
+def _open_round(proposal: Proposal, redecide: bool, reviewer: Actor, at):
+    """The first approval this one would complete, if any. Re-deciding re-bases the proposal on
+    its memories as they are now: an approval given to them as they stood does not carry over
+    once either moved, so that round ends as stale and this approval is the first of a new one."""
+    first = approval_writes.first_of_round(proposal)
+    if redecide and first is not None and _moved_since(proposal):
+        approval_writes.close_round(proposal.id, ApprovalOutcome.STALE, reviewer, at)
+        return None
+    return first
 
 
 def _moved_since(proposal: Proposal) -> bool:

@@ -10,7 +10,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from memory.imported import DEDUPED, Outcome
-from pipeline.imports import formats, runs
+from pipeline.imports import fields, formats, runs
 from pipeline.imports.formats import FileRefused, Refusal
 from pipeline.imports.report import kept_stored_text, lines
 
@@ -43,8 +43,8 @@ class Command(BaseCommand):
         if not path.is_file():
             raise CommandError(f"{path} is not a file")
         agent = options["agent"].strip()
-        if len(agent) > formats.NAME_CHARS:  # as the Data page's form and the API
-            raise CommandError(f"--agent must be at most {formats.NAME_CHARS} characters")
+        if len(agent) > fields.NAME_CHARS:  # as the Data page's form and the API
+            raise CommandError(f"--agent must be at most {fields.NAME_CHARS} characters")
         self.verbose = options["verbosity"] >= 2
         fmt = "" if options["format"] == "auto" else options["format"]
         try:
