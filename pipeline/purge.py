@@ -11,6 +11,7 @@ by this actor" that other domain code (expiry) calls. Neither calls a model.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -179,7 +180,11 @@ def purge(request: Request, *, reason, actor: Actor, dry_run: bool = False) -> R
     reason = required_reason(reason)
     ids = memory_ids_for(request)
     texts = texts_for(request, ids)
-    if texts.held_in(reason) or any(f.kind in SENSITIVE for f in safety.scan(reason)):
+    if (
+        texts.held_in(reason)
+        or quotes_part_of(reason, texts)
+        or any(f.kind in SENSITIVE for f in safety.scan(reason))
+    ):
         raise Refused(
             "reason_holds_text",
             "the reason repeats what is being purged (or holds a secret or personal data), and "
@@ -188,6 +193,27 @@ def purge(request: Request, *, reason, actor: Actor, dry_run: bool = False) -> R
     if dry_run:
         return preview(ids, texts)
     return purge_memories(ids, reason=reason, actor=actor, texts=texts, scope=request.scope)
+
+
+_WORD = re.compile(r"[\w-]+")
+RUN_OF_WORDS = 6  # this many words of a purged text in a row, in a reason, repeat it
+KEY_CHARS = 8  # a word this long holding a digit is a key, a token or an id: itself the secret
+
+
+def quotes_part_of(reason: str, texts: Texts) -> bool:
+    """Whether the reason repeats a telling part of a purged text: a word of KEY_CHARS or more
+    holding a digit ("sk-live-abcdef123456" leaked), or RUN_OF_WORDS words in a row. The reason
+    is kept for good with the tombstone, where no later purge reaches it."""
+    heard_in_order = _WORD.findall(reason.lower())
+    heard, said = set(heard_in_order), " ".join(heard_in_order)
+    for needle in texts.needles:
+        words = _WORD.findall(needle.lower())
+        if any(len(w) >= KEY_CHARS and w in heard and any(c.isdigit() for c in w) for w in words):
+            return True
+        runs = (" ".join(words[i : i + RUN_OF_WORDS]) for i in range(len(words) - RUN_OF_WORDS + 1))
+        if any(run in said for run in runs):
+            return True
+    return False
 
 
 def preview(memory_ids: list[str], texts: Texts) -> Receipt:
