@@ -45,11 +45,22 @@ def test_a_list_item_with_nothing_after_its_marker_is_refused_not_dropped_unseen
         ("[", formats.MEM0),
         ("# Notes", formats.TEXT),
         ("Priya prefers squash merges.", formats.TEXT),
-        ('{"content": "an export line without its header"}', formats.MEM0),
+        # Read as an export, so its refusal says the header is missing (a QA pass: it was read
+        # as mem0 and refused as "line 2: not valid JSON: Extra data").
+        ('{"content": "an export line without its header"}', formats.EXPORT),
+        # Markdown opening with a link is text, not a JSON list (it was refused as bad JSON).
+        ("[Runbook](http://x) says restart the pod first.", formats.TEXT),
+        ('[{"memory": "x"}]', formats.MEM0),
     ],
 )
 def test_the_format_is_told_from_the_first_line(first, expected):
     assert formats.detect(first.encode()) == expected
+
+
+def test_an_export_without_its_header_is_refused_saying_so():
+    text = '{"content": "one"}\n{"content": "two"}\n'
+    with pytest.raises(FileRefused, match="an export starts with its header line"):
+        list(formats.items(lines(text), formats.detect(text.split("\n")[0].encode()), OPTIONS))
 
 
 def test_markdown_gives_one_memory_per_paragraph_or_list_item_and_skips_headings():
@@ -189,6 +200,7 @@ def test_export_records_are_validated_field_by_field_with_the_path_of_nested_fie
         {**good, "content": "bad\u0000byte"},
         {**good, "pinned": "yes"},
         {**good, "id": "../../etc"},
+        {**good, "id": "Recall"},  # GET /api/memory/recall is recall's (a QA pass)
     ]
     text = HEADER + "\n" + "\n".join(json.dumps(r) for r in records) + "\nnot json\n"
     found = [
@@ -205,7 +217,8 @@ def test_export_records_are_validated_field_by_field_with_the_path_of_nested_fie
         "line 7: content: contains a NUL byte",
         "line 8: pinned: must be true or false",
         "line 9: id: must be a memory id (letters, digits and dashes, at most 36)",
-        "line 10: line: is not valid JSON: Expecting value: line 1 column 1 (char 0)",
+        "line 10: id: 'Recall' is a word of the API's routes, not a memory id",
+        "line 11: line: is not valid JSON: Expecting value: line 1 column 1 (char 0)",
     ]
 
 

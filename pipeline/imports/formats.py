@@ -47,6 +47,10 @@ FORMATS = {
 MAX_MENTIONS = 200
 MAX_VERSION = 2**31 - 1  # the column's range on PostgreSQL
 _ID = re.compile(r"^[0-9A-Za-z-]{1,36}$")
+_MARKDOWN_LINK = re.compile(r"^\[[^\]\[]*\]\(")
+# Ids the API's routes take for words (GET /api/memory/recall is recall's): a memory under one
+# could not be read, edited or forgotten through the API.
+ROUTE_WORDS = frozenset({"remember", "recall"})
 
 
 @dataclass(frozen=True)
@@ -82,8 +86,11 @@ def detect(first_line: bytes) -> str:
             return MEM0  # the first line of a JSON document written over several lines
         if isinstance(value, dict) and value.get("format") == export.FORMAT:
             return EXPORT
+        if isinstance(value, dict) and "content" in value and "results" not in value:
+            return EXPORT  # a line of our export without its header: refused as such, saying so
         return MEM0
-    return MEM0 if text.startswith("[") else TEXT
+    # "[Runbook](https://...) says ..." is Markdown that opens with a link, not a JSON list.
+    return MEM0 if text.startswith("[") and not _MARKDOWN_LINK.match(text) else TEXT
 
 
 def items(lines: Iterable[bytes], fmt: str, options: Options) -> Iterator[Incoming | Refusal]:
@@ -169,6 +176,8 @@ def from_export(line: int, obj: dict, options: Options) -> Incoming:
     memory_id = string_of(obj, "id", 36)
     if memory_id is not None and not _ID.match(memory_id):
         raise Bad("id", "must be a memory id (letters, digits and dashes, at most 36)")
+    if memory_id is not None and memory_id.lower() in ROUTE_WORDS:
+        raise Bad("id", f"{memory_id!r} is a word of the API's routes, not a memory id")
     source_type = (string_of(obj, "sourceType", TYPE_CHARS) or "import").strip() or "import"
     source_id = string_of(obj, "sourceId", NAME_CHARS)
     if options.agent and options.agent != _own_agent(obj, ("agentId",)):
