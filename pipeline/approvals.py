@@ -4,10 +4,12 @@ different reviewers, and where a proposal stands. The approve and reject writes 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db.models import Q
 
+from memory.content import normalize
 from memory.models import Authority, Memory
 from pipeline.models import Action, Approval, ApprovalOutcome, Proposal
 
@@ -39,6 +41,34 @@ def needs_two_q(setting: int) -> Q:
     return Q(action=Action.DELETE) | (Q(action=Action.UPDATE) & changes_protected)
 
 
+def retiring(proposals: Iterable[Proposal], setting: int) -> set[str]:
+    """The UPDATEs among these whose text another memory of their agent already holds (as
+    writes.active_duplicate finds it): approving one retires its target, a DELETE, so it needs
+    two approvals as a DELETE does. One query; none when the rule is off."""
+    if setting < 2:
+        return set()
+    wanted = {
+        p.id: (p.agent_id, normalize(p.fact_content).hash, p.target_memory_id)
+        for p in proposals
+        if p.action == Action.UPDATE and p.target_memory_id and p.fact_content
+    }
+    if not wanted:
+        return set()
+    held = Memory.objects.filter(
+        agent_id__in={agent for agent, _, _ in wanted.values()},
+        content_hash__in={text for _, text, _ in wanted.values()},
+        is_deleted=False,
+    ).values_list("agent_id", "content_hash", "id")
+    holders: dict[tuple[str, str], set[str]] = {}
+    for agent, text, memory_id in held:
+        holders.setdefault((agent, text), set()).add(memory_id)
+    return {
+        pid
+        for pid, (agent, text, target) in wanted.items()
+        if holders.get((agent, text), set()) - {target}
+    }
+
+
 def open_approvals(proposal: Proposal) -> list[Approval]:
     """The approvals of the round still waiting (uses the queue's prefetch when it is there)."""
     return [approval for approval in proposal.approvals.all() if approval.is_open]
@@ -51,6 +81,18 @@ def awaits_another_reviewer(proposal_id: str, reviewer: str) -> bool:
     return Approval.objects.filter(
         proposal_id=proposal_id, by=reviewer, outcome=ApprovalOutcome.OPEN
     ).exists()
+
+
+def awaiting_another(proposals, reviewer: str) -> set[str]:
+    """Of these proposals (a queryset or ids), those `reviewer` gave the first of two approvals
+    and that wait for someone else's: approving them again is refused (same_approver)."""
+    if not reviewer:
+        return set()
+    return set(
+        Approval.objects.filter(
+            proposal__in=proposals, by=reviewer, outcome=ApprovalOutcome.OPEN
+        ).values_list("proposal_id", flat=True)
+    )
 
 
 @dataclass(frozen=True)
@@ -77,11 +119,15 @@ class Standing:
         return self.count + 1
 
 
-def standing(proposal: Proposal, setting: int, reviewer: str | None) -> Standing:
-    """The proposal's standing for `reviewer` (reads target_memory and the approvals)."""
+def standing(
+    proposal: Proposal, setting: int, reviewer: str | None, retires: bool = False
+) -> Standing:
+    """The proposal's standing for `reviewer` (reads target_memory and the approvals);
+    `retires`: it is among `retiring`, an UPDATE approving which is a DELETE."""
     if not proposal.can_approve:
         return Standing(1, (), False)  # decided (or only rejectable): nothing to count
     current = tuple(open_approvals(proposal))
-    two = proposal.is_destructive and needs_two(proposal.action, proposal.target_memory, setting)
+    action = Action.DELETE if retires else proposal.action
+    two = proposal.is_destructive and needs_two(action, proposal.target_memory, setting)
     needed = 2 if two or current else 1
     return Standing(needed, current, any(a.by == reviewer for a in current))

@@ -180,15 +180,17 @@ def purge(request: Request, *, reason, actor: Actor, dry_run: bool = False) -> R
     reason = required_reason(reason)
     ids = memory_ids_for(request)
     texts = texts_for(request, ids)
-    if (
-        texts.held_in(reason)
-        or quotes_part_of(reason, texts)
-        or any(f.kind in SENSITIVE for f in safety.scan(reason))
-    ):
+    if texts.held_in(reason) or any(f.kind in SENSITIVE for f in safety.scan(reason)):
         raise Refused(
             "reason_holds_text",
             "the reason repeats what is being purged (or holds a secret or personal data), and "
             "it is kept: describe it instead",
+        )
+    if (part := quoted_part(reason, texts)) is not None:
+        raise Refused(
+            "reason_holds_text",
+            f"the reason repeats part of what is being purged ({part!r}), and it is kept: "
+            "describe it instead",
         )
     if dry_run:
         return preview(ids, texts)
@@ -197,23 +199,34 @@ def purge(request: Request, *, reason, actor: Actor, dry_run: bool = False) -> R
 
 _WORD = re.compile(r"[\w-]+")
 RUN_OF_WORDS = 6  # this many words of a purged text in a row, in a reason, repeat it
-KEY_CHARS = 8  # a word this long holding a digit is a key, a token or an id: itself the secret
+# A word at least this long with at least KEY_MIX digits and KEY_MIX letters is a key, a token
+# or an id ("sk-live-abcdef123456"): itself the secret. Dates, versions and names like
+# "eu-west-1" or "billing-api-v2" are not.
+KEY_CHARS, KEY_MIX = 10, 3
 
 
-def quotes_part_of(reason: str, texts: Texts) -> bool:
-    """Whether the reason repeats a telling part of a purged text: a word of KEY_CHARS or more
-    holding a digit ("sk-live-abcdef123456" leaked), or RUN_OF_WORDS words in a row. The reason
-    is kept for good with the tombstone, where no later purge reaches it."""
+def _key_like(word: str) -> bool:
+    digits = sum(c.isdigit() for c in word)
+    letters = sum(c.isalpha() for c in word)
+    return len(word) >= KEY_CHARS and digits >= KEY_MIX and letters >= KEY_MIX
+
+
+def quoted_part(reason: str, texts: Texts) -> str | None:
+    """The telling part of a purged text the reason repeats, if any: a key-like word, or
+    RUN_OF_WORDS words in a row. The reason is kept for good with the tombstone, where no later
+    purge reaches it."""
     heard_in_order = _WORD.findall(reason.lower())
-    heard, said = set(heard_in_order), " ".join(heard_in_order)
+    heard, said = set(heard_in_order), f" {' '.join(heard_in_order)} "
     for needle in texts.needles:
         words = _WORD.findall(needle.lower())
-        if any(len(w) >= KEY_CHARS and w in heard and any(c.isdigit() for c in w) for w in words):
-            return True
-        runs = (" ".join(words[i : i + RUN_OF_WORDS]) for i in range(len(words) - RUN_OF_WORDS + 1))
-        if any(run in said for run in runs):
-            return True
-    return False
+        for word in words:
+            if word in heard and _key_like(word):
+                return word
+        for i in range(len(words) - RUN_OF_WORDS + 1):
+            run = " ".join(words[i : i + RUN_OF_WORDS])
+            if f" {run} " in said:  # whole words: "on" is not the end of "python"
+                return run
+    return None
 
 
 def preview(memory_ids: list[str], texts: Texts) -> Receipt:

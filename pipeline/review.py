@@ -15,14 +15,12 @@ from django.db.models import Count, QuerySet, TextChoices
 
 from memory.models import Job, Memory
 from memory.writes import CHANGE_EVENTS, Actor, Refused
-from pipeline import claims, memory_ops, redaction, safety
+from pipeline import approvals, claims, memory_ops, redaction, safety
 from pipeline import purge as purging
-from pipeline.approvals import needs_two_q, open_approvals
+from pipeline.approvals import awaiting_another, needs_two_q, open_approvals
 from pipeline.config import get_config
 from pipeline.models import (
     Action,
-    Approval,
-    ApprovalOutcome,
     Proposal,
     ProposalStatus,
     TripleReview,
@@ -221,15 +219,7 @@ def bulk_summary(proposals: QuerySet[Proposal], reviewer: str = "") -> dict:
     pinned = set(changes_pinned(proposals))
     claimed = set(claims.ids_held_by_others(proposals, reviewer))
     # Approved already by this reviewer, waiting for another: approving again is refused.
-    mine = (
-        set(
-            Approval.objects.filter(
-                proposal__in=proposals, by=reviewer, outcome=ApprovalOutcome.OPEN
-            ).values_list("proposal_id", flat=True)
-        )
-        if reviewer
-        else set()
-    )
+    mine = awaiting_another(proposals, reviewer)
     # What each decision would decide: a proposal left out for several reasons counts once.
     left_out = never | pinned | claimed
     return {
@@ -244,20 +234,22 @@ def bulk_summary(proposals: QuerySet[Proposal], reviewer: str = "") -> dict:
         "claimed": len(claimed),
         "approved_by_you": len(mine - left_out),
         # Of those a bulk approval touches: one it leaves out is not approved at all.
-        "two_person": len(
-            set(
-                proposals.filter(needs_two_q(get_config().destructive_approvals)).values_list(
-                    "id", flat=True
-                )
-            )
-            - left_out
-            - opt_in
-            - mine
-        ),
+        "two_person": len(_two_person(proposals) - left_out - opt_in - mine),
         "approves": total - len(left_out | opt_in | mine),
         "approves_with_opt_in": total - len(left_out | mine),
         "rejects": total - len(claimed),
     }
+
+
+def _two_person(proposals: QuerySet[Proposal]) -> set[str]:
+    """Ids of those the two-person rule holds for two approvals: by their action and target, and
+    the UPDATEs whose text another memory holds (approving retires the target)."""
+    setting = get_config().destructive_approvals
+    held = set(proposals.filter(needs_two_q(setting)).values_list("id", flat=True))
+    updates = proposals.filter(action=Action.UPDATE).only(
+        "id", "action", "agent_id", "fact_content", "target_memory_id"
+    )
+    return held | approvals.retiring(updates, setting)
 
 
 def bulk_approve(
@@ -274,11 +266,14 @@ def bulk_approve(
     )
     pinned = _pinned_targets(proposal_ids)
     held = claims.held_by_others(proposal_ids, reviewer.name)
+    mine = awaiting_another(proposal_ids, reviewer.name)
     outcomes = []
     for proposal_id in proposal_ids:
         rule, kind = safety.bulk_rule(flagged.get(proposal_id, ""))
         if proposal_id in held:
             outcomes.append(BulkOutcome(proposal_id, held_by(held[proposal_id]), "claimed"))
+        elif proposal_id in mine:  # left out, as the preview said
+            outcomes.append(BulkOutcome(proposal_id, APPROVED_BY_YOU, "same_approver"))
         elif rule == safety.Bulk.NEVER:
             outcomes.append(BulkOutcome(proposal_id, left_for_one_by_one(kind)))
         elif proposal_id in pinned:
@@ -314,6 +309,11 @@ def changes_pinned(proposals: QuerySet[Proposal]) -> QuerySet:
     return proposals.filter(
         action__in=[Action.UPDATE, Action.DELETE], target_memory__pinned=True
     ).values_list("id", flat=True)
+
+
+APPROVED_BY_YOU = (
+    "you approved it already: it waits for another reviewer's approval (the two-person rule)"
+)
 
 
 def bulk_reject(proposal_ids: list[str], reviewer: Actor, *, reason: str) -> list[BulkOutcome]:

@@ -302,6 +302,9 @@ def test_lines_no_column_could_store_are_refused_alone_and_the_lines_around_them
             '{"content": "Not a number.", "history": [{"event": "created", '
             '"createdAt": "2026-01-01T00:00:00Z", "metadata": {"score": NaN}}]}',
             '{"content": "lone \\ud800 surrogate"}',
+            # In an audit's metadata too: PostgreSQL's json refused the batch (a second review).
+            '{"content": "Half a pair.", "history": [{"event": "created", '
+            '"createdAt": "2026-01-01T00:00:00Z", "metadata": {"a": "\\udc00"}}]}',
             {"content": "Too early.", "createdAt": "0001-01-01T00:00:00+05:00"},
             {"content": "Too late.", "updatedAt": "9999-12-31T23:59:59-05:00"},
             {
@@ -314,14 +317,15 @@ def test_lines_no_column_could_store_are_refused_alone_and_the_lines_around_them
     )
     with django_capture_on_commit_callbacks(execute=True):
         out, err = run_import(path, "--process")
-    assert "3 imported, 0 deduplicated, 6 refused" in out, (out, err)
+    assert "3 imported, 0 deduplicated, 7 refused" in out, (out, err)
     assert "line 3: refused: version: must be a whole number from 1 to 2147483647" in err
     assert "line 4: refused: history[0].metadata: holds NaN or Infinity" in err
     assert "line 5: refused: content: contains an invalid unicode surrogate" in err
+    assert "line 6: refused: history[0].metadata: contains an invalid unicode surrogate" in err
     assert (
-        "line 6: refused: createdAt: '0001-01-01T00:00:00+05:00' is out of range once in UTC" in err
+        "line 7: refused: createdAt: '0001-01-01T00:00:00+05:00' is out of range once in UTC" in err
     )
-    assert "line 7: refused: updatedAt:" in err and "line 8: refused: history[0].createdAt:" in err
+    assert "line 8: refused: updatedAt:" in err and "line 9: refused: history[0].createdAt:" in err
     stored = dict(Memory.objects.values_list("content", "extraction_status"))
     assert stored == {
         "First kept.": ExtractionStatus.PENDING,

@@ -50,6 +50,10 @@ def test_a_list_item_with_nothing_after_its_marker_is_refused_not_dropped_unseen
         ('{"content": "an export line without its header"}', formats.EXPORT),
         # Markdown opening with a link is text, not a JSON list (it was refused as bad JSON).
         ("[Runbook](http://x) says restart the pod first.", formats.TEXT),
+        ("[WIP] Kenji deploys billing-api.", formats.TEXT),
+        ("[x] done: the wiki moved", formats.TEXT),
+        ("[1]: https://example.com/runbook", formats.TEXT),
+        ("[", formats.MEM0),
         ('[{"memory": "x"}]', formats.MEM0),
     ],
 )

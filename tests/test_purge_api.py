@@ -144,6 +144,26 @@ def test_purge_by_agent_takes_every_memory_of_that_agent_only(client, multi_admi
 
 
 @pytest.mark.parametrize(
+    "reason",
+    [
+        "Erasure request received 2026-12-07",
+        "Wrong region for billing-api-v2, per ops",
+        "billing-api moved: the note is obsolete",
+        "Personal data, see INC-2026",
+    ],
+)
+def test_a_reason_naming_dates_versions_or_a_service_of_the_text_is_taken(
+    client, multi_admin, reason
+):
+    """A second review: the first form of the rule took a date, a region or a service name of
+    the purged text for a key, and refused the reason."""
+    memory = remember("Kenji moved billing-api-v2 to eu-west-1 on 2026-12-07.")
+    body = {"reason": reason, "dryRun": True}
+    response = post(client, multi_admin, f"/api/memory/{memory.id}/purge", body)
+    assert response.status_code == 200, response.json()
+
+
+@pytest.mark.parametrize(
     ("body", "status", "code"),
     [
         ({}, 400, "reason_required"),

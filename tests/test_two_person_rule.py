@@ -235,7 +235,9 @@ def test_a_stale_proposal_re_decided_by_one_reviewer_waits_pending_for_the_secon
         review.approve(delete.id, RITA)
     assert Proposal.objects.get(id=delete.id).status == "stale"
     review.approve(delete.id, SAM, redecide=True)
-    assert Proposal.objects.get(id=delete.id).status == "pending"
+    waiting = Proposal.objects.get(id=delete.id)
+    # Pending, no longer said to be stale (a second review: it kept "target_changed").
+    assert (waiting.status, waiting.blocked_reason) == ("pending", "")
     review.approve(delete.id, RITA)
     assert Memory.objects.get(id=store.staging.id).is_deleted
 
@@ -314,6 +316,24 @@ def test_the_bulk_preview_leaves_out_what_this_reviewer_approved_already(pending
     assert mine["approves"] == mine["total"] - 1
     theirs = review.bulk_summary(pending_rows, "sam")
     assert (theirs["approved_by_you"], theirs["approves"]) == (0, theirs["total"])
+    # The run leaves it out as the preview said, refusing nothing (a second review).
+    (outcome,) = review.bulk_approve([pending["delete"].id], RITA, note="bulk")
+    assert not outcome.done and "you approved it already" in outcome.error
+    assert Approval.objects.get(proposal=pending["delete"]).by == "rita"
+
+
+def test_an_update_whose_text_a_memory_holds_shows_and_counts_as_needing_two(
+    pending, store, reviewer_client
+):
+    """Approving it retires its target (a DELETE), so it needs two approvals; the queue showed
+    a plain Approve and the bulk preview did not count it."""
+    update = pending["update"]
+    writes.remember(update.fact_content, actor=SAM, create_job=False)
+    summary = review.bulk_summary(Proposal.objects.filter(id=update.id), "rita")
+    assert summary["two_person"] == 1
+    body = reviewer_client.get("/review/").content.decode()
+    row = body[body.index(f'id="p-{update.id}"') :]
+    assert "1 of 2" in row[: row.index("</tr>")]
 
 
 def test_the_bulk_preview_counts_what_needs_a_second_approval(pending, store):

@@ -293,8 +293,16 @@ def approval_standing(context, proposal):
     config = context.get("pipeline_config") or get_config()
     request = context.get("request")
     user = getattr(request, "user", None)
+    # A list's view reads which of its UPDATEs retire their target in one query; a row alone
+    # (a decision's reply, the proposal page) reads its own.
+    retiring = context.get("retiring")
+    if retiring is None:
+        retiring = approvals.retiring([proposal], config.destructive_approvals)
     return approvals.standing(
-        proposal, config.destructive_approvals, user.get_username() if user else None
+        proposal,
+        config.destructive_approvals,
+        user.get_username() if user else None,
+        retires=proposal.id in retiring,
     )
 
 

@@ -19,7 +19,9 @@ from dashboard.paging import beyond, cursor_page
 from dashboard.proposal_page import render_proposal
 from dashboard.review_forms import BulkForm, DecideForm, queue_for
 from memory.writes import Refused
+from pipeline import approvals
 from pipeline import review as reviewing
+from pipeline.config import get_config
 from pipeline.models import Proposal, ProposalStatus, queue_order
 from pipeline.review import Decision
 
@@ -82,6 +84,7 @@ def review(request):
     context = {
         "form": form,
         "page": page,
+        "retiring": approvals.retiring(page.object_list, get_config().destructive_approvals),
         "filters": _filters(request),
         "loaded_at": timezone.now().isoformat(),
         "total": page.count,
@@ -209,7 +212,9 @@ def _rows_out_of_band(request, outcomes: list[reviewing.BulkOutcome], actor) -> 
             continue
         note = wording.outcome(proposal, actor.name) if outcome.done else outcome.error
         rows.append({"p": proposal, "note": note, "note_css": "ok" if outcome.done else "bad"})
-    context = {"rows": rows, "can_review": True, "oob": True}
+    setting = get_config().destructive_approvals
+    retiring = approvals.retiring(proposals.values(), setting)
+    context = {"rows": rows, "can_review": True, "oob": True, "retiring": retiring}
     return render_to_string(ROWS_OUT_OF_BAND, context, request).encode()
 
 

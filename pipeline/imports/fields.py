@@ -106,8 +106,8 @@ def time_of(value, field: str) -> datetime | None:
 def json_text(value, field: str) -> str:
     """`value` as the JSON a JSON column stores, or Bad: Python's reader takes NaN and Infinity,
     which a JSON column refuses (the whole batch's write failed on them)."""
-    try:
-        return json.dumps(value, allow_nan=False)
+    try:  # not escaped to ASCII, so `plain` sees half a surrogate pair (PostgreSQL's json refuses it)
+        return json.dumps(value, allow_nan=False, ensure_ascii=False)
     except ValueError:
         raise Bad(field, "holds NaN or Infinity, which are not JSON numbers") from None
 

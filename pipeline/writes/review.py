@@ -147,6 +147,8 @@ def _open_round(proposal: Proposal, redecide: bool, reviewer: Actor, at):
     first = approval_writes.first_of_round(proposal)
     if redecide and first is not None and _moved_since(proposal):
         approval_writes.close_round(proposal.id, ApprovalOutcome.STALE, reviewer, at)
+        why = f"re-decided after its memories changed: {first.by}'s first approval no longer counts"
+        review_audit(proposal, reviewer, "stale", why, {"endedRound": first.by}, at)
         return None
     return first
 
@@ -161,7 +163,10 @@ def _moved_since(proposal: Proposal) -> bool:
         .order_by("id")
         .values_list("id", "version")
     )
-    if versions.get(proposal.source_memory_id) != proposal.source_version:
+    # None: a proposal older than source versions; source_refusal does not judge it either.
+    if proposal.source_version is not None and (
+        versions.get(proposal.source_memory_id) != proposal.source_version
+    ):
         return True
     return bool(proposal.target_memory_id) and (
         versions.get(proposal.target_memory_id) != proposal.target_version
@@ -182,13 +187,14 @@ def _first_of_two(
     claim_writes.end(proposal.id)
     # The versions it was approved at (re-decided: the memories' current ones): the second
     # approval finds it stale if either moves on before it.
-    Proposal.objects.filter(id=proposal.id).update(
-        updated_at=at,
-        status=ProposalStatus.PENDING,  # a stale one re-decided waits for its second approval
-        source_version=proposal.source_version,
-        target_version=proposal.target_version,
-        target_content=proposal.target_content,
-    )
+    rebased = {
+        "source_version": proposal.source_version,
+        "target_version": proposal.target_version,
+        "target_content": proposal.target_content,
+    }
+    if proposal.status == ProposalStatus.STALE:  # re-decided: it waits for its second approval
+        rebased.update(status=ProposalStatus.PENDING, blocked_reason="")
+    Proposal.objects.filter(id=proposal.id).update(updated_at=at, **rebased)
     audited = {**extra, "outcome": "awaiting_second_approval", "approvals": [reviewer.name]}
     reason = note or "first of two approvals (the two-person rule): a second reviewer applies it"
     review_audit(proposal, reviewer, "approved_first", reason, audited, at)
