@@ -180,6 +180,7 @@ class BulkForm(forms.Form):
     failed = forms.IntegerField(required=False, min_value=0)
     claimed = forms.IntegerField(required=False, min_value=0)  # skipped: another reviewer holds
     awaiting = forms.IntegerField(required=False, min_value=0)  # recorded as 1 of 2 approvals
+    yours = forms.IntegerField(required=False, min_value=0)  # this reviewer's 1 of 2 already
     total = forms.IntegerField(required=False, min_value=0)
     # When the preview counted "all matching": the ones that arrive later are not in its count.
     previewed_at = forms.DateTimeField(required=False)

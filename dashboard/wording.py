@@ -88,6 +88,9 @@ def bulk_toast(decision: str, progress: dict) -> str:
         parts.append(
             f"{claimed} skipped: someone else is reviewing {'it' if claimed == 1 else 'them'}"
         )
+    if yours := progress.get("yours"):
+        wait = "waits" if yours == 1 else "wait"
+        parts.append(f"{yours} you approved already {wait} for another reviewer")
     return ", ".join(parts) + "."
 
 

@@ -11,6 +11,7 @@ from django.db.models import Q
 
 from memory.content import normalize
 from memory.models import Authority, Memory
+from pipeline.config import get_config
 from pipeline.models import Action, Approval, ApprovalOutcome, Proposal
 
 # The blocked reason of a change full mode leaves for two reviewers instead of applying it.
@@ -41,10 +42,14 @@ def needs_two_q(setting: int) -> Q:
     return Q(action=Action.DELETE) | (Q(action=Action.UPDATE) & changes_protected)
 
 
-def retiring(proposals: Iterable[Proposal], setting: int) -> set[str]:
+def retiring(proposals: Iterable[Proposal], setting: int | None = None) -> set[str]:
     """The UPDATEs among these whose text another memory of their agent already holds (as
     writes.active_duplicate finds it): approving one retires its target, a DELETE, so it needs
-    two approvals as a DELETE does. One query; none when the rule is off."""
+    two approvals as a DELETE does. One query; none when the rule is off (`setting`: the
+    configured review.destructiveApprovals when not given). A list page passes its rows here
+    once and puts the answer in its context as `retiring`: each row's badge reads it."""
+    if setting is None:
+        setting = get_config().destructive_approvals
     if setting < 2:
         return set()
     wanted = {

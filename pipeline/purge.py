@@ -199,16 +199,16 @@ def purge(request: Request, *, reason, actor: Actor, dry_run: bool = False) -> R
 
 _WORD = re.compile(r"[\w-]+")
 RUN_OF_WORDS = 6  # this many words of a purged text in a row, in a reason, repeat it
-# A word at least this long with at least KEY_MIX digits and KEY_MIX letters is a key, a token
-# or an id ("sk-live-abcdef123456"): itself the secret. Dates, versions and names like
-# "eu-west-1" or "billing-api-v2" are not.
-KEY_CHARS, KEY_MIX = 10, 3
+KEY_CHARS = 8  # a word this long holding a digit is a key, a code or an id: itself the secret
+# ...but for the shapes of a date, a version and a name with a small number ("2026-12-07",
+# "1.2.3", "eu-west-1", "billing-api-v2"), which a reason names to say what it is about.
+_NAMED = re.compile(
+    r"^(?:\d{4}-\d{2}-\d{2}(?:t[\d:.]+z?)?|v?\d+(?:\.\d+)+|[a-z]+(?:[-_][a-z]+)*[-_]v?\d{1,3})$"
+)
 
 
 def _key_like(word: str) -> bool:
-    digits = sum(c.isdigit() for c in word)
-    letters = sum(c.isalpha() for c in word)
-    return len(word) >= KEY_CHARS and digits >= KEY_MIX and letters >= KEY_MIX
+    return len(word) >= KEY_CHARS and any(c.isdigit() for c in word) and not _NAMED.match(word)
 
 
 def quoted_part(reason: str, texts: Texts) -> str | None:

@@ -97,6 +97,11 @@ class BulkOutcome:
         """Skipped: another reviewer holds it (pipeline.claims)."""
         return self.code == "claimed"
 
+    @property
+    def yours(self) -> bool:
+        """Left out: this reviewer gave it the first of two approvals, and it waits for another's."""
+        return self.code == "approved_by_you"
+
 
 def approve(
     proposal_id: str,
@@ -272,12 +277,12 @@ def bulk_approve(
         rule, kind = safety.bulk_rule(flagged.get(proposal_id, ""))
         if proposal_id in held:
             outcomes.append(BulkOutcome(proposal_id, held_by(held[proposal_id]), "claimed"))
-        elif proposal_id in mine:  # left out, as the preview said
-            outcomes.append(BulkOutcome(proposal_id, APPROVED_BY_YOU, "same_approver"))
         elif rule == safety.Bulk.NEVER:
             outcomes.append(BulkOutcome(proposal_id, left_for_one_by_one(kind)))
         elif proposal_id in pinned:
             outcomes.append(BulkOutcome(proposal_id, PINNED_LEFT_FOR_ONE_BY_ONE))
+        elif proposal_id in mine:  # left out, as the preview said (after the kinds above, too)
+            outcomes.append(BulkOutcome(proposal_id, APPROVED_BY_YOU, "approved_by_you"))
         elif rule == safety.Bulk.OPT_IN and not include_personal_data:
             outcomes.append(BulkOutcome(proposal_id, left_out(kind)))
         else:

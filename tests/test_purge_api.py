@@ -175,13 +175,20 @@ def test_a_reason_naming_dates_versions_or_a_service_of_the_text_is_taken(
         # reason, kept for good with the tombstone, kept the leaked value).
         ({"reason": "zq-7c1e9a4b2f leaked in chat"}, 400, "reason_holds_text"),
         ({"reason": "For the staging cluster in eu-west: legal"}, 400, "reason_holds_text"),
+        # All digits, an IBAN, a short password, a token with few digits (a second review: a
+        # rule of 10+ characters with 3 digits and 3 letters let these through).
+        ({"reason": "door code 84921736 leaked"}, 400, "reason_holds_text"),
+        ({"reason": "IBAN DE89370400440532013000"}, 400, "reason_holds_text"),
+        ({"reason": "password Tr0ub4dor"}, 400, "reason_holds_text"),
+        ({"reason": "ghp_abcdefghijklmnopqrstuvwxyZ12 leaked"}, 400, "reason_holds_text"),
     ],
 )
 def test_a_bad_memory_purge_gets_a_clear_error_and_writes_nothing(
     client, multi_admin, body, status, code
 ):
     memory = remember(
-        f"The billing key is {KEY} for the staging cluster in eu-west, zq-7c1e9a4b2f."
+        f"The billing key is {KEY} for the staging cluster in eu-west, zq-7c1e9a4b2f; door code "
+        "84921736, IBAN DE89370400440532013000, password Tr0ub4dor, ghp_abcdefghijklmnopqrstuvwxyZ12."
     )
     client.get(f"/api/memory/{memory.id}", **multi_admin)
     before = snapshot()

@@ -6,9 +6,12 @@ when two second approvers race, and the stale, pinned and frozen refusals stay i
 
 import json
 import threading
+from datetime import timedelta
 
 import pytest
-from django.db import connections
+from django.db import connection, connections
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 from django.utils.html import escape
 
 from memory import writes
@@ -237,9 +240,78 @@ def test_a_stale_proposal_re_decided_by_one_reviewer_waits_pending_for_the_secon
     review.approve(delete.id, SAM, redecide=True)
     waiting = Proposal.objects.get(id=delete.id)
     # Pending, no longer said to be stale (a second review: it kept "target_changed").
-    assert (waiting.status, waiting.blocked_reason) == ("pending", "")
+    assert (waiting.status, waiting.blocked_reason) == ("pending", None)
     review.approve(delete.id, RITA)
     assert Memory.objects.get(id=store.staging.id).is_deleted
+
+
+def test_ending_a_round_on_a_re_decision_is_audited_and_an_old_proposal_is_not_moved(
+    pending, store
+):
+    delete = pending["delete"]
+    review.approve(delete.id, RITA)
+    writes.modify(store.staging.id, {"content": "The staging cluster moved"}, actor=SAM, reason="x")
+    review.approve(delete.id, SAM, redecide=True)
+    ended = MemoryHistory.objects.filter(metadata__decision="stale", metadata__endedRound="rita")
+    assert ended.count() == 1 and "no longer counts" in ended.get().reason
+    # A proposal older than source versions (None) is judged by its target alone, as the stale
+    # check judges it: nothing moved, so a re-deciding second approval completes the round.
+    add_update = pending["update"]
+    configure(review__destructiveApprovals=2)
+    Memory.objects.filter(id=add_update.target_memory_id).update(pinned=True)
+    review.approve(add_update.id, RITA, force=True)
+    Proposal.objects.filter(id=add_update.id).update(source_version=None)
+    review.approve(add_update.id, SAM, redecide=True, force=True)
+    assert Proposal.objects.get(id=add_update.id).status == "applied"
+
+
+def test_a_skipped_proposal_approved_once_waits_pending_for_the_second(pending, store):
+    """Left skipped, the second reviewer found it only under the Skipped filter (a review)."""
+    delete = pending["delete"]
+    Proposal.objects.filter(id=delete.id).update(
+        status="skipped", skipped_reason="low_fact_confidence"
+    )
+    review.approve(delete.id, RITA)
+    waiting = Proposal.objects.get(id=delete.id)
+    assert (waiting.status, waiting.skipped_reason) == ("pending", None)
+    review.approve(delete.id, SAM)
+    assert Memory.objects.get(id=store.staging.id).is_deleted
+
+
+def test_an_update_retiring_its_target_for_an_expired_holder_brings_the_holder_back(pending, store):
+    """The target was retired for a memory recall no longer finds: the text was lost from
+    recall (a review). The holder is live again, as a remember of its text revives it."""
+    update = pending["update"]
+    holder = writes.remember(update.fact_content, actor=SAM, create_job=False).memory
+    Memory.objects.filter(id=holder.id).update(expires_at=timezone.now() - timedelta(days=1))
+    configure(review__destructiveApprovals=1)
+    review.approve(update.id, RITA)
+    holder.refresh_from_db()
+    assert not holder.is_expired and not holder.is_deleted
+    assert Memory.objects.get(id=update.target_memory_id).is_deleted
+
+
+def test_the_queue_reads_which_updates_retire_their_target_in_one_query(
+    pending, store, reviewer_client
+):
+    """The badge of each UPDATE row must not cost a query of its own (a review)."""
+    base = pending["update"]
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as ctx:
+            assert reviewer_client.get("/review/").status_code == 200
+        return len(ctx.captured_queries)
+
+    def copies(n: int) -> None:
+        for i in range(n):
+            copy = Proposal.objects.get(id=base.id)
+            copy.id, copy.position = f"copy-{n}-{i}", 100 + n * 10 + i
+            copy.save(force_insert=True)
+
+    copies(2)
+    few = queries()
+    copies(8)
+    assert queries() == few
 
 
 def test_nothing_is_applied_by_the_second_approval_while_frozen(pending, store):
@@ -271,7 +343,7 @@ def test_bulk_approval_counts_once_per_reviewer(pending, store):
     assert first[pending["delete"].id].done and first[pending["delete"].id].awaiting
     assert not Memory.objects.get(id=store.staging.id).is_deleted
     again = {o.proposal_id: o for o in review.bulk_approve([pending["delete"].id], RITA, note="b")}
-    assert again[pending["delete"].id].code == "same_approver"
+    assert again[pending["delete"].id].yours  # left out: it waits for another reviewer
     (second,) = review.bulk_approve([pending["delete"].id], SAM, note="bulk")
     assert second.done and not second.awaiting
     assert Memory.objects.get(id=store.staging.id).is_deleted
@@ -318,7 +390,7 @@ def test_the_bulk_preview_leaves_out_what_this_reviewer_approved_already(pending
     assert (theirs["approved_by_you"], theirs["approves"]) == (0, theirs["total"])
     # The run leaves it out as the preview said, refusing nothing (a second review).
     (outcome,) = review.bulk_approve([pending["delete"].id], RITA, note="bulk")
-    assert not outcome.done and "you approved it already" in outcome.error
+    assert outcome.yours and "you approved it already" in outcome.error
     assert Approval.objects.get(proposal=pending["delete"]).by == "rita"
 
 

@@ -21,7 +21,7 @@ from dashboard.redact_forms import RedactForm
 from memory.models import Memory, MemoryHistory
 from memory.redaction import REDACTED_EVENT
 from memory.writes import Refused
-from pipeline import review, safety
+from pipeline import approvals, review, safety
 from pipeline.models import Proposal
 
 PAGE = "dashboard/redact.html"
@@ -114,7 +114,14 @@ def _other_rows(request, receipt, shown_id: str) -> str:
     others = others.select_related("target_memory", "source_memory", "claim").prefetch_related(
         "approvals"
     )[:200]
-    context = {"rows": [{"p": p} for p in others], "can_review": True, "oob": True}
+    rows = list(others)
+    retiring = approvals.retiring(rows)  # each row's two-person badge, in one query
+    context = {
+        "rows": [{"p": p} for p in rows],
+        "can_review": True,
+        "oob": True,
+        "retiring": retiring,
+    }
     return render_to_string(ROWS_OUT_OF_BAND, context, request)
 
 

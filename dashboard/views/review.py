@@ -21,7 +21,6 @@ from dashboard.review_forms import BulkForm, DecideForm, queue_for
 from memory.writes import Refused
 from pipeline import approvals
 from pipeline import review as reviewing
-from pipeline.config import get_config
 from pipeline.models import Proposal, ProposalStatus, queue_order
 from pipeline.review import Decision
 
@@ -84,7 +83,7 @@ def review(request):
     context = {
         "form": form,
         "page": page,
-        "retiring": approvals.retiring(page.object_list, get_config().destructive_approvals),
+        "retiring": approvals.retiring(page.object_list),
         "filters": _filters(request),
         "loaded_at": timezone.now().isoformat(),
         "total": page.count,
@@ -212,8 +211,7 @@ def _rows_out_of_band(request, outcomes: list[reviewing.BulkOutcome], actor) -> 
             continue
         note = wording.outcome(proposal, actor.name) if outcome.done else outcome.error
         rows.append({"p": proposal, "note": note, "note_css": "ok" if outcome.done else "bad"})
-    setting = get_config().destructive_approvals
-    retiring = approvals.retiring(proposals.values(), setting)
+    retiring = approvals.retiring(proposals.values())
     context = {"rows": rows, "can_review": True, "oob": True, "retiring": retiring}
     return render_to_string(ROWS_OUT_OF_BAND, context, request).encode()
 
@@ -314,26 +312,35 @@ def _progress(request, form: BulkForm, outcomes: list[reviewing.BulkOutcome], *,
     two approvals), plus this chunk's outcomes."""
     data = form.cleaned_data
     # Decided by someone meanwhile: nothing is left to do one by one ("gone" says who).
-    errors = [o.error for o in outcomes if not o.done and not o.claimed and not o.decided_elsewhere]
+    errors = [
+        o.error
+        for o in outcomes
+        if not o.done and not o.claimed and not o.yours and not o.decided_elsewhere
+    ]
     claimed = (data.get("claimed") or 0) + sum(o.claimed for o in outcomes)
+    # Approved by this reviewer already: they wait for another reviewer, not for one by one.
+    yours = (data.get("yours") or 0) + sum(o.yours for o in outcomes)
     awaiting = (data.get("awaiting") or 0) + sum(o.awaiting for o in outcomes)
     done = (data.get("done") or 0) + sum(o.done for o in outcomes)
     failed = (data.get("failed") or 0) + len(errors)
-    total = max(data.get("total") or 0, done + failed + claimed)
+    total = max(data.get("total") or 0, done + failed + claimed + yours)
     # Proposals of the confirmed count that were gone when their turn came (another reviewer
     # decided them, or they left the filter): said, so the bar does not stop short unexplained.
-    gone = total - done - failed - claimed if finished else 0
+    gone = total - done - failed - claimed - yours if finished else 0
     actor = reviewer_actor(request)
     return {
         "done": done,
         "failed": failed,
         "claimed": claimed,
+        "yours": yours,
         "awaiting": awaiting,
         "total": total,
         "finished": finished,
         # Every chunk's reasons, carried from chunk to chunk by the panel's form.
         "errors": list(dict.fromkeys([*request.POST.getlist("reasons"), *errors]))[:10],
-        "percent": 100 if finished else int(100 * (done + failed + claimed) / max(total, 1)),
+        "percent": 100
+        if finished
+        else int(100 * (done + failed + claimed + yours) / max(total, 1)),
         "verb": wording.BULK_DONE[data["decision"]],
         "gone": wording.bulk_gone(gone, _deciders(form, actor) if gone else []),
     }

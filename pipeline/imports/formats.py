@@ -47,7 +47,7 @@ FORMATS = {
 MAX_MENTIONS = 200
 MAX_VERSION = 2**31 - 1  # the column's range on PostgreSQL
 _ID = re.compile(r"^[0-9A-Za-z-]{1,36}$")
-_JSON_LIST = re.compile(r'^\[\s*(?:$|[{\]"\[])')
+_JSON_LIST = re.compile(r"^\[\s*(?:$|\{|\]\s*$)")  # mem0's lists hold objects
 # Ids the API's routes take for words (GET /api/memory/recall is recall's): a memory under one
 # could not be read, edited or forgotten through the API.
 ROUTE_WORDS = frozenset({"remember", "recall"})
@@ -89,8 +89,8 @@ def detect(first_line: bytes) -> str:
         if isinstance(value, dict) and "content" in value and "results" not in value:
             return EXPORT  # a line of our export without its header: refused as such, saying so
         return MEM0
-    # A JSON list opens with "[" and then an item, its end, or a line break; Markdown may open
-    # with a link or a box ("[Runbook](...)", "[WIP] ...", "[x] done", "[1]: https://...").
+    # mem0's list opens with "[" and then an object, its end, or a line break; Markdown may open
+    # with a link, a box or a wiki link ("[Runbook](...)", "[ ] todo", "[[Billing]] ...").
     return MEM0 if _JSON_LIST.match(text) else TEXT
 
 

@@ -192,8 +192,10 @@ def _first_of_two(
         "target_version": proposal.target_version,
         "target_content": proposal.target_content,
     }
-    if proposal.status == ProposalStatus.STALE:  # re-decided: it waits for its second approval
-        rebased.update(status=ProposalStatus.PENDING, blocked_reason="")
+    # A stale one re-decided, or a skipped one, waits for its second approval in the queue's
+    # default view (pending), no longer said to be stale or skipped.
+    if proposal.status in (ProposalStatus.STALE, ProposalStatus.SKIPPED):
+        rebased.update(status=ProposalStatus.PENDING, blocked_reason=None, skipped_reason=None)
     Proposal.objects.filter(id=proposal.id).update(updated_at=at, **rebased)
     audited = {**extra, "outcome": "awaiting_second_approval", "approvals": [reviewer.name]}
     reason = note or "first of two approvals (the two-person rule): a second reviewer applies it"
@@ -331,7 +333,13 @@ def _claim_approval(
 def _retire_for(
     proposal: Proposal, target: Memory, holder: Memory, reviewer: Actor, note: str | None, at
 ) -> None:
-    """Replace by retiring: soft-delete the target, its audit naming the memory with the text."""
+    """Replace by retiring: soft-delete the target, its audit naming the memory with the text.
+    An expired holder is live again (as a remember of its text revives it), with the target's
+    expiry: the text it now carries alone is found again."""
+    if holder.is_expired:
+        holder = writes.revive_in_transaction(
+            holder, expires_at=target.expires_at, actor=reviewer, reason="replaced a memory", at=at
+        )
     writes.forget_in_transaction(
         target,
         actor=reviewer,
