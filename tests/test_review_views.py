@@ -138,8 +138,17 @@ def test_approving_a_row_swaps_it_and_updates_the_counts(reviewer_client, queue,
 
 def test_rejecting_needs_a_reason_shown_in_the_row(reviewer_client, queue, decide):
     proposal = queue.first()
-    response = decide(reviewer_client, proposal, decision="reject", reason="")
-    assert "Say why you reject it" in response.content.decode()
+    response = decide(reviewer_client, proposal, decision="reject", reason="   ")
+    body = response.content.decode()
+    # By the reason box, which stays open with what was typed (it closed, and the error stood
+    # only in the toast and the row's note: a QA pass).
+    error = re.search(
+        r'<p class="field-error" id="reject-([^"]+)-error" role="alert"[^>]*>([^<]+)', body
+    )
+    assert error and error.group(1) == proposal.id and "Say why you reject it" in error.group(2)
+    box = re.search(rf'<input id="reject-{proposal.id}"[^>]*>', body).group(0)
+    assert 'aria-invalid="true"' in box and f'aria-describedby="reject-{proposal.id}-error"' in box
+    assert re.search(r'<form data-reveal="reject"[^>]*hidden', body) is None
     assert Proposal.objects.get(id=proposal.id).status == "pending"
     decide(reviewer_client, proposal, decision="reject", reason="not durable")
     proposal.refresh_from_db()
@@ -467,7 +476,21 @@ def test_bulk_reject_needs_a_reason_and_selected_scope_needs_rows(reviewer_clien
     response = reviewer_client.post(
         "/review/bulk/", {"decision": "reject", "scope": "all", "step": "preview"}, **hx
     )
-    assert "A bulk rejection needs a reason." in response.content.decode()
+    body = response.content.decode()
+    # By the bar's reason box, out of band (it stood in the panel alone: a QA pass).
+    assert re.search(
+        r'<span id="bulk-reason-error" class="field-error" hx-swap-oob="true" role="alert">'
+        r"A bulk rejection needs a reason.</span>",
+        body,
+    )
+    page = reviewer_client.get("/review/").content.decode()
+    assert 'aria-describedby="bulk-reason-error"' in page and 'id="bulk-reason-error"' in page
+    cleared = reviewer_client.post(
+        "/review/bulk/",
+        {"decision": "reject", "scope": "all", "step": "preview", "reason": "stale"},
+        **hx,
+    ).content.decode()
+    assert '<span id="bulk-reason-error" class="field-error" hx-swap-oob="true"></span>' in cleared
     response = reviewer_client.post(
         "/review/bulk/", {"decision": "approve", "scope": "selected", "step": "preview"}, **hx
     )

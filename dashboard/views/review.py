@@ -216,6 +216,12 @@ def _rows_out_of_band(request, outcomes: list[reviewing.BulkOutcome], actor) -> 
     return render_to_string(ROWS_OUT_OF_BAND, context, request).encode()
 
 
+def _reason_error_out_of_band(request, form: BulkForm) -> bytes:
+    """The bulk reason's error (or none) by the reason box in the queue's bar, out of band."""
+    context = {"oob": True, "reason_error": " ".join(form.errors.get("reason", []))}
+    return render_to_string("dashboard/review.html#bulk-reason-error", context, request).encode()
+
+
 def _counts_out_of_band(request, matching) -> bytes:
     """The bulk bar's counts of the queue as it is now, swapped in place out of band."""
     by_action = reviewing.count_by_action(matching)
@@ -244,7 +250,9 @@ def bulk(request):
     filters = QueryDict(request.POST.get("filters", ""))
     panel = "dashboard/review.html#bulk-panel"
     if not form.is_valid():
-        return render(request, panel, {"bulk_form": form, "filters": filters.urlencode()})
+        response = render(request, panel, {"bulk_form": form, "filters": filters.urlencode()})
+        response.content += _reason_error_out_of_band(request, form)
+        return response
     data = form.cleaned_data
     previewed_at = data.get("previewed_at")
     # A run counts its filter's ages back from its preview: "older than 7 days" takes in no
@@ -265,7 +273,9 @@ def bulk(request):
             "filters": filters.urlencode(),
             "data": data,
         }
-        return render(request, panel, context)
+        response = render(request, panel, context)
+        response.content += _reason_error_out_of_band(request, form)  # clears an earlier one
+        return response
     query = reviewing.as_previewed(query, previewed_at)
     # One chunk in a stable order (id cursor), so proposals that fail stay behind only once.
     after = data.get("after") or ""
