@@ -357,3 +357,19 @@ def test_create_api_token_refuses_a_blank_name(name):
     with pytest.raises(CommandError, match="needs a name"):
         manage("create_api_token", name, "--scopes", "ingest")
     assert not ApiToken.objects.exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", ["rita", "RITA", " rita "])
+def test_create_api_token_refuses_the_name_of_a_dashboard_user(name):
+    """Found by a QA pass: a token named as a reviewer counted as that reviewer, so one person's
+    first approval and a token's made the two of the two-person rule, and the token's approvals
+    took the reviewer's claims and agreement figures."""
+    from django.contrib.auth.models import User
+
+    User.objects.create_user("rita", password="pw-rita-12345")
+    with pytest.raises(CommandError, match="a dashboard user is named"):
+        manage("create_api_token", name, "--scopes", "review")
+    assert not ApiToken.objects.exists()
+    manage("create_api_token", "rita-bot", "--scopes", "review")
+    assert ApiToken.objects.get().name == "rita-bot"
