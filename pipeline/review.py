@@ -31,6 +31,7 @@ from pipeline.writes import jobs as job_writes
 from pipeline.writes import review as review_writes
 from pipeline.writes import triples as triple_writes
 from pipeline.writes.apply import target_refusal
+from pipeline.writes.approvals import AS_PROPOSED
 
 PINNED_LEFT_FOR_ONE_BY_ONE = (
     "A proposal that would change or delete a pinned memory was left for a one-by-one approval."
@@ -54,6 +55,9 @@ class Decision(TextChoices):
     """A reviewer's decision on one proposal, in the reviewer's words."""
 
     APPROVE = "approve", "Approve"
+    # The proposed action, said by the reviewer (the workbench's Replace): a second approval of
+    # a first that applied another action is refused, not turned into that action.
+    REPLACE = "replace", "Replace"
     REJECT = "reject", "Reject"
     KEEP_BOTH = "keep_both", "Keep both"
     DELETE_OLD = "delete_old", "Delete the old one"
@@ -64,6 +68,7 @@ class Decision(TextChoices):
 # A decision other than reject -> (the action applied, the note when none is given).
 DECISIONS: dict[str, tuple[str | None, str | None]] = {
     Decision.APPROVE: (None, None),
+    Decision.REPLACE: (AS_PROPOSED, None),
     Decision.KEEP_BOTH: (Action.ADD, "kept both"),
     Decision.DELETE_OLD: (Action.DELETE, "deleted the old memory"),
     Decision.MERGE: (Action.UPDATE, "merged"),

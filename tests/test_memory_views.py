@@ -266,6 +266,23 @@ def test_hidden_characters_are_shown_as_visible_markers(viewer_client):
         assert 'class="hidden-char"' in body and ">ZWSP<" in body
 
 
+def test_a_right_to_left_override_in_an_audits_details_is_shown_not_obeyed(viewer_client):
+    """Found by a QA pass: the timeline printed a fact's text from an audit's metadata as it
+    was, so "\u202e9876-5432" read backwards (as 2345-6789) and turned the fields after it."""
+    memory = remember("Frank pays the vendor invoices")
+    MemoryHistory.objects.create(
+        memory=memory,
+        event="reviewed",
+        changed_by="rita",
+        actor_type="operator",
+        reason="approved",
+        metadata={"fact": {"content": "pays via account \u202e9876-5432", "type": "fact"}},
+        created_at=timezone.now(),
+    )
+    body = viewer_client.get(detail_url(memory)).content.decode()
+    assert "\u202e" not in body and 'title="hidden character U+202E"' in body
+
+
 # --- detail ---------------------------------------------------------------------------------------
 
 

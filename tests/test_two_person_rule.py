@@ -408,6 +408,32 @@ def test_an_update_whose_text_a_memory_holds_shows_and_counts_as_needing_two(
     assert "1 of 2" in row[: row.index("</tr>")]
 
 
+def test_replace_as_the_second_approval_of_a_delete_the_old_one_is_refused_not_a_delete(
+    pending, store, reviewer_client, sam_client
+):
+    """Found by a QA pass: rita chose "Delete the old one" on the workbench (1 of 2); sam's
+    Replace then deleted the memory ("Approved: memory deleted"), the card having shown nothing
+    of rita's approval. Replace now asks for the UPDATE by name; the card, the queue row and the
+    proposal page say what the first approval applies."""
+    update = pending["update"]
+    target = update.target_memory_id
+    Memory.objects.filter(id=target).update(asserted_by=Authority.PERSON)  # needs two
+    Proposal.objects.filter(id=update.id).update(review_needed=True)  # on the workbench
+    review.decide(update.id, RITA, "delete_old")
+    card = reviewer_client.get("/contradictions/").content.decode()
+    assert "rita approved this as DELETE (1 of 2)" in card
+    assert 'name="decision" value="replace"' in card  # Replace says the UPDATE by name
+    with pytest.raises(Refused) as refused:
+        review.decide(update.id, SAM, "replace")
+    assert refused.value.code == "approval_differs"
+    assert not Memory.objects.get(id=target).is_deleted
+    page = sam_client.get(f"/proposals/{update.id}/").content.decode()
+    assert 'data-testid="approved-action">DELETE</strong>, not the proposed UPDATE' in page
+    assert "Approve as DELETE (2 of 2)" in page
+    review.decide(update.id, SAM, "delete_old")  # the same action: applied
+    assert Memory.objects.get(id=target).is_deleted
+
+
 def test_the_bulk_preview_counts_what_needs_a_second_approval(pending, store):
     summary = review.bulk_summary(Proposal.objects.filter(status="pending"), "rita")
     assert summary["two_person"] == 1  # the DELETE (the UPDATE's target is an agent's)
@@ -581,3 +607,22 @@ def test_the_settings_page_says_when_the_rule_is_on(admin_client_role, pending):
     assert (
         'data-testid="two-person-note"' not in admin_client_role.get("/settings/").content.decode()
     )
+
+
+@pytest.mark.parametrize("page", ["detail", "card"])
+def test_a_decision_refused_as_decided_meanwhile_gives_back_what_was_typed(
+    pending, store, sam_client, hx, page
+):
+    """Found by a QA pass: on the proposal page the refusal was silent (the page came back with
+    "applied", no error) and the edited text and note were lost; on the workbench's card the note
+    said why, but the typed text went with the form."""
+    configure(review__destructiveApprovals=1)
+    add = pending["add"]
+    review.approve(add.id, RITA)  # decided while sam was typing
+    typed = {"decision": "approve", "from": page, "content": "Sam's edited fact", "reason": "why"}
+    headers = hx if page == "card" else {}
+    body = sam_client.post(f"/proposals/{add.id}/decide/", typed, **headers).content.decode()
+    assert 'data-testid="decide-refused"' in body or 'data-testid="row-note"' in body
+    kept = body[body.index('data-testid="kept-edit"') :]
+    assert "Sam&#x27;s edited fact" in kept[: kept.index("</textarea>")]
+    assert "why" in kept[: kept.index("</textarea>")]

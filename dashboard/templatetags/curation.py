@@ -42,8 +42,8 @@ def relabel(proposal) -> str:
 
 @register.filter
 def reveal(text):
-    """Escaped text with zero-width and bidi characters made visible."""
-    return textdiff.reveal(text or "")
+    """Escaped text with zero-width and bidi characters made visible (a number as its digits)."""
+    return textdiff.reveal("" if text is None else str(text))
 
 
 @register.filter
@@ -285,6 +285,13 @@ def claim_state(context, proposal):
     request = context.get("request")
     user = getattr(request, "user", None)
     return claims.state_of(proposal, user.get_username() if user else None)
+
+
+@register.filter
+def first_approval(proposal):
+    """The first of two approvals the proposal waits on, if any (uses the page's prefetch)."""
+    waiting = approvals.open_approvals(proposal)
+    return waiting[0] if waiting else None
 
 
 @register.simple_tag(takes_context=True)

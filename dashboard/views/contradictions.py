@@ -18,7 +18,11 @@ ORDER = ("created_at", "id")
 @role_required("viewer")
 @require_GET
 def contradictions(request):
-    cards = Proposal.objects.select_related("target_memory", "source_memory").order_by(*ORDER)
+    cards = (
+        Proposal.objects.select_related("target_memory", "source_memory")
+        .prefetch_related("approvals")  # a card waiting on a second approval says whose
+        .order_by(*ORDER)
+    )
     flagged = cards.filter(status=ProposalStatus.PENDING, review_needed=True)
     stale = cards.filter(status=ProposalStatus.STALE)
     context = {

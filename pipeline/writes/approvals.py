@@ -16,6 +16,10 @@ def first_of_round(proposal: Proposal) -> Approval | None:
     return current[0] if current else None
 
 
+# An approval's action: the proposal's own, asked for by name (None: as the round stands).
+AS_PROPOSED = "as_proposed"
+
+
 def as_approved(
     first: Approval | None, action: str | None, content: str | None
 ) -> tuple[str | None, str | None]:

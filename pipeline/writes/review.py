@@ -69,6 +69,8 @@ def approve(
         proposal, config = _locked_for_approval(proposal_id, redecide, reviewer)
         now = timezone.now()
         first = _open_round(proposal, redecide, reviewer, now)
+        if action == approval_writes.AS_PROPOSED:
+            action = proposal.action
         action, content = approval_writes.as_approved(first, action, content)
         effective = action or proposal.action
         if effective not in {"add", "update", "delete"}:

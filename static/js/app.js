@@ -185,6 +185,17 @@
     toast.addEventListener("focusout", release);
   });
 
+  // A box drawn open to type in ("Merge: edit the text first") takes the focus into its text:
+  // left on the <summary>, the next letters were shortcuts ("a" approved the card as proposed).
+  document.addEventListener("toggle", (event) => {
+    const box = event.target;
+    if (!(box instanceof HTMLDetailsElement) || !box.open) return;
+    const field = box.querySelector("textarea, input:not([type=hidden]):not([type=checkbox]):not([type=radio])");
+    if (!field || !box.contains(document.activeElement)) return;
+    field.focus();
+    if (field.setSelectionRange) field.setSelectionRange(field.value.length, field.value.length);
+  }, true);
+
   let pendingG = false;
   let pendingGTimer = null;
   document.addEventListener("keydown", (event) => {

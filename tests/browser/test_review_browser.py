@@ -128,6 +128,25 @@ def test_resolve_a_contradiction_in_the_workbench(page, live_server, login, seed
     assert not Memory.objects.get(id=flagged.target_memory_id).is_deleted
 
 
+def test_letters_after_opening_the_merge_box_go_into_its_text_not_to_the_shortcuts(
+    page, live_server, login, seeded
+):
+    """Found by a QA pass: clicking "Merge: edit the text first" left the focus on the summary,
+    so typing "also" approved the card as proposed ("a") and opened its page ("o")."""
+    login("reviewer")
+    flagged = Proposal.objects.get(status="pending", review_needed=True)
+    page.goto(f"{live_server.url}/contradictions/")
+    card = page.locator(f"#c-{flagged.id}")
+    card.locator("summary").click()
+    merged = card.locator("textarea[name=content]")
+    expect(merged).to_be_focused()
+    page.keyboard.type(" also")
+    expect(merged).to_have_value(re.compile(r" also$"))
+    assert page.url.endswith("/contradictions/")
+    flagged.refresh_from_db()
+    assert flagged.status == "pending"
+
+
 @pytest.mark.parametrize("where", ["contradictions", "proposal"])
 def test_enter_in_a_note_decides_nothing_where_several_decisions_share_the_form(
     page, live_server, login, seeded, where
