@@ -247,6 +247,10 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("DJANGO_LOG_LEVEL", "INFO")},
+    # httpx logs each request's whole URL at INFO: a model server's or a webhook's user,
+    # password, secret path and token with it. Our own messages name a URL without them
+    # (pipeline.llm.transport.shown_url).
+    "loggers": {name: {"level": "WARNING"} for name in ("httpx", "httpcore")},
 }
 
 # --- The memory store -------------------------------------------------------------------------

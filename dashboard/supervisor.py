@@ -20,6 +20,26 @@ HEALTHY_AFTER = 60.0  # a child that ran this long before dying is restarted aft
 STOP_GRACE = 15.0
 
 
+def _prctl():
+    """libc's prctl, looked up before a fork (nothing may be imported between fork and exec);
+    None off Linux."""
+    try:
+        import ctypes  # noqa: PLC0415 (Linux only, and only when a child starts)
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+def _die_with(parent: int, prctl) -> None:
+    """In the child before exec: SIGTERM when the supervisor dies, however it dies; a parent
+    already gone means now."""
+    if prctl is not None:
+        prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def _now_text() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
@@ -30,6 +50,7 @@ class Child:
 
     name: str
     argv: list[str]
+    cwd: str | None = None  # the project folder: serve may be started from anywhere
     process: subprocess.Popen | None = None
     started: float = 0.0
     restarts: int = 0
@@ -40,7 +61,15 @@ class Child:
     def start(self) -> None:
         # Own session: Ctrl-C reaches only the supervisor, which stops each child by its pid (a
         # SIGTERM to a whole django-q2 process group made shutdown hang).
-        self.process = subprocess.Popen(self.argv, start_new_session=True)
+        # A supervisor that dies (a SIGKILL, an OOM kill) takes its children with it: left
+        # running, a new serve's parts could not bind, and the old workers took jobs beside it.
+        prctl, parent = _prctl(), os.getpid()
+        self.process = subprocess.Popen(
+            self.argv,
+            start_new_session=True,
+            cwd=self.cwd,
+            preexec_fn=lambda: _die_with(parent, prctl),
+        )
         self.started = time.monotonic()
         self.restart_at = None
 

@@ -4,9 +4,12 @@ save one through pipeline.review.update_config)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+
+from django.conf import settings
 
 from memory.models import DERIVED_SOURCE_TYPE, ActorType, RowRead
 from memory.writes import Actor
@@ -323,7 +326,20 @@ def coerce(key: str, value: Any) -> Any:
         raise ConfigError(f"{key} is out of range") from exc
     if field.low is not None and not field.low <= value <= field.high:
         raise ConfigError(f"{key} must be between {field.low:g} and {field.high:g}")
+    if key == "jobs.leaseTimeoutSeconds" and value < lease_floor():
+        raise ConfigError(
+            f"{key} must be at least {lease_floor()} s: one attempt's model calls may take that "
+            "long (MEMORY_LLM_TIMEOUT_SECONDS for the extraction and for the decisions, "
+            "MEMORY_EMBED_TIMEOUT_SECONDS for the embedding), and a shorter lease is taken back "
+            "from a worker still waiting on them (its job's result is then thrown away)"
+        )
     return value
+
+
+def lease_floor() -> int:
+    """The shortest lease that outlasts one attempt's model calls at their timeouts."""
+    seconds = 2 * settings.MEMORY_LLM_TIMEOUT_SECONDS + settings.MEMORY_EMBED_TIMEOUT_SECONDS
+    return max(FIELDS["jobs.leaseTimeoutSeconds"].low, math.ceil(seconds))
 
 
 def preview(changes: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

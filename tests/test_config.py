@@ -126,6 +126,20 @@ def test_update_config_rejects_bad_changes_and_saves_nothing(changes):
 
 
 @pytest.mark.django_db
+def test_a_lease_shorter_than_one_attempts_model_calls_is_refused(settings):
+    """Found by a QA pass: a 30 s lease was saved while a model call may take 90; the sweep then
+    took live jobs back from their workers, whose results were thrown away."""
+    settings.MEMORY_LLM_TIMEOUT_SECONDS, settings.MEMORY_EMBED_TIMEOUT_SECONDS = 90, 30
+    with pytest.raises(ConfigError, match="must be at least 210 s"):
+        update_config({"jobs": {"leaseTimeoutSeconds": 209}}, changed_by="ada", reason="short")
+    update_config({"jobs": {"leaseTimeoutSeconds": 210}}, changed_by="ada", reason="enough")
+    assert get_config().lease_timeout_seconds == 210
+    settings.MEMORY_LLM_TIMEOUT_SECONDS, settings.MEMORY_EMBED_TIMEOUT_SECONDS = 5, 5
+    update_config({"jobs": {"leaseTimeoutSeconds": 30}}, changed_by="ada", reason="fast model")
+    assert get_config().lease_timeout_seconds == 30
+
+
+@pytest.mark.django_db
 def test_update_config_requires_a_reason():
     with pytest.raises(ConfigError, match="reason"):
         update_config({"shadowMode": False}, changed_by="ada", reason="  ")

@@ -123,3 +123,13 @@ def test_the_demo_store_arrives_whole_with_its_indexes(file_db, empty_postgres):
 
     again = copy_store(empty_postgres)
     assert again.returncode != 0 and "already holds memories" in again.stderr
+
+
+def test_an_unreachable_target_is_one_clear_line(file_db):
+    """Found by a QA pass: a target nothing listens on gave a hundred-line traceback."""
+    from tests.mcp_support import free_port
+
+    run = copy_store(f"postgres://user:pw-secret@127.0.0.1:{free_port()}/memories")
+    assert run.returncode != 0
+    assert "cannot reach the target database" in run.stderr
+    assert "Traceback" not in run.stderr and "pw-secret" not in run.stderr

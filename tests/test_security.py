@@ -272,3 +272,12 @@ def test_static_files_keep_their_own_cache_headers(client):
     response = client.get("/static/css/app.css")
     assert response.status_code == 200
     assert response.headers.get("Cache-Control") != "no-store"
+
+
+def test_the_http_client_never_logs_a_request_url_with_its_secrets():
+    """Found by a QA pass: httpx logged every request's whole URL at INFO (a webhook's user,
+    password, secret path and token; a model server's password) into serve's output."""
+    import logging
+
+    for name in ("httpx", "httpcore"):
+        assert not logging.getLogger(name).isEnabledFor(logging.INFO), name

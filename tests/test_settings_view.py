@@ -62,6 +62,13 @@ def test_anonymous_goes_to_login(client):
     assert get_config().shadow_mode is True
 
 
+def test_a_right_to_left_override_in_a_change_reason_is_shown_not_obeyed(viewer_client):
+    """Found by a QA pass: the change log printed it raw, reversing the text after it."""
+    update_config({"minFactConfidenceForWrite": 0.8}, changed_by="ada", reason="gate \u202eup")
+    html = viewer_client.get(URL).content.decode()
+    assert "\u202e" not in html and 'title="hidden character U+202E"' in html
+
+
 @pytest.mark.parametrize("who", ["viewer_client", "reviewer_client"])
 def test_viewers_and_reviewers_read_only(request, who, hx):
     client = request.getfixturevalue(who)

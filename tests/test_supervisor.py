@@ -7,15 +7,20 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import httpx
 import pytest
+from django.core.management import call_command
 
 from dashboard import supervisor
 from tests.mcp_support import Store, free_port
 from tests.test_mcp_http import Served, reachable, wait_for
 
 pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -131,3 +136,56 @@ def _zombie(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
     except FileNotFoundError:
         return True
+
+
+def test_a_supervisor_killed_hard_takes_its_parts_with_it(tmp_path):
+    """Found by a QA pass: a serve killed with SIGKILL left web, workers and MCP running (each in
+    a session of its own); a new serve's parts could not bind, and the old workers took jobs."""
+    started = tmp_path / "part.pid"
+    script = (
+        "import sys, time; sys.path.insert(0, '.'); from dashboard import supervisor; "
+        f"c = supervisor.Child('part', ['sh', '-c', 'echo $$ > {started}; exec sleep 60']); "
+        "c.start(); time.sleep(60)"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT)
+    try:
+        wait_for(lambda: started.exists() and started.read_text().strip(), 20, "the part's pid")
+        part = int(started.read_text())
+        parent.kill()
+        parent.wait()
+
+        def gone():
+            try:
+                os.kill(part, 0)
+            except ProcessLookupError:
+                return True
+            return _zombie(part)
+
+        wait_for(gone, 10, "the part to end with its supervisor")
+    finally:
+        parent.kill()
+
+
+@pytest.mark.django_db
+def test_serve_starts_its_parts_in_the_project_folder_wherever_it_is_run(monkeypatch, tmp_path):
+    """Found by a QA pass: run from another folder, its parts looked for ./manage.py and
+    config.wsgi there, and restarted forever. Each part now starts in the project folder, with
+    manage.py named by its whole path; the workers' part is run to show it starts."""
+    from dashboard.management.commands import serve
+
+    started = {}
+
+    class Watching:
+        def __init__(self, children, say):
+            started.update({child.name: child for child in children})
+
+        def run(self, ready):
+            return None
+
+    monkeypatch.setattr(serve, "Supervisor", Watching)
+    monkeypatch.chdir(tmp_path)
+    call_command("serve", "--bind", "127.0.0.1:1")
+    assert {child.cwd for child in started.values()} == {str(ROOT)}
+    assert started["workers"].argv[1] == str(ROOT / "manage.py")
+    check = [started["workers"].argv[0], started["workers"].argv[1], "check"]
+    assert subprocess.run(check, cwd=tmp_path, capture_output=True).returncode == 0

@@ -8,6 +8,7 @@ workers are WSGI (threads in a few processes), and MCP sessions live in the memo
 import os
 import sys
 
+from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from dashboard.supervisor import Child, Supervisor
@@ -80,8 +81,14 @@ class Command(BaseCommand):
                 "5",
             ],
         )
-        cluster = Child("workers", [sys.executable, "manage.py", "qcluster"])
-        mcp = Child("mcp", [sys.executable, "manage.py", "mcp", "--http", "--bind", mcp_bind])
+        # The project folder, whatever folder serve was started from (config.wsgi, manage.py).
+        project = str(settings.BASE_DIR)
+        manage = os.path.join(project, "manage.py")
+        web.cwd = project
+        cluster = Child("workers", [sys.executable, manage, "qcluster"], cwd=project)
+        mcp = Child(
+            "mcp", [sys.executable, manage, "mcp", "--http", "--bind", mcp_bind], cwd=project
+        )
 
         def ready():
             self.stdout.write(

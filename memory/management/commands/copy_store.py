@@ -16,7 +16,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.core.management.color import no_style
-from django.db import connections, transaction
+from django.db import OperationalError, connections, transaction
 
 from memory.backend import is_postgres
 from memory.backend.postgres.url import database_settings
@@ -114,6 +114,11 @@ class Command(BaseCommand):
                 and source.settings_dict["PORT"] == target.settings_dict["PORT"]
             ):
                 raise CommandError("the target is the store itself")
+            try:
+                target.ensure_connection()
+            except OperationalError as exc:  # one line, not Django's hundred-line traceback
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise CommandError(f"cannot reach the target database: {first}") from None
             call_command("migrate", database=TARGET, verbosity=0, interactive=False)
             if Memory.objects.using(TARGET).exists():
                 raise CommandError("the target already holds memories: copy into an empty database")
