@@ -67,6 +67,9 @@ def banner_context() -> dict:
     config = get_config()
     key = banner_mode(config)
     label, meaning = BANNERS[key]
+    if key == Mode.DISABLED and config.mutations_frozen:
+        # Disabled shows first (nothing runs), but the brake still stops every reviewer's apply.
+        meaning += " The emergency brake is on too: no reviewer's approval is applied."
     return {
         "pipeline_config": config,
         "banner": {"key": key, "label": label, "meaning": meaning},

@@ -79,6 +79,11 @@ def test_every_page_shows_the_mode_banner_for_each_mode(viewer_client, queue):
             f'<strong class="banner-label">{label}</strong>'
             in viewer_client.get("/review/").content.decode()
         )
+    # Disabled with the brake still on: the brake stops approvals, so the banner says so too (a
+    # QA pass: it showed only DISABLED, and Approve then answered "frozen").
+    assert "The emergency brake is on too" in viewer_client.get("/review/").content.decode()
+    update_config({"mutationsFrozen": False}, changed_by="t", reason="t")
+    assert "The emergency brake is on too" not in viewer_client.get("/review/").content.decode()
 
 
 def test_the_queue_lists_pending_proposals_riskiest_first_with_the_targets_text(
