@@ -20,9 +20,9 @@ HEALTHY_AFTER = 60.0  # a child that ran this long before dying is restarted aft
 STOP_GRACE = 15.0
 
 
-def _prctl():
+def libc_prctl():
     """libc's prctl, looked up before a fork (nothing may be imported between fork and exec);
-    None off Linux."""
+    None off Linux (the benchmark's workers use it too)."""
     try:
         import ctypes  # noqa: PLC0415 (Linux only, and only when a child starts)
 
@@ -31,9 +31,9 @@ def _prctl():
         return None
 
 
-def _die_with(parent: int, prctl) -> None:
-    """In the child before exec: SIGTERM when the supervisor dies, however it dies; a parent
-    already gone means now."""
+def die_with(parent: int, prctl) -> None:
+    """In a child before exec: SIGTERM when its parent dies, however it dies (a SIGKILL
+    included); a parent already gone means now."""
     if prctl is not None:
         prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
     if os.getppid() != parent:
@@ -63,12 +63,12 @@ class Child:
         # SIGTERM to a whole django-q2 process group made shutdown hang).
         # A supervisor that dies (a SIGKILL, an OOM kill) takes its children with it: left
         # running, a new serve's parts could not bind, and the old workers took jobs beside it.
-        prctl, parent = _prctl(), os.getpid()
+        prctl, parent = libc_prctl(), os.getpid()
         self.process = subprocess.Popen(
             self.argv,
             start_new_session=True,
             cwd=self.cwd,
-            preexec_fn=lambda: _die_with(parent, prctl),
+            preexec_fn=lambda: die_with(parent, prctl),
         )
         self.started = time.monotonic()
         self.restart_at = None

@@ -27,6 +27,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from dashboard.supervisor import die_with, libc_prctl
 from devtools import cpu_steal, machine_speed
 from memory import backend
 
@@ -1694,25 +1695,6 @@ def _workers_dir() -> Path | None:
     return Path(workdir) / WORKERS_DIR if workdir else None
 
 
-def _prctl():
-    """libc's prctl, looked up before a fork (nothing may be imported between fork and exec)."""
-    try:
-        import ctypes
-
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None  # not Linux: the parent command reaps the worker (reap_workers)
-
-
-def _die_with(parent: int, prctl) -> None:
-    """In the new worker before exec: ask Linux for SIGTERM when the benchmark process dies, however
-    it dies (a SIGKILL included); a parent already gone means now."""
-    if prctl is not None:
-        prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
-    if os.getppid() != parent:
-        os.kill(os.getpid(), signal.SIGTERM)
-
-
 def start_worker(env: dict, log_file, command: list[str] | None = None) -> subprocess.Popen:
     """A queue worker (`manage.py qcluster`) in a session of its own, so a terminal's Ctrl-C
     reaches the benchmark, which stops it in order (stop_cluster). Whatever way the benchmark
@@ -1726,7 +1708,8 @@ def start_worker(env: dict, log_file, command: list[str] | None = None) -> subpr
         stdout=log_file,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        preexec_fn=partial(_die_with, os.getpid(), _prctl()),
+        # It gets SIGTERM when the benchmark dies, however it dies; off Linux reap_workers does.
+        preexec_fn=partial(die_with, os.getpid(), libc_prctl()),
     )
     registry = _workers_dir()
     if registry is not None:

@@ -227,6 +227,14 @@ class Memory(models.Model):
         return self.expires_at is not None and self.expires_at <= timezone.now()
 
 
+def holding(agent_ids, content_hashes):
+    """The memories that hold a text for its agent (not forgotten; an expired one is revived when
+    its text is written again): the one rule of what a duplicate is."""
+    return Memory.objects.filter(
+        agent_id__in=agent_ids, content_hash__in=content_hashes, is_deleted=False
+    )
+
+
 class MemoryHistory(models.Model):
     """The audit trail. Pipeline decision audits are filed under the source memory."""
 

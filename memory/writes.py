@@ -50,6 +50,7 @@ from memory.models import (
     Memory,
     MemoryHistory,
     RowRead,
+    holding,
 )
 from memory.refused import Refused
 from memory.vectors import Vector  # noqa: F401
@@ -83,7 +84,7 @@ def audit(memory_id: str, event: str, *, actor: Actor, at=None, **fields: Any) -
 
 
 def active_duplicate(agent_id: str, content_hash: str, *, exclude_id: str | None = None):
-    query = Memory.objects.filter(agent_id=agent_id, content_hash=content_hash, is_deleted=False)
+    query = holding([agent_id], [content_hash])
     if exclude_id:
         query = query.exclude(id=exclude_id)
     return query.first()

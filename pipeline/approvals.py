@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from django.db.models import Q
 
 from memory.content import normalize
-from memory.models import Authority, Memory
+from memory.models import Authority, Memory, holding
 from pipeline.config import get_config
 from pipeline.models import Action, Approval, ApprovalOutcome, Proposal
 
@@ -44,7 +44,7 @@ def needs_two_q(setting: int) -> Q:
 
 def retiring(proposals: Iterable[Proposal], setting: int | None = None) -> set[str]:
     """The UPDATEs among these whose text another memory of their agent already holds (as
-    writes.active_duplicate finds it): approving one retires its target, a DELETE, so it needs
+    memory.models.holding finds it): approving one retires its target, a DELETE, so it needs
     two approvals as a DELETE does. One query; none when the rule is off (`setting`: the
     configured review.destructiveApprovals when not given). A list page passes its rows here
     once and puts the answer in its context as `retiring`: each row's badge reads it."""
@@ -59,10 +59,8 @@ def retiring(proposals: Iterable[Proposal], setting: int | None = None) -> set[s
     }
     if not wanted:
         return set()
-    held = Memory.objects.filter(
-        agent_id__in={agent for agent, _, _ in wanted.values()},
-        content_hash__in={text for _, text, _ in wanted.values()},
-        is_deleted=False,
+    held = holding(
+        {agent for agent, _, _ in wanted.values()}, {text for _, text, _ in wanted.values()}
     ).values_list("agent_id", "content_hash", "id")
     holders: dict[tuple[str, str], set[str]] = {}
     for agent, text, memory_id in held:

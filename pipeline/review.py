@@ -13,18 +13,13 @@ from typing import Any
 
 from django.db.models import Count, QuerySet, TextChoices
 
-from memory.models import Job, Memory
+from memory.models import Job
 from memory.writes import CHANGE_EVENTS, Actor, Refused
 from pipeline import approvals, claims, memory_ops, redaction, safety
 from pipeline import purge as purging
 from pipeline.approvals import awaiting_another, needs_two_q, open_approvals
 from pipeline.config import get_config
-from pipeline.models import (
-    Action,
-    Proposal,
-    ProposalStatus,
-    TripleReview,
-)
+from pipeline.models import Action, Proposal, ProposalStatus, TripleReview
 from pipeline.writes import claims as claim_writes
 from pipeline.writes import config as config_writes
 from pipeline.writes import jobs as job_writes
@@ -481,16 +476,6 @@ def purge(
     """Purge what the request names and answer with the erasure receipt (a dry run writes
     nothing); Refused, with nothing written, for a bad request."""
     return purging.purge(request, reason=reason, actor=actor, dry_run=dry_run)
-
-
-def purge_agents(request: purging.Request) -> set[str]:
-    """The agents whose memories the request names (an interface checks who may purge them)."""
-    ids = purging.memory_ids_for(request)
-    agents: set[str] = set()
-    for start in range(0, len(ids), 500):
-        part = Memory.objects.filter(id__in=ids[start : start + 500])
-        agents.update(part.values_list("agent_id", flat=True).distinct())
-    return agents
 
 
 # --- redaction: a reviewer's erasure of a span (pipeline.redaction), through the same door ---------

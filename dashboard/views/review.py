@@ -333,10 +333,11 @@ def _progress(request, form: BulkForm, outcomes: list[reviewing.BulkOutcome], *,
     awaiting = (data.get("awaiting") or 0) + sum(o.awaiting for o in outcomes)
     done = (data.get("done") or 0) + sum(o.done for o in outcomes)
     failed = (data.get("failed") or 0) + len(errors)
-    total = max(data.get("total") or 0, done + failed + claimed + yours)
+    counted = done + failed + claimed + yours
+    total = max(data.get("total") or 0, counted)
     # Proposals of the confirmed count that were gone when their turn came (another reviewer
     # decided them, or they left the filter): said, so the bar does not stop short unexplained.
-    gone = total - done - failed - claimed - yours if finished else 0
+    gone = total - counted if finished else 0
     actor = reviewer_actor(request)
     return {
         "done": done,
@@ -348,9 +349,7 @@ def _progress(request, form: BulkForm, outcomes: list[reviewing.BulkOutcome], *,
         "finished": finished,
         # Every chunk's reasons, carried from chunk to chunk by the panel's form.
         "errors": list(dict.fromkeys([*request.POST.getlist("reasons"), *errors]))[:10],
-        "percent": 100
-        if finished
-        else int(100 * (done + failed + claimed + yours) / max(total, 1)),
+        "percent": 100 if finished else int(100 * counted / max(total, 1)),
         "verb": wording.BULK_DONE[data["decision"]],
         "gone": wording.bulk_gone(gone, _deciders(form, actor) if gone else []),
     }
