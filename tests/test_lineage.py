@@ -198,6 +198,32 @@ def test_an_update_a_reviewer_edited_says_so_and_its_reverts_undo_says_what_came
     assert "the text it applied is back" in undo.text and "previous" not in undo.text
 
 
+def test_a_decision_undone_and_made_again_names_each_reviewer_at_its_own_version(fake_ollama):
+    """Found by a QA pass: after rita's approval was undone and ada approved again, the target's
+    page said both versions were "approved by ada", quoting ada's note for rita's step."""
+    from pipeline.tasks import process_pending
+    from pipeline.writes.revert import undo_decision
+
+    set_mode("controlled-write")
+    target = writes.remember(
+        "The worker pool has 4 threads.", actor=Actor("agent-one", "agent"), create_job=False
+    ).memory
+    newer = "The worker pool has 6 threads."
+    ScriptedModel(fake_ollama, facts=[fact(newer)], decisions={newer: decision("update", target)})
+    raw("The worker pool has 6 threads now.")
+    process_pending()
+    proposal = Proposal.objects.get(target_memory=target, action="update")
+    review.approve(proposal.id, RITA, note="matches the runbook")
+    undo_decision(proposal.id, reviewer=RITA, reason="too early")
+    review.approve(proposal.id, ADA)
+    updates = [s for s in lineage.build(Memory.objects.get(id=target.id)) if s.kind == "updated"]
+    assert [s.actor for s in updates] == ["rita", "ada"]
+    assert "approved by rita" in updates[0].text and "“matches the runbook”" in updates[0].text
+    assert "approved by ada" in updates[1].text
+    # ada gave no note: the write's own reason ("approved: <the model's reason>") is not one.
+    assert "“" not in updates[1].text and "rita" not in updates[1].text
+
+
 def test_a_raw_memory_lists_the_facts_derived_and_what_became_of_each(approved, pipeline_run):
     source, proposal, memory = approved
     steps = lineage.build(Memory.objects.get(id=source.id))

@@ -115,7 +115,7 @@ def _update_text(event: MemoryHistory, meta: dict, proposal, reason: str) -> tup
     source = proposal.source_memory_id
     text = (
         f"Updated to version {version} by {proposal_link(proposal).label} "
-        f"(UPDATE from raw memory {wording.short_id(source)}), {decider(proposal)}"
+        f"(UPDATE from raw memory {wording.short_id(source)}), {decider(proposal, event)}"
         f"{' (text edited by the reviewer)' if edited(proposal) else ''}.{relabelled(proposal)}"
     )
     return text, [memory_link(source, f"raw memory {wording.short_id(source)}")]
@@ -127,7 +127,7 @@ def _delete_text(event: MemoryHistory, proposal, reason: str) -> tuple[str, list
         return f"Forgotten (soft delete) by {event.changed_by}{reason}.", []
     text = (
         f"Forgotten by {proposal_link(proposal).label} (DELETE from raw memory "
-        f"{wording.short_id(proposal.source_memory_id)}), {decider(proposal)}."
+        f"{wording.short_id(proposal.source_memory_id)}), {decider(proposal, event)}."
         f"{relabelled(proposal)}"
     )
     return text, [memory_link(proposal.source_memory_id, "raw memory")]

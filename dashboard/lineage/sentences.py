@@ -102,17 +102,26 @@ def by(verb: str, who: str | None, start, end, note: str | None) -> str:
     return text + (f": “{note}”" if note else "")
 
 
-def decider(proposal) -> str:
-    """Who applied the proposal, in words: the pipeline on its own, or the approving reviewer."""
-    if proposal.decided_by == PIPELINE:
+def decider(proposal, event=None) -> str:
+    """Who applied the proposal, in words: the pipeline on its own, or the approving reviewer.
+
+    Given `event`, the audit row one application wrote, its own actor, time and note: a decision
+    undone and made again by someone else is two applications, each by its own reviewer (the
+    proposal names only the latest)."""
+    who = event.changed_by if event else proposal.decided_by
+    if who == PIPELINE:
         return f"applied automatically by {PIPELINE} in {proposal.mode} mode, with no human review"
-    return by(
-        "approved",
-        proposal.decided_by,
-        proposal.created_at,
-        proposal.decided_at,
-        proposal.review_note,
-    )
+    when = event.created_at if event else proposal.decided_at
+    note = _note_of(event, proposal) if event else proposal.review_note
+    return by("approved", who, proposal.created_at, when, note)
+
+
+def _note_of(event, proposal) -> str | None:
+    """The reviewer's note an application's audit row carries; None for the reason the write
+    fills in without one (the model's own reason, as is or after "approved: ")."""
+    if event.reason in (proposal.reason, f"approved: {proposal.reason}"):
+        return None
+    return event.reason
 
 
 def relabelled(proposal) -> str:
