@@ -150,11 +150,12 @@ def refusal(refused: Refused) -> str:
     return f"{text} {step}" if step else text
 
 
-def waiting(proposal: Proposal, banner_key: str | None = None) -> str:
-    """Why a proposal waits, as it is now: the brake overrides what was recorded at the time."""
+def waiting(proposal: Proposal, brake_on: bool = False) -> str:
+    """Why a proposal waits, as it is now: the brake overrides what was recorded at the time
+    (in any mode: disabled shows first in the banner, and the brake still holds every apply)."""
     if not proposal.is_open:
         return ""  # decided: nothing holds it any more
-    if banner_key == FROZEN:
+    if brake_on:
         return FROZEN_NOW
     reason = proposal.blocked_reason
     if reason == "mutations_frozen":

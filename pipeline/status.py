@@ -72,6 +72,12 @@ def banner_context() -> dict:
         meaning += " The emergency brake is on too: no reviewer's approval is applied."
     return {
         "pipeline_config": config,
-        "banner": {"key": key, "label": label, "meaning": meaning},
+        # brake: the emergency brake holds every reviewer's apply, whatever the mode shown.
+        "banner": {
+            "key": key,
+            "label": label,
+            "meaning": meaning,
+            "brake": config.mutations_frozen,
+        },
         "review_counts": review_counts(),
     }

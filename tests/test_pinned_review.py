@@ -146,6 +146,27 @@ def test_the_contradiction_card_and_the_proposal_page_offer_the_box(
     assert Memory.objects.get(id=store.postgres.id).content == "Billing runs on Postgres 16"
 
 
+@pytest.mark.parametrize("source", ["row", "card", "detail"])
+def test_a_refused_pinned_decision_says_so_by_its_checkbox(
+    reviewer_client, pending, store, hx, source
+):
+    """Found by a QA pass: the card and the proposal page said "tick pinned: apply anyway" at the
+    top only, the checkbox itself unmarked; every form error goes next to its field."""
+    update = pending["update"]
+    headers = {} if source == "detail" else hx
+    page = reviewer_client.post(
+        f"/proposals/{update.id}/decide/",
+        {"from": source, "decision": "approve" if source != "card" else "replace"},
+        **headers,
+    ).content.decode()
+    error_id = "force-error" if source == "detail" else f"force-error-{update.id}"
+    error_at = page.index(f'<p class="field-error" id="{error_id}">')
+    box = page[page.rindex('data-testid="force-pinned"', 0, error_at) : error_at]
+    assert 'aria-invalid="true"' in box and f'aria-describedby="{error_id}"' in box
+    assert "tick this and decide again" in page
+    assert unchanged(store.postgres)
+
+
 def test_the_store_entry_point_needs_force_too(pending, store):
     with pytest.raises(Refused) as refused:
         review.decide(pending["delete"].id, PERSON, "delete_old")

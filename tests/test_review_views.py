@@ -1016,6 +1016,40 @@ def test_work_under_the_brake_is_recorded_and_shown_as_the_brake_not_shadow(
     assert "held for review" not in row.split("<tr")[-1]
 
 
+APPLY_BUTTONS = re.compile(
+    r'<button[^>]*(?:data-action="approve"|value="(?:keep_both|merge|delete_old|approve)"'
+    r'|data-testid="confirm-secret"|>Save &amp; approve)[^>]*>'
+)
+
+
+@pytest.mark.parametrize("flags", [{"enabled": False}, {"shadowMode": False}])
+def test_under_the_brake_no_page_offers_an_apply_it_would_refuse(
+    reviewer_client, queue, decide, flags
+):
+    """Found by a QA pass: with the pipeline disabled and the brake on, the queue, the cards and
+    the proposal page offered Approve, which answered "frozen". Every apply button is disabled and
+    says why, in any mode; rejecting is still offered (the brake holds writes to memories only)."""
+    update_config({**flags, "mutationsFrozen": True}, changed_by="t", reason="brake")
+    flagged = queue.filter(review_needed=True).first()
+    pages = {
+        "queue": reviewer_client.get("/review/").content.decode(),
+        "cards": reviewer_client.get("/contradictions/").content.decode(),
+        "proposal": reviewer_client.get(f"/proposals/{flagged.id}/").content.decode(),
+    }
+    for name, page in pages.items():
+        buttons = APPLY_BUTTONS.findall(page)
+        assert buttons, name
+        assert all(" disabled " in b and "emergency brake is on" in b for b in buttons), name
+        assert 'value="reject"' in page or 'data-reveal-button="reject"' in page, name
+        assert "held: the emergency brake is on" in page or name == "cards", name
+    refused = decide(reviewer_client, flagged, decision="approve").content.decode()
+    assert "brake" in refused and Proposal.objects.get(id=flagged.id).is_pending
+
+    update_config({"mutationsFrozen": False}, changed_by="t", reason="lifted")
+    page = reviewer_client.get("/review/").content.decode()
+    assert APPLY_BUTTONS.findall(page) and " disabled " not in "".join(APPLY_BUTTONS.findall(page))
+
+
 def _bulk_until_done(client, hx, data) -> list[str]:
     """Post a bulk apply and follow the panel's chunk-to-chunk form to the end: every answer."""
     body = client.post("/review/bulk/", data, **hx).content.decode()

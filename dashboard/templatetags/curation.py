@@ -274,9 +274,10 @@ def marked(text, span):
 
 
 @register.simple_tag
-def waiting(proposal, banner_key=None):
-    """Why a proposal waits, in words, as it is now (see dashboard.wording.waiting)."""
-    return wording.waiting(proposal, banner_key)
+def waiting(proposal, banner=None):
+    """Why a proposal waits, in words, as it is now under the page's `banner` (see
+    dashboard.wording.waiting)."""
+    return wording.waiting(proposal, bool(banner and banner.get("brake")))
 
 
 @register.simple_tag(takes_context=True)

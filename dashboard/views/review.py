@@ -104,6 +104,9 @@ ANSWERS = {  # where a decision came from -> the fragment that answers it
 }
 
 
+FORCE_ERROR = "The memory this changes is pinned: tick this and decide again to apply it."
+
+
 def _decide(request, proposal: Proposal, form: DecideForm) -> tuple[str, str]:
     """Run one reviewer decision; returns (css, message) describing the outcome (a refusal's
     code is left on the form as `refused_code`, for the row that keeps a typed edit)."""
@@ -121,6 +124,8 @@ def _decide(request, proposal: Proposal, form: DecideForm) -> tuple[str, str]:
         )
     except Refused as refused:
         form.refused_code = refused.code
+        if refused.code == "pinned_requires_force":  # said by the checkbox that answers it
+            form.add_error("force", FORCE_ERROR)
         if refused.code == "confirm_secret":
             finding = refused.details["finding"]
             return "confirm", f"This fact contains {finding}. Approve it anyway?"
