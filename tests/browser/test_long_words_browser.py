@@ -29,3 +29,19 @@ def test_a_very_long_word_wraps_in_its_cell_on_every_page_that_shows_it(page, li
     # The short columns keep their words whole: the fact's type is one line, not letters.
     type_cell = page.locator("section:has(h2:text('Extracted facts')) td:nth-child(2)").first
     assert type_cell.evaluate("el => el.getBoundingClientRect().width") >= 40
+
+
+def test_a_long_word_in_a_candidate_wraps_on_the_proposal_page(page, live_server, login):
+    """Found by a QA pass: the proposal page's candidates table widened the page past the screen
+    with a 140-character word (the table's text is clipped to 140 characters, not wrapped)."""
+    from pipeline.models import Proposal
+
+    run_pipeline_on(f"{LONG} signs the billing API requests.")
+    (raw,) = run_pipeline_on(f"{LONG} signs every billing API request now.")
+    proposal = Proposal.objects.filter(source_memory=raw).exclude(candidates=[]).first()
+    assert proposal is not None, "the second memory's fact saw the first as a candidate"
+    login("reviewer")
+    page.set_viewport_size(DESKTOP)
+    page.goto(f"{live_server.url}/proposals/{proposal.id}/")
+    expect(page.locator("table.candidates")).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0
