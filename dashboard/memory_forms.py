@@ -81,6 +81,15 @@ class ExpiryForm(ActionForm):
                 f"{exc}. Pick a date and time (UTC), or empty the field for no expiry."
             ) from None
 
+    def moment_for(self, current):
+        """The expiry to save: `current` (the memory's own) while the field still shows it. The
+        field keeps whole seconds, so an untouched re-save moved a precise expiry by its fraction
+        of a second, as a change with its own audit row (a QA pass)."""
+        moment = self.cleaned_data.get("expires_at")
+        if moment is not None and current is not None and moment == current.replace(microsecond=0):
+            return current
+        return moment
+
     def reason_or_default(self, current) -> str:
         """The reason given, or what the change does (`current`: the memory's own expiry)."""
         if reason := self.cleaned_data.get("reason"):

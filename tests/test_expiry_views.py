@@ -225,3 +225,18 @@ def test_the_overview_counts_expired_memories_apart_from_the_live_ones(viewer_cl
     assert "1 expired, out of recall" in page
     live = page.split('<div class="label">live memories')[0].rsplit('<div class="value">', 1)[1]
     assert live.startswith("1<")
+
+
+def test_re_saving_a_precise_expiry_as_the_field_shows_it_changes_nothing(reviewer_client, hx):
+    """Found by a QA pass: an expiry set to the microsecond (the API keeps it) shows in the field
+    to the second, and saving the form untouched moved it by that fraction, as an audited change."""
+    moment = datetime(2099, 1, 31, 12, 30, 15, 987654, tzinfo=UTC)
+    memory = remember("The deploy freeze lasts all January", expires_at=moment)
+    form = reviewer_client.get(f"/memories/{memory.id}/").content.decode()
+    assert 'value="2099-01-31T12:30:15"' in form  # what the field shows
+    response = action(reviewer_client, memory, hx, expires_at="2099-01-31T12:30:15", if_version=1)
+    assert "Nothing changed: this is already the memory" in response.content.decode()
+    assert state(memory) == (moment, 1, 0)
+    # A second's difference is a change.
+    action(reviewer_client, memory, hx, expires_at="2099-01-31T12:30:16", if_version=1)
+    assert state(memory) == (datetime(2099, 1, 31, 12, 30, 16, tzinfo=UTC), 2, 1)

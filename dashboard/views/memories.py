@@ -387,7 +387,7 @@ def _apply(action: str, form: ActionForm, memory: Memory, actor: writes.Actor) -
     if action == "expiry":
         done = writes.modify(
             memory.id,
-            {"expires_at": data["expires_at"]},
+            {"expires_at": form.moment_for(memory.expires_at)},
             actor=actor,
             reason=form.reason_or_default(memory.expires_at),
             if_version=data["if_version"],
