@@ -522,6 +522,20 @@ def test_an_edit_to_another_memorys_text_links_to_that_memory(reviewer_client, h
     )
 
 
+def test_a_recover_refused_as_a_duplicate_links_to_the_memory_with_the_text(reviewer_client, hx):
+    """Found by a QA pass: the refusal named no memory a reviewer could open."""
+    memory = remember("Billing runs on Postgres 16")
+    writes.forget(memory.id, actor=AGENT, reason="gone")
+    again = remember("Billing runs on Postgres 16")
+    data = {"action": "recover", "reason": "still true", "if_version": 2}
+    body = reviewer_client.post(action_url(memory), data, **hx).content.decode()
+    assert "Another active memory already has this content." in body
+    assert (
+        f'<a href="/memories/{again.id}/" data-testid="duplicate-of">Open that memory</a>' in body
+    )
+    assert Memory.objects.get(id=memory.id).is_deleted
+
+
 def test_forgetting_a_pinned_memory_needs_force_then_recover_brings_it_back(reviewer_client, hx):
     memory = remember("Billing runs on Postgres 16", pinned=True)
     before = state(memory.id)
