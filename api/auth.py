@@ -33,12 +33,14 @@ def create_token(
     scopes: list[str] | None = None,
     multi_agent: bool = False,
     expires_at: datetime | None = None,
+    owner: str | None = None,
 ) -> tuple[ApiToken, str]:
     """Create a token row and return it with the plain token, which is never stored.
 
     The token acts for `agent_id` only, unless `multi_agent` (an admin's choice) lets it name
     other agents too. From `expires_at` on (None: never) it is refused. `scopes` None gives
-    `ingest`; an empty list, none: the token only reads."""
+    `ingest`; an empty list, none: the token only reads. `owner` names the dashboard user who
+    holds it: its reviews are then theirs (ApiToken.reviewer_name)."""
     name = (name or "").strip()
     if not name:  # it is the "who" of every change the token makes, and how it is revoked
         raise ValueError("a token needs a name: it is who every change it makes is audited as")
@@ -49,6 +51,7 @@ def create_token(
             f"a dashboard user is named {name!r}: a token of that name would act as them in "
             f"reviews; choose another name, such as {name}-bot"
         )
+    owner = _owner_username(owner)
     scopes = ["ingest"] if scopes is None else list(scopes)
     unknown = sorted(set(scopes) - set(SCOPES))
     if unknown:
@@ -65,8 +68,23 @@ def create_token(
         scopes=scopes,
         created_at=timezone.now(),
         expires_at=expires_at,
+        owner=owner,
     )
     return row, plain
+
+
+def _owner_username(owner: str | None) -> str:
+    """The dashboard user's username as stored (any case given), or "" for no owner."""
+    owner = (owner or "").strip()
+    if not owner:
+        return ""
+    found = get_user_model().objects.filter(username__iexact=owner).values_list("username")
+    names = [name for (name,) in found]
+    if not names:
+        raise ValueError(
+            f"no dashboard user is named {owner!r}: the owner is the person who holds the token"
+        )
+    return owner if owner in names else names[0]
 
 
 def when(moment: datetime) -> str:

@@ -88,7 +88,7 @@ def proposals(request):
 
 
 def _reviewer(request) -> Actor:
-    return Actor(request.api_token.name, ActorType.OPERATOR)
+    return Actor(request.api_token.reviewer_name, ActorType.OPERATOR)
 
 
 @api(("POST",), "review")
@@ -167,7 +167,7 @@ def pipeline_config(request):
         raise BadRequest(f"mode is read-only, derived from the flags: {hint}")
     try:
         return JsonResponse(
-            review.update_config(body, changed_by=request.api_token.name, reason=reason)
+            review.update_config(body, changed_by=request.api_token.reviewer_name, reason=reason)
         )
     except ConfigError as exc:
         raise BadRequest(str(exc)) from exc

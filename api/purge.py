@@ -26,7 +26,7 @@ def _receipt(request, purge: Request, body: dict) -> JsonResponse:
     receipt = review.purge(
         purge,
         reason=body.get("reason"),
-        actor=Actor(token.name, ActorType.OPERATOR),
+        actor=Actor(token.reviewer_name, ActorType.OPERATOR),
         dry_run=dry_run,
     )
     return JsonResponse(receipt.as_json())

@@ -118,6 +118,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     list_display = (
         "name",
+        "owner",
         "prefix",
         "agent_id",
         "scopes",
@@ -127,7 +128,8 @@ class ApiTokenAdmin(admin.ModelAdmin):
         "expires_at",
     )
     list_filter = ("revoked",)
-    readonly_fields = ("token_hash", "prefix", "created_at", "last_used_at")
+    # Its name and owner are who its changes are by: set at creation, where they are checked.
+    readonly_fields = ("name", "owner", "token_hash", "prefix", "created_at", "last_used_at")
 
     @admin.display(description="state")
     def state(self, obj):

@@ -441,12 +441,20 @@ class ApiToken(models.Model):
     # None: never expires. From then on the token is refused with a 401 saying it expired.
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked = models.BooleanField(default=False)
+    # The dashboard user who holds it, set at creation (""; no one): its reviews are theirs.
+    owner = models.CharField(max_length=150, blank=True, default="")
 
     class Meta:
         db_table = "api_tokens"
 
     def expired(self, now=None) -> bool:
         return self.expires_at is not None and self.expires_at <= (now or timezone.now())
+
+    @property
+    def reviewer_name(self) -> str:
+        """Who its reviews and erasures are by: its owner, a person who may also review in the
+        dashboard (the two-person rule, claims and agreement count them once), else the token."""
+        return self.owner or self.name
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"

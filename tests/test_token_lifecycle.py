@@ -373,3 +373,23 @@ def test_create_api_token_refuses_the_name_of_a_dashboard_user(name):
     assert not ApiToken.objects.exists()
     manage("create_api_token", "rita-bot", "--scopes", "review")
     assert ApiToken.objects.get().name == "rita-bot"
+
+
+@pytest.mark.django_db
+def test_create_api_token_ties_a_token_to_its_owner_who_must_be_a_dashboard_user():
+    """A token's owner is who its reviews are by (docs/team.md): a name that is no dashboard user
+    is refused and creates nothing; any case finds the user, stored as the user's own name."""
+    from django.contrib.auth.models import User
+
+    User.objects.create_user("rita", password="pw-rita-12345")
+    with pytest.raises(CommandError, match="no dashboard user is named 'ritta'"):
+        manage("create_api_token", "rita-cli", "--scopes", "review", "--owner", "ritta")
+    assert not ApiToken.objects.exists()
+    out = manage("create_api_token", "rita-cli", "--scopes", "review", "--owner", "Rita")
+    assert "held by rita (its reviews count as theirs)" in out
+    token = ApiToken.objects.get()
+    assert (token.owner, token.reviewer_name, token.name) == ("rita", "rita", "rita-cli")
+    bot = manage("create_api_token", "deploy-bot", "--scopes", "review")
+    assert "held by no dashboard user" in bot and "see --owner" in bot
+    assert ApiToken.objects.get(name="deploy-bot").reviewer_name == "deploy-bot"
+    assert "held by" not in manage("create_api_token", "agent-two", "--scopes", "ingest")

@@ -626,3 +626,47 @@ def test_a_decision_refused_as_decided_meanwhile_gives_back_what_was_typed(
     kept = body[body.index('data-testid="kept-edit"') :]
     assert "Sam&#x27;s edited fact" in kept[: kept.index("</textarea>")]
     assert "why" in kept[: kept.index("</textarea>")]
+
+
+# --- a token held by a reviewer -------------------------------------------------------------------
+
+
+def _held_by(owner: str) -> dict:
+    from api.auth import create_token
+
+    _, plain = create_token(f"{owner.lower()}-cli", scopes=["review"], owner=owner)
+    return {"HTTP_AUTHORIZATION": f"Bearer {plain}"}
+
+
+def test_a_token_held_by_a_reviewer_is_that_reviewer_for_the_rule(
+    client, reviewer_client, sam_client, pending, store, hx
+):
+    """Found by a QA pass: a person holding a review token and a dashboard login gave both
+    approvals. A token created with --owner reviews as its owner, in either order."""
+    delete = pending["delete"]
+    rita_cli = _held_by("RITA")  # any case: the stored owner is the user's own name
+    assert (
+        "Approval 1 of 2 recorded for rita" in decide(reviewer_client, delete, hx).content.decode()
+    )
+    again = approve(client, rita_cli, delete)
+    assert again.status_code == 409 and again.json()["error"] == "same_approver"
+    assert not Memory.objects.get(id=store.staging.id).is_deleted
+
+    second = approve(client, _held_by("sam"), delete)
+    assert second.status_code == 200 and second.json()["decidedBy"] == "sam"
+    rounds = list(Approval.objects.filter(proposal=delete).values_list("by", "position"))
+    assert rounds == [("rita", 1), ("sam", 2)]
+    deleted = MemoryHistory.objects.get(memory_id=store.staging.id, event="deleted")
+    assert (deleted.changed_by, deleted.actor_type) == ("sam", "operator")
+
+
+def test_a_first_approval_through_a_held_token_stops_its_owner_in_the_dashboard(
+    client, reviewer_client, pending, store, hx
+):
+    delete = pending["delete"]
+    first = approve(client, _held_by("rita"), delete)
+    assert first.status_code == 202 and [a["by"] for a in first.json()["approvals"]] == ["rita"]
+    assert (
+        "You already approved this proposal" in decide(reviewer_client, delete, hx).content.decode()
+    )
+    assert not Memory.objects.get(id=store.staging.id).is_deleted

@@ -1,5 +1,5 @@
 """create_api_token NAME [--agent ID] [--multi-agent] [--scopes ingest,review,assert,admin |
---read-only] [--expires DATE | --expires-in-days N]: prints the token once."""
+--read-only] [--expires DATE | --expires-in-days N] [--owner USER]: prints the token once."""
 
 from datetime import UTC, datetime, timedelta
 
@@ -18,6 +18,15 @@ def parse_expiry(text: str) -> datetime:
             f"--expires {text!r} is not a date: write 2027-01-31 or 2027-01-31T18:00+01:00"
         ) from exc
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def held_by(row) -> str:
+    """What the token's reviews count as: its owner's, or (a review token without one) its own."""
+    if row.owner:
+        return f", held by {row.owner} (its reviews count as theirs)"
+    if "review" in row.scopes:
+        return ", held by no dashboard user (its reviews count as the token's own: see --owner)"
+    return ""
 
 
 class Command(BaseCommand):
@@ -41,6 +50,11 @@ class Command(BaseCommand):
             action="store_true",
             help="no scope: the token recalls and reads its agent's memories, and writes nothing",
         )
+        parser.add_argument(
+            "--owner",
+            metavar="USER",
+            help="the dashboard user who holds it: its reviews count as theirs (two-person rule)",
+        )
         expiry = parser.add_mutually_exclusive_group()
         expiry.add_argument(
             "--expires",
@@ -61,6 +75,7 @@ class Command(BaseCommand):
         read_only,
         expires,
         expires_in_days,
+        owner=None,
         **options,
     ):
         expires_at = parse_expiry(expires) if expires else None
@@ -83,6 +98,7 @@ class Command(BaseCommand):
                 scopes=chosen,
                 multi_agent=multi_agent,
                 expires_at=expires_at,
+                owner=owner,
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
@@ -91,7 +107,7 @@ class Command(BaseCommand):
         self.stdout.write(
             f"Created token '{row.name}' for agent '{row.agent_id}'{reach} "
             f"with {'scopes ' + ','.join(row.scopes) if row.scopes else 'no scope (read only)'}"
-            f"{until}."
+            f"{until}{held_by(row)}."
         )
         self.stdout.write("Store it now: it cannot be shown again.")
         self.stdout.write(plain)
