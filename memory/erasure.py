@@ -208,8 +208,13 @@ STORE_PLACES: list[Place] = [
         for name in ("id", "job_type", "status")
     ],
     *[
-        Place("memory.ApiToken", name, How.KEPT, "a token's name, hash, prefix, agent or scopes")
-        for name in ("name", "token_hash", "prefix", "agent_id", "scopes")
+        Place(
+            "memory.ApiToken",
+            name,
+            How.KEPT,
+            "a token's name, hash, prefix, agent, scopes or owner",
+        )
+        for name in ("name", "token_hash", "prefix", "agent_id", "scopes", "owner")
     ],
     # Indexes and files that mirror the rows above (SQLite unless said).
     Place(
