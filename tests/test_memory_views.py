@@ -283,6 +283,25 @@ def test_a_right_to_left_override_in_an_audits_details_is_shown_not_obeyed(viewe
     assert "\u202e" not in body and 'title="hidden character U+202E"' in body
 
 
+def test_a_right_to_left_override_in_a_lineage_outcome_an_actor_or_a_tag_is_shown_not_obeyed(
+    viewer_client,
+):
+    """Found by a QA pass: a rejection's note ("ok \u202eevil" read "ok live"), a reviewer's
+    name and a tag were printed as they were on the memory page."""
+    raw, _, proposal = _raw_with_pipeline_trail()
+    Proposal.objects.filter(id=proposal.id).update(
+        status="rejected",
+        created_memory=None,
+        decided_by="ri\u202eta",
+        decided_at=timezone.now(),
+        review_note="ok \u202eevil",
+    )
+    Memory.objects.filter(id=raw.id).update(tags=["rtl\u202eevil"])
+    body = viewer_client.get(detail_url(raw)).content.decode()
+    assert "\u202e" not in body
+    assert body.count('title="hidden character U+202E"') >= 3  # the note, the name, the tag
+
+
 # --- detail ---------------------------------------------------------------------------------------
 
 

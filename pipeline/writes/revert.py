@@ -46,7 +46,7 @@ def _revert_locked(proposal: Proposal, reviewer: Actor, reason: str | None) -> M
     memory = _revertible_memory(proposal)
     undoing = proposal.reverted_at is not None
     now = timezone.now()
-    note = (reason or "").strip() or ("revert undone" if undoing else "reverted by reviewer")
+    note = (reason or "").strip() or ("revert undone" if undoing else "reverted, no reason given")
     metadata = {"proposalId": proposal.id, "revert": not undoing, "undoRevert": undoing}
     audited = {"actor": reviewer, "reason": note, "metadata": metadata, "at": now}
     applied = proposal.applied_action  # what the approval did, which may not be the proposal

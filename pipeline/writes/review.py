@@ -385,7 +385,7 @@ def reject(proposal_id: str, *, reviewer: Actor, reason: str | None = None) -> P
         now = timezone.now()
         if (held := claims.refusal(proposal.id, reviewer.name, now)) is not None:
             raise held
-        note = (reason or "").strip() or "rejected by reviewer"
+        note = (reason or "").strip() or "rejected, no reason given"
         claimed = Proposal.objects.filter(id=proposal.id, status=proposal.status).update(
             status=ProposalStatus.REJECTED,
             decided_by=reviewer.name,

@@ -39,7 +39,7 @@ def review_audit(
         proposal.source_memory_id,
         "reviewed",
         actor=reviewer,
-        reason=note or f"{decision} by reviewer",
+        reason=note or f"{decision}, no note given",  # who: changed_by
         metadata={
             "proposalId": proposal.id,
             "decision": decision,

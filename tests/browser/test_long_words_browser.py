@@ -19,10 +19,14 @@ def test_a_very_long_word_wraps_in_its_cell_on_every_page_that_shows_it(page, li
 
     update_config({"shadowMode": False}, changed_by="test", reason="seed")
     (raw,) = run_pipeline_on(f"The code word is {LONG} by Rosalind. Rosalind owns the billing API.")
+    from memory.models import Memory
+
     job = Job.objects.get(memory=raw)
+    derived = Memory.objects.filter(source_id=raw.id).first()  # its "Raw source" box (a QA pass)
     login("reviewer")
     page.set_viewport_size(DESKTOP)
-    for path in ("/memories/", f"/memories/{raw.id}/", f"/jobs/{job.id}/"):
+    paths = (f"/memories/{derived.id}/", "/memories/", f"/memories/{raw.id}/", f"/jobs/{job.id}/")
+    for path in paths:
         page.goto(live_server.url + path)
         expect(page.locator("h1").first).to_be_visible()
         assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0, path
