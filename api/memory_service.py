@@ -353,7 +353,9 @@ def get_memory(token: ApiToken, memory_id: str) -> dict:
 def history(token: ApiToken, memory_id: str) -> dict:
     memory = memory_or_404(token, memory_id)
     rows = memory.history.order_by("created_at", "id")
-    return {"memoryId": memory.id, "history": [history_json(row) for row in rows]}
+    every_agent = token.multi_agent
+    history = [history_json(row, every_agent=every_agent) for row in rows]
+    return {"memoryId": memory.id, "history": history}
 
 
 def modify(token: ApiToken, memory_id: str, body: dict) -> dict:

@@ -41,7 +41,18 @@ def memory_json(memory: Memory) -> dict:
     }
 
 
-def history_json(row: MemoryHistory) -> dict:
+# An erasure's figures across every agent (its receipt: other memories holding the text, copies
+# found and repaired; a purge's counts): only a token that may act for any agent reads them, as
+# only such a token may erase (a QA pass: a token of one agent read another agent's memory ids).
+ERASURE_DETAILS = {"purged": ("receipt", "counts", "memories"), "redacted": ("receipt",)}
+
+
+def history_json(row: MemoryHistory, *, every_agent: bool = True) -> dict:
+    """One audit row; `every_agent` False leaves out an erasure's cross-agent details."""
+    metadata = row.metadata
+    hidden = () if every_agent else ERASURE_DETAILS.get(row.event, ())
+    if hidden and isinstance(metadata, dict):
+        metadata = {key: value for key, value in metadata.items() if key not in hidden}
     return {
         "id": row.id,
         "event": row.event,
@@ -50,7 +61,7 @@ def history_json(row: MemoryHistory) -> dict:
         "changedBy": row.changed_by,
         "actorType": row.actor_type,
         "reason": row.reason,
-        "metadata": row.metadata,
+        "metadata": metadata,
         "createdAt": iso(row.created_at),
     }
 

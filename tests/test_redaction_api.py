@@ -132,3 +132,35 @@ def test_a_purged_memory_is_a_conflict(client, multi_review, multi_admin):
     body = {"span": "BlueFalcon77", "kind": "password", "reason": "leak"}
     response = post(client, multi_review, memory.id, body)
     assert (response.status_code, response.json()["error"]) == (409, "already_purged")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_token_of_one_agent_reads_its_memorys_erasures_without_other_agents_figures(
+    client, multi_review, multi_admin, review_auth
+):
+    """Found by a QA pass: the history of a token's own memory carried the receipt of a
+    redaction or a purge, which named another agent's memory holding the text and counted the
+    copies there; the erasure itself needs a token that may act for any agent for that reason."""
+    mine, theirs = remember(), remember("BlueFalcon77 also opens the printer", agent="other")
+
+    def trail(auth):
+        response = client.get(f"/api/memory/{mine.id}/history", **auth)
+        assert response.status_code == 200
+        return {row["event"]: row["metadata"] for row in response.json()["history"]}
+
+    body = {"span": "BlueFalcon77", "kind": "password", "reason": "leaked wifi password"}
+    assert post(client, multi_review, mine.id, body).json()["otherMemories"] == [theirs.id]
+    full, own = trail(multi_review)["redacted"], trail(review_auth)["redacted"]
+    assert theirs.id in str(full["receipt"]) and "receipt" not in own
+    assert theirs.id not in str(own) and own["kind"] == "password"
+
+    purge = client.post(
+        "/api/purge",
+        {"text": "guest network", "reason": "GDPR request 42 from the tenant"},
+        content_type="application/json",
+        **multi_admin,
+    )
+    assert purge.status_code == 200, purge.content
+    full, own = trail(multi_review)["purged"], trail(review_auth)["purged"]
+    assert {"receipt", "counts", "memories"} <= set(full)
+    assert not {"receipt", "counts", "memories"} & set(own) and own["scope"] == full["scope"]
