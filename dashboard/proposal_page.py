@@ -13,6 +13,7 @@ from memory.models import MemoryCold
 from pipeline import queues
 from pipeline import review as reviewing
 from pipeline.models import LlmCall, Proposal
+from pipeline.trail import trail_of
 
 
 def render_proposal(request, proposal_id: str, refused=None, note: str = "") -> HttpResponse:
@@ -41,6 +42,9 @@ def render_proposal(request, proposal_id: str, refused=None, note: str = "") -> 
         "applied_text": p.applied_content or p.fact_content,
         "mode_note": wording.mode_note(p.mode),
         "in_queues": queues.queues_of(p, queues.saved_queues()),
+        # Who proposed, decided, undid, withdrew, took over or reverted it (a QA pass: those
+        # rows were only on the raw memory's timeline).
+        "trail": trail_of(p),
         # The raw memory's text as its job read it, when an edit since archived it.
         "source_then": (
             MemoryCold.objects.filter(memory_id=p.source_memory_id, version=p.source_version)

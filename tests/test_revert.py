@@ -583,3 +583,26 @@ def test_reopen_from_the_proposal_page(reviewer_client, shadow_queue):
     response = reviewer_client.post(f"/proposals/{proposal.id}/reopen/", follow=True)
     assert "Rejection undone by rita." in response.content.decode()
     assert Proposal.objects.get(id=proposal.id).status == "pending"
+
+
+def test_a_deduplicated_decision_is_undone_from_the_proposal_page(reviewer_client, shadow_queue):
+    """Found by a QA pass: an approval that ended deduplicated could only be undone from the
+    toast; the proposal page offered nothing."""
+    from memory.writes import remember
+
+    proposal = shadow_queue.first()
+    existing = remember(
+        proposal.fact_content, actor=Actor("agent-one", "agent"), create_job=False
+    ).memory
+    assert reviewing.approve(proposal.id, RITA).status == "deduped"
+    page = reviewer_client.get(f"/proposals/{proposal.id}/").content.decode()
+    assert 'data-testid="undo-decision"' in page and f"/memories/{existing.id}/" in page
+    response = reviewer_client.post(f"/proposals/{proposal.id}/undo/", follow=True)
+    assert "Decision undone by rita" in response.content.decode()
+    assert Proposal.objects.get(id=proposal.id).status == "pending"
+    assert not Memory.objects.get(id=existing.id).is_deleted
+    # The proposal's own trail tells both, with who.
+    page = reviewer_client.get(f"/proposals/{proposal.id}/").content.decode()
+    trail = page[page.index('data-testid="proposal-trail"') :]
+    labels = [label for label in ("ADD proposed", "approved", "decision undone") if label in trail]
+    assert labels == ["ADD proposed", "approved", "decision undone"] and "rita" in trail

@@ -670,3 +670,33 @@ def test_a_first_approval_through_a_held_token_stops_its_owner_in_the_dashboard(
         "You already approved this proposal" in decide(reviewer_client, delete, hx).content.decode()
     )
     assert not Memory.objects.get(id=store.staging.id).is_deleted
+
+
+def test_a_first_approval_is_withdrawn_from_its_row_or_its_page_and_the_trail_says_so(
+    reviewer_client, pending, store, hx
+):
+    """Found by a QA pass: a first approval could be withdrawn from the toast only; the row, the
+    card and the proposal page offered Reject, which ends the round for everyone."""
+    delete = pending["delete"]
+    decide(reviewer_client, delete, hx)
+    row = reviewer_client.get("/review/?action=delete").content.decode()
+    assert 'data-testid="withdraw"' in row
+    response = reviewer_client.post(
+        f"/proposals/{delete.id}/undo/", HTTP_HX_TARGET=f"p-{delete.id}", **hx
+    )
+    assert (
+        "First approval withdrawn by rita" in json.loads(response["HX-Trigger"])["toast"]["message"]
+    )
+    assert "Approve (1 of 2)" in response.content.decode()
+    assert not Approval.objects.filter(proposal=delete, outcome="open").exists()
+
+    decide(reviewer_client, delete, hx)
+    page = reviewer_client.get(f"/proposals/{delete.id}/").content.decode()
+    assert f'formaction="/proposals/{delete.id}/undo/"' in page
+    reviewer_client.post(f"/proposals/{delete.id}/undo/", {"reason": "asked too early"})
+    assert Proposal.objects.get(id=delete.id).is_pending
+    page = reviewer_client.get(f"/proposals/{delete.id}/").content.decode()
+    trail = page[page.index('data-testid="proposal-trail"') :]
+    assert trail.count('data-testid="trail-event">first approval withdrawn<') == 2
+    assert "asked too early" in trail
+    assert not Memory.objects.get(id=store.staging.id).is_deleted

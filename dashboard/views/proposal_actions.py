@@ -112,19 +112,21 @@ def _refused(request, proposal_id: str, verb: str, refused: Refused) -> HttpResp
 @role_required("reviewer")
 @require_POST
 def undo_decision(request, proposal_id: str):
-    """The toast's Undo after an approval: the change is reverted and the proposal is pending."""
-    get_object_or_404(Proposal.objects.only("id"), id=proposal_id)
+    """Undo a decision (the toast's, the proposal page's): the change is reverted and the
+    proposal is pending; or this reviewer's first approval under the two-person rule withdrawn."""
+    before = get_object_or_404(Proposal.objects.only("id", "status"), id=proposal_id)
     actor = reviewer_actor(request)
     try:
         proposal = reviewing.undo(proposal_id, actor, reason=_reason(request))
     except Refused as refused:
         return _refused(request, proposal_id, "Not undone", refused)
-    return _answer(
-        request,
-        proposal_id,
-        message=f"Decision undone by {actor.name}: {proposal.action.upper()} is pending again.",
-        row_note=False,  # the row comes back open, ready for a new decision
-    )
+    if before.is_open:  # nothing was decided yet: it was a first approval
+        message = f"First approval withdrawn by {actor.name}: the {proposal.action.upper()} "
+        message += "waits for two approvals again."
+    else:
+        message = f"Decision undone by {actor.name}: {proposal.action.upper()} is pending again."
+    # The row comes back open, ready for a new decision.
+    return _answer(request, proposal_id, message=message, row_note=False)
 
 
 # --- revert ---------------------------------------------------------------------------------------

@@ -1,0 +1,87 @@
+"""A proposal's own trail: every audit row that names it, oldest first, read from the memories it
+can have touched (its raw memory, its target, the memory it made, changed or deduplicated into),
+so the proposal page tells who proposed, approved, undid, withdrew, took over or reverted it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from memory.models import MemoryHistory
+from pipeline.models import Proposal
+
+# The decision a `reviewed` row records, in words (metadata.decision; others are shown as they are).
+DECISIONS = {
+    "approved_first": "first approval",
+    "approval_withdrawn": "first approval withdrawn",
+    "undone": "decision undone",
+    "reopened": "rejection undone",
+    "stale": "found stale",
+    "taken_over": "taken over",
+    "keep_both": "kept both",
+}
+
+
+@dataclass(frozen=True)
+class TrailRow:
+    label: str
+    by: str
+    actor_type: str
+    at: datetime
+    reason: str
+    memory_id: str
+    row_id: str
+
+
+def trail_of(proposal: Proposal) -> list[TrailRow]:
+    """The proposal's audit rows (one query on the memory_id index, then its JSON filter)."""
+    memories = {
+        proposal.source_memory_id,
+        proposal.target_memory_id,
+        proposal.created_memory_id,
+        proposal.updated_memory_id,
+        proposal.deleted_memory_id,
+        proposal.deduped_existing_id,
+    } - {None}
+    rows = (
+        MemoryHistory.objects.filter(memory_id__in=memories, metadata__proposalId=proposal.id)
+        .only(
+            "id",
+            "memory_id",
+            "event",
+            "changed_by",
+            "actor_type",
+            "reason",
+            "metadata",
+            "created_at",
+        )
+        .order_by("created_at", "id")
+    )
+    return [
+        TrailRow(
+            _label(row, proposal),
+            row.changed_by,
+            row.actor_type,
+            row.created_at,
+            row.reason or "",
+            row.memory_id,
+            row.id,
+        )
+        for row in rows
+    ]
+
+
+def _label(row: MemoryHistory, proposal: Proposal) -> str:
+    """What the row did to the proposal, in a few words."""
+    meta = row.metadata if isinstance(row.metadata, dict) else {}
+    if row.event == "reviewed":
+        decision = str(meta.get("decision") or "reviewed")
+        return DECISIONS.get(decision, decision.replace("_", " "))
+    if row.event == "none":
+        return f"{(meta.get('proposedAction') or proposal.action).upper()} proposed"
+    if meta.get("undoRevert"):
+        return "revert undone"
+    if meta.get("revert"):
+        return "reverted"
+    whose = "raw memory" if row.memory_id == proposal.source_memory_id else "memory"
+    return f"{whose} {row.event}"
