@@ -63,13 +63,19 @@ def recent_volume(days: int = 7) -> dict[str, int]:
     )
 
 
+def mode_words(key: str, *, mutations_frozen: bool) -> tuple[str, str]:
+    """(label, meaning) of a banner mode `key` (banner_mode), with the brake said when disabled
+    shows first (nothing runs) and the brake still stops every reviewer's apply."""
+    label, meaning = BANNERS[key]
+    if key == Mode.DISABLED and mutations_frozen:
+        meaning += " The emergency brake is on too: no reviewer's approval is applied."
+    return label, meaning
+
+
 def banner_context() -> dict:
     config = get_config()
     key = banner_mode(config)
-    label, meaning = BANNERS[key]
-    if key == Mode.DISABLED and config.mutations_frozen:
-        # Disabled shows first (nothing runs), but the brake still stops every reviewer's apply.
-        meaning += " The emergency brake is on too: no reviewer's approval is applied."
+    label, meaning = mode_words(key, mutations_frozen=config.mutations_frozen)
     return {
         "pipeline_config": config,
         # brake: the emergency brake holds every reviewer's apply, whatever the mode shown.

@@ -395,3 +395,22 @@ def test_the_blast_radius_leaves_out_adds_the_store_already_had(admin_client_rol
         URL + "?preview=1", form_data(shadowMode=False, allowUpdateDelete=True), **hx
     )
     assert f'data-testid="volume-add">{adds.count() - 1}<' in response.content.decode()
+
+
+def test_disabling_under_the_brake_says_the_brake_stays_on(admin_client_role, hx):
+    """Found by a QA pass: with the brake on, unticking `enabled` previewed "FROZEN → DISABLED ...
+    Brake released: reviewer approvals work again", and the brake was still on."""
+    update_config({"mutationsFrozen": True}, changed_by="ada", reason="brake")
+    data = form_data(enabled=False)
+    body = admin_client_role.post(URL + "?preview=1", data, **hx).content.decode()
+    assert "Brake released" not in body
+    assert "The emergency brake is on too" in body  # the mode after saving says so
+    response = admin_client_role.post(URL, {**data, "reason": "pause", "confirm": "on"})
+    assert response.status_code == 302 and get_config().mutations_frozen
+    page = admin_client_role.get(URL).content.decode()
+    assert "Mode: frozen → disabled. The emergency brake is still on." in page
+    # Releasing it, disabled: said, and the mode shown stays disabled.
+    body = admin_client_role.post(
+        URL + "?preview=1", form_data(mutationsFrozen=False), **hx
+    ).content.decode()
+    assert "Brake released" in body and "The emergency brake is on too" not in body

@@ -18,7 +18,6 @@ from memory.models import Job, JobStatus
 from pipeline.approvals import needs_two
 from pipeline.config import (
     FIELDS,
-    FROZEN,
     ConfigError,
     Mode,
     Outcome,
@@ -31,7 +30,7 @@ from pipeline.config import (
 from pipeline.eval.runs import configured_model_evidence
 from pipeline.models import Action, ConfigChange
 from pipeline.review import update_config
-from pipeline.status import BANNERS, recent_volume
+from pipeline.status import mode_words, recent_volume
 
 LOG_PAGE_SIZE = 20
 ACTIONS = [a.value for a in Action]
@@ -66,7 +65,7 @@ def display_mode(config: dict) -> str:
 
 def mode_info(config: dict) -> dict:
     key = display_mode(config)
-    label, meaning = BANNERS[key]
+    label, meaning = mode_words(key, mutations_frozen=config["mutationsFrozen"])
     return {"key": key, "label": label, "meaning": meaning}
 
 
@@ -137,8 +136,9 @@ def _preview_context(form: SettingsForm | None, current: dict) -> dict:
             "start": [a for a in ACTIONS if a in auto_after - auto_before],
             "stop": [a for a in ACTIONS if a in auto_before - auto_after],
             "start_volume": sum(week.get(a, 0) for a in auto_after - auto_before),
-            "freezes": before_mode["key"] != FROZEN and after_mode["key"] == FROZEN,
-            "unfreezes": before_mode["key"] == FROZEN and after_mode["key"] != FROZEN,
+            # By the flag, not the mode shown: disabled shows first and hides the brake.
+            "freezes": not before["mutationsFrozen"] and after["mutationsFrozen"],
+            "unfreezes": before["mutationsFrozen"] and not after["mutationsFrozen"],
             "disables": before["enabled"] and not after["enabled"],
             "enables": not before["enabled"] and after["enabled"],
             "risky": risky,
@@ -234,6 +234,8 @@ def settings_page(request):
         else:
             was, now = display_mode(form.before), display_mode(saved)
             text = f"Settings saved. Mode: {was} → {now}." if was != now else "Settings saved."
+            if saved["mutationsFrozen"] and now == Mode.DISABLED:
+                text += " The emergency brake is still on."
             if not request.htmx:
                 messages.success(request, text)
                 return redirect("dashboard:settings")
