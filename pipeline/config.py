@@ -288,26 +288,31 @@ def flatten(changes: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def coerce(key: str, value: Any) -> Any:
-    """Check one value against its field; strings are accepted for the command line."""
+def _field(key: str) -> Field:
     field = FIELDS.get(key)
     if field is None:
         raise ConfigError(f"unknown setting '{key}'; known: {', '.join(FIELDS)}")
-    if isinstance(value, str):
-        text = value.strip().lower()
-        if field.kind is bool:
-            if text not in {"true", "false", "1", "0", "on", "off", "yes", "no"}:
-                raise ConfigError(f"{key} must be true or false")
-            value = text in {"true", "1", "on", "yes"}
-        else:
-            try:
-                value = (
-                    field.kind(float(text))
-                    if field.kind is int and float(text).is_integer()
-                    else field.kind(text)
-                )
-            except ValueError as exc:
-                raise ConfigError(f"{key} must be a number") from exc
+    return field
+
+
+def from_text(key: str, text: str) -> Any:
+    """A setting's value as the command line writes it (`true`, `off`, `0.5`), for coerce: the
+    JSON API takes JSON's own booleans and numbers only (a QA pass: "yes" pulled the brake)."""
+    field, text = _field(key), text.strip().lower()
+    if field.kind is bool:
+        if text not in {"true", "false", "1", "0", "on", "off", "yes", "no"}:
+            raise ConfigError(f"{key} must be true or false")
+        return text in {"true", "1", "on", "yes"}
+    try:
+        number = float(text)
+    except ValueError as exc:
+        raise ConfigError(f"{key} must be a number") from exc
+    return int(number) if field.kind is int and number.is_integer() else number
+
+
+def coerce(key: str, value: Any) -> Any:
+    """Check one value against its field: a JSON boolean or number (from_text reads text)."""
+    field = _field(key)
     if field.kind is bool:
         if not isinstance(value, bool):
             raise ConfigError(f"{key} must be true or false")

@@ -20,6 +20,7 @@ from pipeline import purge as purging
 from pipeline.approvals import awaiting_another, needs_two_q, open_approvals
 from pipeline.config import get_config
 from pipeline.models import Action, Proposal, ProposalStatus, TripleReview
+from pipeline.tasks import hand_off_waiting
 from pipeline.writes import claims as claim_writes
 from pipeline.writes import config as config_writes
 from pipeline.writes import jobs as job_writes
@@ -463,8 +464,13 @@ def retryable(job: Job) -> bool:
 
 def update_config(changes: dict[str, Any], *, changed_by: str, reason: str) -> dict[str, Any]:
     """Save a config change (validated first, logged with who, when, why, before and after) and
-    return the whole config JSON; a ConfigError names the first problem."""
-    return config_writes.update_config(changes, changed_by=changed_by, reason=reason)
+    return the whole config JSON; a ConfigError names the first problem. Enabling the pipeline
+    again hands the jobs that waited to the workers (pipeline.tasks.hand_off_waiting)."""
+    was_enabled = get_config().enabled
+    saved = config_writes.update_config(changes, changed_by=changed_by, reason=reason)
+    if saved["enabled"] and not was_enabled:
+        hand_off_waiting()
+    return saved
 
 
 # --- purge: an admin's erasure (pipeline.purge), through the same door -----------------------------

@@ -433,3 +433,16 @@ def test_the_jobs_list_shows_no_template_comment(viewer_client, done_job, hx):
     for headers in ({}, hx):
         body = viewer_client.get(reverse("dashboard:jobs"), **headers).content.decode()
         assert "{#" not in body and "The list refreshes itself" not in body
+
+
+def test_a_job_waiting_while_the_pipeline_is_disabled_says_why(viewer_client):
+    """Found by a QA pass: it said "Waiting for a worker to pick this job up" while no worker
+    would until an admin turned the pipeline back on."""
+    from pipeline.writes.config import update_config
+
+    job = remember("Kenji owns the billing API.", actor=Actor("x", "agent")).job
+    page = viewer_client.get(reverse("dashboard:job", args=[job.id])).content.decode()
+    assert "Waiting for a worker to pick this job up" in page
+    update_config({"enabled": False}, changed_by="ada", reason="pause")
+    page = viewer_client.get(reverse("dashboard:job", args=[job.id])).content.decode()
+    assert "the pipeline is disabled" in page and "Waiting for a worker" not in page
