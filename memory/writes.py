@@ -38,6 +38,7 @@ from memory.batch import (  # noqa: F401
 )
 from memory.content import normalize
 from memory.expiry import as_changed, iso
+from memory.field_changes import field_changes
 from memory.graph import Triple, persist_triples  # noqa: F401
 from memory.jobs import set_extraction_status  # noqa: F401
 from memory.models import (
@@ -395,6 +396,7 @@ def modify_in_transaction(
             .first()
         )
     changed_fields = sorted(updates)
+    was = {name: getattr(memory, name) for name in MODIFIABLE_FIELDS[1:] if name in updates}
     if content_changed:
         _set_content_at_version(memory, actor=actor, at=now, **updates)
     else:
@@ -414,6 +416,7 @@ def modify_in_transaction(
             "contentChanged": content_changed,
             "version": memory.version,
             **({"expiresAt": iso(updates["expires_at"])} if "expires_at" in updates else {}),
+            **({"changes": field_changes(was, updates)} if was else {}),
             **(metadata or {}),
         },
         at=now,

@@ -127,6 +127,36 @@ def test_modify_requires_a_reason_checks_the_version_and_archives_the_old_row():
     assert fts_ids('"16"') == {memory.id} and fts_ids('"14"') == set()
 
 
+def test_a_change_of_other_fields_keeps_their_values_before_and_after_in_its_audit(viewer_client):
+    """Found by a QA pass: a pin and an unpin read the same ("changedFields pinned"), and the
+    tags, type or importance a change replaced were lost (no copy of the row is archived)."""
+    from datetime import UTC, datetime
+
+    memory = remember("Billing uses Postgres 14").memory
+    writes.modify(memory.id, {"pinned": True}, actor=OPERATOR, reason="keep")
+    writes.modify(memory.id, {"pinned": False, "tags": ["infra"]}, actor=OPERATOR, reason="drop")
+    moment = datetime(2099, 1, 31, tzinfo=UTC)
+    writes.modify(memory.id, {"importance": 0.9, "type": "decision"}, actor=OPERATOR, reason="x")
+    writes.modify(memory.id, {"expires_at": moment}, actor=OPERATOR, reason="until then")
+    writes.modify(memory.id, {"expires_at": None}, actor=OPERATOR, reason="for good")
+    changes = [
+        row.metadata["changes"]
+        for row in MemoryHistory.objects.filter(memory=memory, event="updated").order_by("created_at", "id")
+    ]
+    old_importance = memory.importance
+    assert changes == [
+        {"pinned": [False, True]},
+        {"pinned": [True, False], "tags": [[], ["infra"]]},
+        {"importance": [old_importance, 0.9], "type": [memory.type, "decision"]},
+        {"expires_at": [None, "2099-01-31T00:00:00Z"]},
+        {"expires_at": ["2099-01-31T00:00:00Z", None]},
+    ]
+    assert not MemoryCold.objects.filter(memory=memory).exists()  # the text never changed
+    page = viewer_client.get(f"/memories/{memory.id}/").content.decode()
+    assert "pinned no → yes" in page and "pinned yes → no; tags none → infra" in page
+    assert "expires_at 2099-01-31T00:00:00Z → none" in page
+
+
 def test_modify_refuses_a_duplicate_content_hash_and_writes_nothing():
     a = remember("Kafka carries billing events").memory
     b = remember("Kafka carries audit events").memory
