@@ -700,3 +700,18 @@ def test_a_first_approval_is_withdrawn_from_its_row_or_its_page_and_the_trail_sa
     assert trail.count('data-testid="trail-event">first approval withdrawn<') == 2
     assert "asked too early" in trail
     assert not Memory.objects.get(id=store.staging.id).is_deleted
+
+
+def test_the_changed_memorys_own_trail_names_both_approvers(pending, store):
+    """Found by a QA pass: the deleted memory's trail and lineage named the second approver
+    only; the first was on the raw memory's timeline alone."""
+    from dashboard import lineage
+
+    delete = pending["delete"]
+    review.approve(delete.id, RITA)
+    review.approve(delete.id, SAM)
+    deleted = MemoryHistory.objects.get(memory_id=store.staging.id, event="deleted")
+    assert deleted.changed_by == "sam" and deleted.metadata["approvals"] == ["rita", "sam"]
+    steps = lineage.build(Memory.objects.get(id=store.staging.id))
+    forgotten = next(s for s in steps if s.kind == "deleted")
+    assert "approved by rita, then sam (two approvals)" in forgotten.text

@@ -109,6 +109,11 @@ def decider(proposal, event=None) -> str:
     undone and made again by someone else is two applications, each by its own reviewer (the
     proposal names only the latest)."""
     who = event.changed_by if event else proposal.decided_by
+    approvals = (
+        event.metadata.get("approvals") if event and isinstance(event.metadata, dict) else None
+    )
+    if isinstance(approvals, list) and len(approvals) == 2:  # the two-person rule: both named
+        who = f"{approvals[0]}, then {approvals[1]} (two approvals)"
     if who == PIPELINE:
         return f"applied automatically by {PIPELINE} in {proposal.mode} mode, with no human review"
     when = event.created_at if event else proposal.decided_at

@@ -167,10 +167,14 @@ def apply_destructive(
     *,
     action: str,
     reason: str | None = None,
+    approvals: list[str] | None = None,
 ) -> None:
     """UPDATE through the modify path, DELETE through the forget path (soft, cold copy first).
-    `action` is the one applied: the proposal's, or the one a reviewer chose instead."""
+    `action` is the one applied: the proposal's, or the one a reviewer chose instead;
+    `approvals`, the two reviewers of the two-person rule, go on the memory's own trail."""
     metadata = {"proposalId": proposal.id, "sourceMemoryId": proposal.source_memory_id}
+    if approvals:
+        metadata["approvals"] = approvals
     if action == "update":
         authority = authority_of(proposal, content, actor)
         writes.modify_in_transaction(

@@ -291,7 +291,7 @@ def _approve_change(
     if same_text is not None:
         # The new text is already a memory (often the raw memory itself): replacing retires the
         # old memory and links it to the one that holds the text.
-        _retire_for(proposal, target, same_text, reviewer, note, at)
+        _retire_for(proposal, target, same_text, reviewer, note, at, extra.get("approvals"))
         extra["replacedBy"] = same_text.id
         return "delete"
     apply_destructive(
@@ -302,6 +302,7 @@ def _approve_change(
         vector,
         action=effective,
         reason=note or f"approved: {proposal.reason}",
+        approvals=extra.get("approvals"),
     )
     return effective
 
@@ -333,7 +334,13 @@ def _claim_approval(
 
 
 def _retire_for(
-    proposal: Proposal, target: Memory, holder: Memory, reviewer: Actor, note: str | None, at
+    proposal: Proposal,
+    target: Memory,
+    holder: Memory,
+    reviewer: Actor,
+    note: str | None,
+    at,
+    approvals: list[str] | None = None,
 ) -> None:
     """Replace by retiring: soft-delete the target, its audit naming the memory with the text.
     An expired holder is live again (as a remember of its text revives it), with the target's
@@ -353,6 +360,7 @@ def _retire_for(
             "proposalId": proposal.id,
             "sourceMemoryId": proposal.source_memory_id,
             "replacedBy": holder.id,
+            **({"approvals": approvals} if approvals else {}),
         },
         at=at,
     )
