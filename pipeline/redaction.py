@@ -5,8 +5,9 @@ It reaches the memory asked about and its family (its raw memory and everything 
 it: pipeline.purge.lineage_of), whose texts are rewritten (a new version, hash and normalized
 form, a `redacted` audit naming who, why and the kind, never the span nor a hash of it), and
 every copy of the span anywhere else (the PLACES table: proposals, audits, model calls, jobs'
-results, cold copies, ...), which is scrubbed with the marker. The vectors of the old texts
-are dropped and the new texts embedded after the commit (memory_ops.embed_later), so the rest
+results, cold copies, ...), which is scrubbed with the marker, except the records of a memory
+outside the family that still holds the span (leave_records_of): they go with its own
+redaction. The vectors of the old texts are dropped and the new texts embedded after the commit (memory_ops.embed_later), so the rest
 of the text stays findable by its words at once and by its vector when the worker ran. Then,
 as a purge does, the files are settled (SQLite: log checkpointed, FTS and freed bytes zeroed;
 PostgreSQL: vacuum) and everything is checked again: the receipt says what was found, and a
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from django.apps import apps
 from django.db.models import Q, QuerySet
 
 from memory import vectors
@@ -49,6 +51,19 @@ from pipeline.writes.purge import keep_receipt
 from pipeline.writes.redact import Written
 
 SPAN_MAX = 2000  # a span longer than this is not a finding's match: purge the memory instead
+# Whose record a row is, by model (the path to its memory): the records of a memory outside the
+# family that still holds the span are left to that memory's own redaction, with its text.
+RECORD_OF = {
+    "memory.Memory": "id",
+    "memory.MemoryHistory": "memory_id",
+    "memory.MemoryCold": "memory_id",
+    "memory.MemoryEntityMention": "memory_id",
+    "memory.Job": "memory_id",
+    "pipeline.Proposal": "source_memory_id",
+    "pipeline.LlmCall": "job__memory_id",
+    "pipeline.TripleReview": "source_memory_id",
+    "pipeline.Approval": "proposal__source_memory_id",
+}
 
 
 @dataclass(frozen=True)
@@ -152,6 +167,7 @@ def plan(request: Request) -> Plan:
     copies = find_copies(PLACES, texts)
     found = copies.get("memory.Memory")
     others = sorted(set(found.rows) - set(family)) if found else []
+    copies = leave_records_of(copies, others)
     rows = {Memory._meta.db_table: len(planned)} if planned else {}
     for label, rows_found in copies.items():
         if label != "memory.Memory":
@@ -169,6 +185,28 @@ def plan(request: Request) -> Plan:
         copies,
         dict(sorted(rows.items())),
     )
+
+
+def leave_records_of(copies: dict[str, Copies], others: list[str]) -> dict[str, Copies]:
+    """`copies` less the rows that are the records of the memories `others` (outside the family,
+    their texts still holding the span, so not rewritten): their audit rows, cold copies,
+    mentions, jobs, model calls, proposals and approvals. A QA pass found them scrubbed while
+    the memory's text kept the span: its trail told a text it never had, with no redaction of
+    its own. They are redacted with that memory (the receipt names it, failed until then)."""
+    if not others:
+        return copies
+    kept: dict[str, Copies] = {}
+    for label, found in copies.items():
+        path = RECORD_OF.get(label)
+        theirs = set()
+        if path is not None:
+            model = apps.get_model(label)
+            rows = model.objects.filter(pk__in=list(found.rows), **{f"{path}__in": others})
+            theirs = {str(pk) for pk in rows.values_list("pk", flat=True)}
+        left = {pk: names for pk, names in found.rows.items() if str(pk) not in theirs}
+        if left:
+            kept[label] = Copies(label, left)
+    return kept
 
 
 def _kind(kind) -> str:
@@ -271,7 +309,7 @@ def redact(request: Request, *, reason, actor: Actor) -> Receipt:
     while True:
         found, copies = verify(written, texts, settled, matrix_rows, receipt)
         first = found if first is None else first
-        repairable = _repairable(copies)
+        repairable = _repairable(leave_records_of(copies, receipt.others))
         if not repairable or rounds == REPAIR_ROUNDS:
             break
         rounds += 1

@@ -271,6 +271,28 @@ def test_a_memory_outside_the_family_holding_the_span_is_named_and_the_receipt_f
     assert redact(other.id, "BlueFalcon77").verified
 
 
+def test_the_records_of_a_memory_outside_the_family_wait_for_its_own_redaction():
+    """Found by a QA pass: redacting one memory rewrote another memory's audit trail (its
+    `created` row, its proposals) while that memory's text kept the password: its page showed an
+    original text it never had, with no redaction of its own."""
+    memory = seed("The wifi password is BlueFalcon77 for the guest network")
+    other = seed("Reminder: BlueFalcon77 also opens the printer admin page", agent_id="other")
+    created = MemoryHistory.objects.get(memory_id=other.id, event="created")
+    receipt = redact(memory.id, "BlueFalcon77")
+    assert not receipt.verified and receipt.others == [other.id]
+    assert {"where": "memory_history.new_content", "count": 1} in receipt.found
+    assert MemoryHistory.objects.get(id=created.id).new_content == other.content  # untouched
+    assert not MemoryHistory.objects.filter(memory_id=other.id, event=REDACTED_EVENT).exists()
+    assert (
+        "BlueFalcon77"
+        not in MemoryHistory.objects.get(memory_id=memory.id, event="created").new_content
+    )
+    # Its own redaction takes its text and its records, with its own event.
+    assert redact(other.id, "BlueFalcon77").verified
+    assert "BlueFalcon77" not in MemoryHistory.objects.get(id=created.id).new_content
+    assert MemoryHistory.objects.filter(memory_id=other.id, event=REDACTED_EVENT).exists()
+
+
 def test_a_job_running_on_the_old_text_is_cancelled_and_queued_again(fake_ollama):
     memory = raw("The wifi password is BlueFalcon77 for the guest network").memory
     job = Job.objects.get(memory=memory)
