@@ -1042,6 +1042,7 @@ def test_under_the_brake_no_page_offers_an_apply_it_would_refuse(
         assert all(" disabled " in b and "emergency brake is on" in b for b in buttons), name
         assert 'value="reject"' in page or 'data-reveal-button="reject"' in page, name
         assert "held: the emergency brake is on" in page or name == "cards", name
+    assert 'data-testid="brake-note"' in pages["cards"]
     refused = decide(reviewer_client, flagged, decision="approve").content.decode()
     assert "brake" in refused and Proposal.objects.get(id=flagged.id).is_pending
 
