@@ -150,6 +150,16 @@ def revert(request, proposal_id: str):
     )
 
 
+@api(("POST",), "review")
+def undo(request, proposal_id: str):
+    """Take a decision back ({reason?}): the proposal is pending again (an applied change
+    reverted, a rejection's suppression lifted), or this token's first approval withdrawn."""
+    _require_proposal_agent(request, proposal_id)
+    body = no_misspelt_fields(json_body(request, allow_empty=True), {"reason"})
+    reason = optional(body, "reason", str, "a string")
+    return JsonResponse(proposal_json(review.undo(proposal_id, _reviewer(request), reason=reason)))
+
+
 @api(("GET", "PATCH"), "admin")
 def pipeline_config(request):
     if request.method == "GET":

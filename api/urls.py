@@ -20,6 +20,7 @@ urlpatterns = [
     path("proposals/<str:proposal_id>/approve", pipeline.approve, name="api-proposal-approve"),
     path("proposals/<str:proposal_id>/reject", pipeline.reject, name="api-proposal-reject"),
     path("proposals/<str:proposal_id>/revert", pipeline.revert, name="api-proposal-revert"),
+    path("proposals/<str:proposal_id>/undo", pipeline.undo, name="api-proposal-undo"),
     path("pipeline/config", pipeline.pipeline_config, name="api-pipeline-config"),
     # Last: any other path under /api/ answers a JSON 404, whatever the method (and in DEBUG).
     re_path(r"", http.unknown_route, name="api-unknown"),

@@ -299,6 +299,38 @@ def test_unknown_proposals_are_404(client, review_auth, db):
     assert reject(client, review_auth, Proposal(id="nope")).status_code == 404
 
 
+def undo(client, auth, proposal, **body):
+    return client.post(
+        f"/api/proposals/{proposal.id}/undo", body, content_type="application/json", **auth
+    )
+
+
+def test_every_decision_is_taken_back_through_the_api(client, pending, store, review_auth):
+    """Found by a QA pass: a rejection, or an approval that ended deduplicated, could be taken
+    back in the dashboard only (revert answers 409 not_applied for them)."""
+    update, delete = pending["update"], pending["delete"]
+    assert approve(client, review_auth, update).status_code == 200
+    assert Memory.objects.get(id=store.postgres.id).content == UPDATE_FACT
+    taken_back = undo(client, review_auth, update, reason="approved too early")
+    assert taken_back.status_code == 200 and taken_back.json()["status"] == "pending"
+    assert taken_back.json()["decidedBy"] is None
+    assert Memory.objects.get(id=store.postgres.id).content.endswith("14")  # reverted
+    assert reject(client, review_auth, delete, reason="still running").status_code == 200
+    assert undo(client, review_auth, delete).json()["status"] == "pending"
+    audits = reviewed_audits(update).values_list("metadata__decision", "reason")
+    assert ("undone", "approved too early") in list(audits)
+    # Nothing left to take back; a misspelt field, an unknown proposal, the wrong scope.
+    again = undo(client, review_auth, delete)
+    assert again.status_code == 409 and again.json()["error"] == "not_undoable"
+    assert undo(client, review_auth, delete, reson="x").status_code == 400
+    assert undo(client, review_auth, Proposal(id="nope")).status_code == 404
+
+
+def test_undo_needs_the_review_scope(client, pending, ingest_auth):
+    response = undo(client, ingest_auth, pending["add"])
+    assert response.status_code == 403 and response.json()["error"] == "forbidden"
+
+
 # --- listing ----------------------------------------------------------------------------------------
 
 
