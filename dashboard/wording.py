@@ -254,3 +254,26 @@ def redacted(receipt, noun: str) -> str:
         return f"{done} Checked: no copy is left."
     places = ", ".join(f"{item['where']} ({item['count']})" for item in receipt.found)
     return f"{done} The check still found copies: {places}. Open the receipt to see where."
+
+
+def _shown(value) -> str:
+    """A field's value in a change: none, yes/no, a list's items, or as it is."""
+    if value is None or value == []:
+        return "none"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        return ", ".join(str(item) for item in value)
+    return str(value)
+
+
+def field_changes(changes: dict) -> str:
+    """'pinned no → yes; tags none → infra' from an audit row's metadata.changes
+    ({field: [before, after]}, memory.field_changes), fields in name order."""
+    parts = []
+    for name, pair in sorted(changes.items()):
+        if isinstance(pair, list) and len(pair) == 2:
+            parts.append(f"{name} {_shown(pair[0])} → {_shown(pair[1])}")
+        else:
+            parts.append(f"{name} {pair}")
+    return "; ".join(parts)

@@ -141,7 +141,9 @@ def test_a_change_of_other_fields_keeps_their_values_before_and_after_in_its_aud
     writes.modify(memory.id, {"expires_at": None}, actor=OPERATOR, reason="for good")
     changes = [
         row.metadata["changes"]
-        for row in MemoryHistory.objects.filter(memory=memory, event="updated").order_by("created_at", "id")
+        for row in MemoryHistory.objects.filter(memory=memory, event="updated").order_by(
+            "created_at", "id"
+        )
     ]
     old_importance = memory.importance
     assert changes == [
@@ -155,6 +157,10 @@ def test_a_change_of_other_fields_keeps_their_values_before_and_after_in_its_aud
     page = viewer_client.get(f"/memories/{memory.id}/").content.decode()
     assert "pinned no → yes" in page and "pinned yes → no; tags none → infra" in page
     assert "expires_at 2099-01-31T00:00:00Z → none" in page
+    from dashboard import lineage
+
+    edits = [s.text for s in lineage.build(Memory.objects.get(id=memory.id)) if s.kind == "updated"]
+    assert edits[0].startswith(f"Edited by {OPERATOR.name} (operator): pinned no → yes, now")
 
 
 def test_modify_refuses_a_duplicate_content_hash_and_writes_nothing():

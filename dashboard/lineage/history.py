@@ -106,9 +106,13 @@ def _update_text(event: MemoryHistory, meta: dict, proposal, reason: str) -> tup
     """(sentence, extra links) of an update: by a later proposal, or a person's edit."""
     version = meta.get("version")
     if proposal is None:
-        fields = ", ".join(meta.get("changedFields") or []) or "fields"
+        changes = meta.get("changes")
+        if isinstance(changes, dict) and changes and not meta.get("contentChanged"):
+            what = wording.field_changes(changes)  # the values before and after, not just names
+        else:
+            what = f"{', '.join(meta.get('changedFields') or []) or 'fields'} changed"
         return (
-            f"Edited by {event.changed_by} ({event.actor_type}): {fields} changed, "
+            f"Edited by {event.changed_by} ({event.actor_type}): {what}, "
             f"now version {version}{reason}.",
             [],
         )

@@ -189,24 +189,6 @@ def _link(key: str, value) -> str | None:
     return None
 
 
-def _shown(value) -> str:
-    """A field's value in a change: none, yes/no, a list's items, or as it is."""
-    if value is None or value == []:
-        return "none"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, list):
-        return ", ".join(str(item) for item in value)
-    return str(value)
-
-
-def _change_text(name: str, pair) -> str:
-    """'pinned no → yes' from a `changes` entry ([before, after]) of an audit row."""
-    if not isinstance(pair, list) or len(pair) != 2:
-        return f"{name} {pair}"
-    return f"{name} {_shown(pair[0])} → {_shown(pair[1])}"
-
-
 def _meta_items(metadata) -> list[dict]:
     """Compact key/value pairs of a history row's metadata; ids become links, nulls are dropped."""
     if not isinstance(metadata, dict):
@@ -218,7 +200,7 @@ def _meta_items(metadata) -> list[dict]:
         if value is None or value is False or value in ("", [], {}) or key == "receipt":
             continue
         if key == "changes" and isinstance(value, dict):
-            text = "; ".join(_change_text(name, pair) for name, pair in sorted(value.items()))
+            text = wording.field_changes(value)
         elif isinstance(value, dict) and "content" in value:
             extra = ", ".join(f"{k} {v}" for k, v in value.items() if k != "content")
             text = f"“{value['content']}”" + (f" ({extra})" if extra else "")
