@@ -171,11 +171,8 @@ def test_an_update_by_a_later_proposal_is_linked(fake_ollama):
     assert fates == {"applied"}
 
 
-def test_an_update_a_reviewer_edited_says_so_and_its_reverts_undo_says_what_came_back(
-    fake_ollama,
-):
-    """Found by a QA pass: the target's page told a reviewer's text as the raw memory's UPDATE,
-    and the undo of its revert was labelled "reverted", saying "the previous text is back"."""
+def _pending_update_of_an_agents_memory(fake_ollama):
+    """Controlled-write: an agent's memory and a raw memory's UPDATE of it, waiting for review."""
     from pipeline.tasks import process_pending
 
     set_mode("controlled-write")
@@ -186,7 +183,15 @@ def test_an_update_a_reviewer_edited_says_so_and_its_reverts_undo_says_what_came
     ScriptedModel(fake_ollama, facts=[fact(newer)], decisions={newer: decision("update", target)})
     raw("The worker pool has 6 threads now.")
     process_pending()
-    proposal = Proposal.objects.get(target_memory=target, action="update")
+    return target, Proposal.objects.get(target_memory=target, action="update")
+
+
+def test_an_update_a_reviewer_edited_says_so_and_its_reverts_undo_says_what_came_back(
+    fake_ollama,
+):
+    """Found by a QA pass: the target's page told a reviewer's text as the raw memory's UPDATE,
+    and the undo of its revert was labelled "reverted", saying "the previous text is back"."""
+    target, proposal = _pending_update_of_an_agents_memory(fake_ollama)
     review.approve(proposal.id, RITA, content="The worker pool has 6 threads (8 at peak).")
     review_writes.revert(proposal.id, reviewer=RITA, reason="wrong")
     review_writes.revert(proposal.id, reviewer=ADA, reason="it was right")
@@ -201,18 +206,9 @@ def test_an_update_a_reviewer_edited_says_so_and_its_reverts_undo_says_what_came
 def test_a_decision_undone_and_made_again_names_each_reviewer_at_its_own_version(fake_ollama):
     """Found by a QA pass: after rita's approval was undone and ada approved again, the target's
     page said both versions were "approved by ada", quoting ada's note for rita's step."""
-    from pipeline.tasks import process_pending
     from pipeline.writes.revert import undo_decision
 
-    set_mode("controlled-write")
-    target = writes.remember(
-        "The worker pool has 4 threads.", actor=Actor("agent-one", "agent"), create_job=False
-    ).memory
-    newer = "The worker pool has 6 threads."
-    ScriptedModel(fake_ollama, facts=[fact(newer)], decisions={newer: decision("update", target)})
-    raw("The worker pool has 6 threads now.")
-    process_pending()
-    proposal = Proposal.objects.get(target_memory=target, action="update")
+    target, proposal = _pending_update_of_an_agents_memory(fake_ollama)
     review.approve(proposal.id, RITA, note="matches the runbook")
     undo_decision(proposal.id, reviewer=RITA, reason="too early")
     review.approve(proposal.id, ADA)
