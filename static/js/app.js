@@ -443,6 +443,28 @@
     document.body.setAttribute("hx-headers", JSON.stringify(headers));
     document.querySelectorAll("input[name=csrfmiddlewaretoken]").forEach((input) => { input.value = token; });
   }
+  // Back and Forward restore a page htmx kept as HTML, where a field shows the value it was drawn
+  // with, not the one typed: a filter form whose changes push the URL is set from the URL again,
+  // so the fields say what the results are (a QA pass: the next change dropped the search).
+  document.addEventListener("htmx:historyRestore", () => {
+    const params = new URLSearchParams(window.location.search);
+    document.querySelectorAll("form[hx-push-url=true]").forEach((form) => {
+      for (const field of form.elements) {
+        if (!field.name || field.type === "hidden" || field.type === "submit") continue;
+        const values = params.getAll(field.name);
+        if (field.type === "checkbox" || field.type === "radio") {
+          field.checked = values.includes(field.value || "on");
+        } else if (field.tagName === "SELECT" && field.multiple) {
+          for (const option of field.options) option.selected = values.includes(option.value);
+        } else if (field.tagName === "SELECT" && !values.length) {
+          const blank = Array.from(field.options).findIndex((option) => option.value === "");
+          field.selectedIndex = Math.max(blank, 0);  // the filter's "any", else its first choice
+        } else {
+          field.value = values.length ? values[0] : "";
+        }
+      }
+    });
+  });
   document.addEventListener("htmx:responseError", (event) => {
     if (event.detail.xhr.status === 401) return;  // the session-ended event said it
     window.showToast("Request failed (" + event.detail.xhr.status + "). Reload the page and try again.");
