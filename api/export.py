@@ -33,6 +33,7 @@ def export(request):
             agent=agent,
             include_history=bool(bool_param(request, "includeHistory")),
             include_deleted=bool(bool_param(request, "includeDeleted")),
+            every_agent=token.multi_agent,
         ),
         content_type=CONTENT_TYPE,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from memory.erasure_details import for_one_agent
 from memory.models import Job, Memory, MemoryHistory
 from pipeline.approvals import open_approvals
 from pipeline.models import Proposal
@@ -41,18 +42,9 @@ def memory_json(memory: Memory) -> dict:
     }
 
 
-# An erasure's figures across every agent (its receipt: other memories holding the text, copies
-# found and repaired; a purge's counts): only a token that may act for any agent reads them, as
-# only such a token may erase (a QA pass: a token of one agent read another agent's memory ids).
-ERASURE_DETAILS = {"purged": ("receipt", "counts", "memories"), "redacted": ("receipt",)}
-
-
 def history_json(row: MemoryHistory, *, every_agent: bool = True) -> dict:
     """One audit row; `every_agent` False leaves out an erasure's cross-agent details."""
-    metadata = row.metadata
-    hidden = () if every_agent else ERASURE_DETAILS.get(row.event, ())
-    if hidden and isinstance(metadata, dict):
-        metadata = {key: value for key, value in metadata.items() if key not in hidden}
+    metadata = row.metadata if every_agent else for_one_agent(row.event, row.metadata)
     return {
         "id": row.id,
         "event": row.event,

@@ -17,6 +17,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
+from memory.erasure_details import for_one_agent
 from memory.models import Memory, MemoryEntityMention, MemoryHistory
 
 FORMAT = "memory-curation-export"
@@ -96,8 +97,10 @@ def records(
     include_history: bool = False,
     include_deleted: bool = False,
     page: int | None = None,
+    every_agent: bool = True,
 ) -> Iterator[dict]:
-    """Every memory (of `agent`, or of all agents) as an export record, in id order."""
+    """Every memory (of `agent`, or of all agents) as an export record, in id order;
+    `every_agent` False (a reader of one agent) leaves erasures' cross-agent details out."""
     page = page or PAGE
     query = _memories(agent, include_deleted).order_by("id")
     after = None
@@ -111,7 +114,7 @@ def records(
             return
         ids = [row[0] for row in rows]
         mentions = _mentions(ids)
-        history = _history(ids) if include_history else {}
+        history = _history(ids, every_agent) if include_history else {}
         for row in rows:
             record = {key: value for (_, key), value in zip(_COLUMNS, row, strict=True)}
             for key in ("createdAt", "updatedAt", "deletedAt", "expiresAt", "purgedAt"):
@@ -142,7 +145,7 @@ def _mentions(ids: list[str]) -> dict[str, list[dict]]:
     return found
 
 
-def _history(ids: list[str]) -> dict[str, list[dict]]:
+def _history(ids: list[str], every_agent: bool = True) -> dict[str, list[dict]]:
     """memory id -> its audit rows, oldest first (the API's history shape)."""
     found: dict[str, list[dict]] = {}
     rows = (
@@ -153,6 +156,8 @@ def _history(ids: list[str]) -> dict[str, list[dict]]:
     for memory_id, *values in rows:
         row = {key: value for (_, key), value in zip(_HISTORY_COLUMNS, values, strict=True)}
         row["createdAt"] = iso(row["createdAt"])
+        if not every_agent:
+            row["metadata"] = for_one_agent(row["event"], row["metadata"])
         found.setdefault(memory_id, []).append(row)
     return found
 
@@ -168,11 +173,16 @@ def lines(
     include_history: bool = False,
     include_deleted: bool = False,
     page: int | None = None,
+    every_agent: bool = True,
 ) -> Iterator[str]:
     """The whole file, line by line (each ends with a newline): the header, then the records."""
     first = header(agent=agent, include_history=include_history, include_deleted=include_deleted)
     yield dumps(first) + "\n"
     for record in records(
-        agent=agent, include_history=include_history, include_deleted=include_deleted, page=page
+        agent=agent,
+        include_history=include_history,
+        include_deleted=include_deleted,
+        page=page,
+        every_agent=every_agent,
     ):
         yield dumps(record) + "\n"

@@ -164,3 +164,13 @@ def test_a_token_of_one_agent_reads_its_memorys_erasures_without_other_agents_fi
     full, own = trail(multi_review)["purged"], trail(review_auth)["purged"]
     assert {"receipt", "counts", "memories"} <= set(full)
     assert not {"receipt", "counts", "memories"} & set(own) and own["scope"] == full["scope"]
+
+    # The export of the same memories, by an admin token of one agent: the same rule.
+    from api.auth import create_token
+
+    _, plain = create_token("default-admin", scopes=["admin"])
+    response = client.get(
+        "/api/export?includeHistory=true&includeDeleted=true", HTTP_AUTHORIZATION=f"Bearer {plain}"
+    )
+    body = b"".join(response.streaming_content).decode()
+    assert mine.id in body and theirs.id not in body and '"receipt"' not in body
