@@ -78,13 +78,19 @@ def _owner_username(owner: str | None) -> str:
     owner = (owner or "").strip()
     if not owner:
         return ""
-    found = get_user_model().objects.filter(username__iexact=owner).values_list("username")
-    names = [name for (name,) in found]
-    if not names:
+    found = get_user_model().objects.filter(username__iexact=owner, is_active=True)
+    names = sorted(found.values_list("username", flat=True))
+    if owner in names:
+        return owner
+    if len(names) == 1:
+        return names[0]
+    if names:  # rita and Rita: the owner is one person, named exactly
         raise ValueError(
-            f"no dashboard user is named {owner!r}: the owner is the person who holds the token"
+            f"{owner!r} names {len(names)} users ({', '.join(names)}): give one exactly"
         )
-    return owner if owner in names else names[0]
+    raise ValueError(
+        f"no active dashboard user is named {owner!r}: the owner is the person who holds the token"
+    )
 
 
 def when(moment: datetime) -> str:

@@ -382,7 +382,7 @@ def test_create_api_token_ties_a_token_to_its_owner_who_must_be_a_dashboard_user
     from django.contrib.auth.models import User
 
     User.objects.create_user("rita", password="pw-rita-12345")
-    with pytest.raises(CommandError, match="no dashboard user is named 'ritta'"):
+    with pytest.raises(CommandError, match="no active dashboard user is named 'ritta'"):
         manage("create_api_token", "rita-cli", "--scopes", "review", "--owner", "ritta")
     assert not ApiToken.objects.exists()
     out = manage("create_api_token", "rita-cli", "--scopes", "review", "--owner", "Rita")
@@ -393,3 +393,21 @@ def test_create_api_token_ties_a_token_to_its_owner_who_must_be_a_dashboard_user
     assert "held by no dashboard user" in bot and "see --owner" in bot
     assert ApiToken.objects.get(name="deploy-bot").reviewer_name == "deploy-bot"
     assert "held by" not in manage("create_api_token", "agent-two", "--scopes", "ingest")
+
+
+@pytest.mark.django_db
+def test_a_token_owner_is_one_active_user_named_exactly_when_names_differ_only_in_case():
+    """Found by a second review: an inactive user could own a token, and with `rita` and `Rita`
+    both users, `RITA` picked one of them at random."""
+    from django.contrib.auth.models import User
+
+    User.objects.create_user("rita", password="pw-rita-12345")
+    User.objects.create_user("Rita", password="pw-rita-12345")
+    User.objects.create_user("old", password="pw-old-12345", is_active=False)
+    with pytest.raises(CommandError, match="names 2 users"):
+        manage("create_api_token", "r-cli", "--scopes", "review", "--owner", "RITA")
+    with pytest.raises(CommandError, match="no active dashboard user is named 'old'"):
+        manage("create_api_token", "o-cli", "--scopes", "review", "--owner", "old")
+    assert not ApiToken.objects.exists()
+    manage("create_api_token", "r-cli", "--scopes", "review", "--owner", "Rita")
+    assert ApiToken.objects.get().owner == "Rita"
