@@ -329,3 +329,32 @@ def test_enabling_the_pipeline_hands_the_jobs_that_waited_to_the_workers_oldest_
     save({"enabled": True}, changed_by="ada", reason="resume")
     queued = [q.task["args"] for q in OrmQ.objects.order_by("id")]
     assert [list(args) for args in queued] == [[first.id], [second.id]]
+
+
+def test_a_command_run_by_a_user_the_system_cannot_name_is_by_the_command(monkeypatch):
+    """Found by a second review: a container's uid with no passwd entry made getpass fail with a
+    traceback, for a change that only needed a name for its log."""
+    from pipeline.management.who import command_user
+
+    def nameless():
+        raise KeyError("getpwuid(): uid not found: 54321")
+
+    monkeypatch.setattr(getpass, "getuser", nameless)
+    assert command_user("pipeline_config") == "manage.py pipeline_config"
+    monkeypatch.setattr(getpass, "getuser", lambda: "alice")
+    assert command_user("purge") == "alice (manage.py purge)"
+
+
+@pytest.mark.django_db
+def test_the_command_turning_the_pipeline_on_hands_the_waiting_jobs_over():
+    """Found by a second review: the command saved through the write module, which hands nothing
+    over; the docs say turning the pipeline on does, whichever way it is done."""
+    from django_q.models import OrmQ
+
+    from tests.pipeline_support import raw
+
+    run_command("--set", "enabled=false", "--reason", "pause")
+    job = raw("Kenji owns the billing API.").job
+    OrmQ.objects.all().delete()
+    run_command("--set", "enabled=true", "--reason", "resume")
+    assert [list(q.task["args"]) for q in OrmQ.objects.all()] == [[job.id]]

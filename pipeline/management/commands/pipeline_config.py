@@ -3,13 +3,13 @@ pipeline flags; a change is logged as by NAME (default: the operating system's u
 
 from __future__ import annotations
 
-import getpass
 import json
 
 from django.core.management.base import BaseCommand, CommandError
 
 from pipeline.config import FIELDS, ConfigError, config_json, flatten, from_text, get_config
-from pipeline.writes.config import update_config
+from pipeline.management.who import command_user
+from pipeline.review import update_config
 
 
 def _show(value) -> str:
@@ -40,7 +40,7 @@ class Command(BaseCommand):
     def handle(self, *args, assignments, reason, as_json, by=None, **options):
         if assignments:
             # Who, as the change log records it (a QA pass: every change read "manage.py").
-            by = (by or "").strip() or f"{getpass.getuser()} (manage.py pipeline_config)"
+            by = (by or "").strip() or command_user("pipeline_config")
             if not reason or not reason.strip():
                 raise CommandError("--reason is required with --set: every change is audited")
             changes = {}

@@ -4,7 +4,6 @@ error when the verification found copies (the purge is reported as failed, never
 
 from __future__ import annotations
 
-import getpass
 import json
 
 from django.core.management.base import BaseCommand, CommandError
@@ -12,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 from memory.models import ActorType
 from memory.writes import Actor, Refused
 from pipeline import review
+from pipeline.management.who import command_user
 from pipeline.purge import Request, Scope
 
 
@@ -45,7 +45,7 @@ class Command(BaseCommand):
             request = Request(Scope.AGENT, agent=options["agent"])
         else:
             request = Request(Scope.TEXT, text=options["text"])
-        by = options["by"] or f"{getpass.getuser()} (manage.py purge)"
+        by = options["by"] or command_user("purge")
         try:
             receipt = review.purge(
                 request,
