@@ -34,7 +34,8 @@ class TrailRow:
 
 
 def trail_of(proposal: Proposal) -> list[TrailRow]:
-    """The proposal's audit rows (one query on the memory_id index, then its JSON filter)."""
+    """The proposal's audit rows (a query on the memory_id index, then its JSON filter; one more
+    for the memories an undone decision had changed, which the proposal no longer names)."""
     memories = {
         proposal.source_memory_id,
         proposal.target_memory_id,
@@ -43,20 +44,18 @@ def trail_of(proposal: Proposal) -> list[TrailRow]:
         proposal.deleted_memory_id,
         proposal.deduped_existing_id,
     } - {None}
-    rows = (
-        MemoryHistory.objects.filter(memory_id__in=memories, metadata__proposalId=proposal.id)
-        .only(
-            "id",
-            "memory_id",
-            "event",
-            "changed_by",
-            "actor_type",
-            "reason",
-            "metadata",
-            "created_at",
-        )
-        .order_by("created_at", "id")
+    rows = list(_rows(memories, proposal))
+    undone = (
+        {
+            row.metadata.get("memoryId")
+            for row in rows
+            if row.event == "reviewed" and isinstance(row.metadata, dict)
+        }
+        - memories
+        - {None}
     )
+    if undone:
+        rows = sorted([*rows, *_rows(undone, proposal)], key=lambda row: (row.created_at, row.id))
     return [
         TrailRow(
             _label(row, proposal),
@@ -69,6 +68,16 @@ def trail_of(proposal: Proposal) -> list[TrailRow]:
         )
         for row in rows
     ]
+
+
+def _rows(memories: set[str], proposal: Proposal):
+    """The audit rows of `memories` that name the proposal, oldest first."""
+    fields = ("id", "memory_id", "event", "changed_by", "actor_type", "reason", "metadata")
+    return (
+        MemoryHistory.objects.filter(memory_id__in=memories, metadata__proposalId=proposal.id)
+        .only(*fields, "created_at")
+        .order_by("created_at", "id")
+    )
 
 
 def _label(row: MemoryHistory, proposal: Proposal) -> str:

@@ -606,3 +606,24 @@ def test_a_deduplicated_decision_is_undone_from_the_proposal_page(reviewer_clien
     trail = page[page.index('data-testid="proposal-trail"') :]
     labels = [label for label in ("ADD proposed", "approved", "decision undone") if label in trail]
     assert labels == ["ADD proposed", "approved", "decision undone"] and "rita" in trail
+
+
+def test_the_trail_keeps_the_memory_an_undone_approval_made(reviewer_client, shadow_queue):
+    """Found by a second review: once an approval was undone, the proposal no longer named the
+    memory it had made, and its trail lost that memory's rows (made, then forgotten)."""
+    proposal = shadow_queue.first()
+    created = reviewing.approve(proposal.id, RITA).created_memory_id
+    reviewing.undo(proposal.id, RITA, reason="too early")
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from pipeline.trail import trail_of
+
+    undone = Proposal.objects.get(id=proposal.id)
+    with CaptureQueriesContext(connection) as queries:
+        trail = trail_of(undone)
+    assert len(queries) == 2  # the proposal's memories, then the one the undone decision made
+    made = [(row.label, row.memory_id) for row in trail if row.memory_id == created]
+    assert made == [("memory created", created), ("reverted", created)]
+    page = reviewer_client.get(f"/proposals/{proposal.id}/").content.decode()
+    assert f"/memories/{created}/#h-" in page
