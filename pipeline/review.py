@@ -28,6 +28,7 @@ from pipeline.writes import review as review_writes
 from pipeline.writes import triples as triple_writes
 from pipeline.writes.apply import target_refusal
 from pipeline.writes.approvals import AS_PROPOSED
+from pipeline.writes.review import RETIRED_REASON  # noqa: F401  (the lineage tells it from a note)
 
 PINNED_LEFT_FOR_ONE_BY_ONE = (
     "A proposal that would change or delete a pinned memory was left for a one-by-one approval."

@@ -136,6 +136,13 @@ def test_an_update_whose_text_is_already_a_memory_retires_its_target_only_with_t
     second = review.approve(pending["update"].id, SAM)
     assert (second.status, second.applied_as) == ("applied", "delete")
     assert Memory.objects.get(id=store.postgres.id).is_deleted
+    # Its trail names both, and quotes no note: the write's own reason is not a reviewer's.
+    from dashboard import lineage
+
+    steps = lineage.build(Memory.objects.get(id=store.postgres.id))
+    retired = next(step for step in steps if step.kind == "deleted")
+    assert "approved by rita, then sam (two approvals)" in retired.text
+    assert "replaced: the new text" not in retired.text
 
 
 @pytest.mark.parametrize("protect", ["pinned", "person"])

@@ -7,6 +7,7 @@ from dashboard import wording
 from dashboard.lineage.steps import later_text, pct, plural, prompt_version, when_text
 from memory.models import Job, JobStatus, Memory
 from pipeline.config import PIPELINE_NAME as PIPELINE
+from pipeline.review import RETIRED_REASON
 
 # The order model calls are listed in: the extraction first, then decisions, then embeddings.
 CALL_ORDER = {"extract": 0, "decide": 1, "embed": 2}
@@ -125,6 +126,8 @@ def _note_of(event, proposal) -> str | None:
     """The reviewer's note an application's audit row carries; None for the reason the write
     fills in without one (the model's own reason, as is or after "approved: ")."""
     if event.reason in (proposal.reason, f"approved: {proposal.reason}"):
+        return None
+    if (event.reason or "").startswith(RETIRED_REASON):  # _retire_for's, without a note
         return None
     return event.reason
 

@@ -40,6 +40,9 @@ from pipeline.writes.revert import revert, revert_once, undo_decision  # noqa: F
 from pipeline.writes.reviewed import already_decided, review_audit
 from pipeline.writes.triples import decide_triple  # noqa: F401  (its callers still reach it here)
 
+# The reason a replace by retiring is audited with when the reviewer gave no note.
+RETIRED_REASON = "replaced: the new text is already memory "
+
 # --- approve / reject -----------------------------------------------------------------------------
 
 
@@ -352,7 +355,7 @@ def _retire_for(
     writes.forget_in_transaction(
         target,
         actor=reviewer,
-        reason=note or f"replaced: the new text is already memory {holder.id}",
+        reason=note or f"{RETIRED_REASON}{holder.id}",
         force=True,
         if_version=proposal.target_version,
         archive_reason="review_delete",
