@@ -1043,6 +1043,10 @@ def test_under_the_brake_no_page_offers_an_apply_it_would_refuse(
         assert 'value="reject"' in page or 'data-reveal-button="reject"' in page, name
         assert "held: the emergency brake is on" in page or name == "cards", name
     assert 'data-testid="brake-note"' in pages["cards"]
+    applied = Proposal.objects.filter(status="applied").first()
+    page = reviewer_client.get(f"/proposals/{applied.id}/").content.decode()
+    revert = re.search(r'<button[^>]*data-testid="revert"[^>]*>', page).group(0)
+    assert " disabled " in revert
     refused = decide(reviewer_client, flagged, decision="approve").content.decode()
     assert "brake" in refused and Proposal.objects.get(id=flagged.id).is_pending
 

@@ -279,7 +279,9 @@
     const box = event.target;
     if (event.key !== "Enter" || event.shiftKey || !box.matches || !box.matches("textarea[data-enter-submits]")) return;
     event.preventDefault();
-    if (box.form) box.form.requestSubmit();
+    // Enter is the form's visible submit button: not when that button is disabled (the brake).
+    const submit = box.form && box.form.querySelector("button[type=submit]:not([hidden])");
+    if (box.form && !(submit && submit.disabled)) box.form.requestSubmit();
   });
   // A form with data-offline-model / data-http-model (second opinion): choosing a provider puts its
   // default model in the form's model box, unless someone typed another model for an HTTP provider.

@@ -192,3 +192,22 @@ def test_the_jobs_list_keeps_the_focused_row_when_it_refreshes_itself(
     expect(focused).to_have_attribute("id", row_id)
     page.keyboard.press("j")  # and the keyboard goes on from there
     expect(focused).not_to_have_attribute("id", row_id)
+
+
+def test_enter_in_a_rows_edit_box_applies_nothing_under_the_brake(page, live_server, login, queue):
+    """Found by a second review: Enter in the edit box submitted the form past its disabled
+    "Save & approve" (the server refused it, but the reviewer saw a refusal for a key press)."""
+    update_config({"mutationsFrozen": True}, changed_by="t", reason="brake")
+    rows = open_queue(page, live_server, login)
+    first = rows.first.get_attribute("id")
+    page.keyboard.press("e")
+    box = page.locator(f"#{first} textarea[data-enter-submits]")
+    expect(box).to_be_focused()
+    expect(page.locator(f"#{first} form[data-reveal=edit] button.btn-approve")).to_be_disabled()
+    box.press("End")
+    box.type(" (checked)")
+    box.press("Enter")
+    page.wait_for_timeout(500)  # an answer would have come back by now
+    expect(page.locator(f"#{first} [data-testid=row-note]")).to_have_count(0)
+    expect(box).to_have_value(re.compile(r"\(checked\)$"))
+    assert applied() == 0
