@@ -49,3 +49,29 @@ def test_a_long_word_in_a_candidate_wraps_on_the_proposal_page(page, live_server
     page.goto(f"{live_server.url}/proposals/{proposal.id}/")
     expect(page.locator("table.candidates")).to_be_visible()
     assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0
+
+
+def test_a_long_word_wraps_in_the_jobs_list_the_entities_and_a_searchs_summary(
+    page, live_server, login
+):
+    """Found by a QA pass: the jobs list (1,535 px), the entities list and an entity's page (up
+    to 3,145 px) and a long search's "1 match for ..." (3,889 px) widened the page."""
+    from memory import writes
+    from memory.graph import Triple
+    from memory.models import Entity
+    from memory.writes import Actor
+
+    name = "X" * 200  # the longest entity name the API takes
+    writes.remember(
+        f"{name} owns the ledger service",
+        actor=Actor("x", "agent"),
+        triples=[Triple(name, "owns", "ledger service", "person", "service")],
+    )
+    entity = Entity.objects.get(name=name)
+    login("reviewer")
+    page.set_viewport_size(DESKTOP)
+    query = "a" * 500
+    for path in ("/jobs/", "/entities/", f"/entities/{entity.pk}/", f"/memories/?q={query}"):
+        page.goto(live_server.url + path)
+        expect(page.locator("h1").first).to_be_visible()
+        assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0, path
