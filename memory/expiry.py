@@ -66,9 +66,11 @@ def iso(moment: datetime | None) -> str | None:
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z") if moment else None
 
 
-def unexpired(now: datetime | None = None) -> Q:
-    """Memories not expired at `now` (default: this moment): no expiry, or one still ahead."""
-    return Q(expires_at__isnull=True) | Q(expires_at__gt=now or timezone.now())
+def unexpired(now: datetime | None = None, *, through: str = "") -> Q:
+    """Memories not expired at `now` (default: this moment): no expiry, or one still ahead;
+    `through` names the memory from another model ("memory_mentions__memory__")."""
+    moment = now or timezone.now()
+    return Q(**{f"{through}expires_at__isnull": True}) | Q(**{f"{through}expires_at__gt": moment})
 
 
 def expired(now: datetime | None = None) -> Q:

@@ -61,6 +61,30 @@ def test_list_orders_by_mentions_and_counts_memories(viewer_client, graph):
     assert "project" in html and "default" in html
 
 
+def test_an_expired_memory_is_marked_on_the_entity_and_not_counted_as_live(viewer_client, graph):
+    """Found by a QA pass: the entity's page showed an expired memory unmarked, and the list
+    counted it among the memories mentioning the entity."""
+    from datetime import timedelta
+
+    from memory import writes
+
+    expired = graph["memories"][1]
+    writes.modify(
+        expired.id,
+        {"expires_at": timezone.now() - timedelta(days=1)},
+        actor=AGENT,
+        reason="over",
+    )
+    harbor = graph["harbor"]
+    page = viewer_client.get(reverse("dashboard:entity", args=[harbor.pk])).content.decode()
+    row = page[page.index(f"/memories/{expired.id}/") :]
+    assert 'data-testid="expired"' in row[: row.index("</tr>")]
+    assert Entity.objects.count() == 3
+    listed = viewer_client.get(reverse("dashboard:entities")).context["page"]
+    counts = {entity.canonical_name: entity.memory_count for entity in listed}
+    assert counts == {"harbor": 1, "alice": 1, "bob": 0}
+
+
 def test_list_htmx_fragment_and_search(viewer_client, graph, hx):
     response = viewer_client.get(reverse("dashboard:entities"), {"q": "ali"}, **hx)
     assert response.status_code == 200

@@ -11,6 +11,7 @@ from django.views.decorators.http import require_GET
 from dashboard.access import role_required
 from dashboard.forms import EntitySearchForm
 from dashboard.htmx import render_page
+from memory import expiry
 from memory.models import Entity, MemoryEntityMention
 
 ENTITY_PAGE_SIZE = 50
@@ -23,7 +24,12 @@ def entities(request):
     form = EntitySearchForm(request.GET)
     query = form.cleaned_data["q"].strip() if form.is_valid() else ""
     rows = Entity.objects.annotate(
-        memory_count=Count("memory_mentions", filter=Q(memory_mentions__memory__is_deleted=False))
+        # Live memories: not deleted and not expired (a QA pass: expired ones were counted).
+        memory_count=Count(
+            "memory_mentions",
+            filter=Q(memory_mentions__memory__is_deleted=False)
+            & expiry.unexpired(through="memory_mentions__memory__"),
+        )
     ).order_by("-mentions", "canonical_name", "id")
     if "q" in form.errors:  # too long: say so, never list every entity as if it matched
         rows = rows.none()
