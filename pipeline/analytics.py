@@ -16,7 +16,7 @@ import math
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from urllib.parse import urlencode
 
 from django.db.models import (
@@ -70,8 +70,14 @@ class Filters:
         params = {"days": self.days_param, "action": self.action, "model": self.model}
         return urlencode({key: value for key, value in params.items() if value})
 
+    def since(self, now) -> datetime | None:
+        """The window's first moment: `days` times 24 hours before `now` (None: all time)."""
+        return None if self.days is None else now - timedelta(days=self.days)
+
     def start(self, now) -> date | None:
-        return None if self.days is None else (now - timedelta(days=self.days)).date()
+        """The day the window starts on (its first week's chart bar)."""
+        since = self.since(now)
+        return None if since is None else since.date()
 
 
 def parse_filters(params) -> Filters:
@@ -93,9 +99,9 @@ def parse_filters(params) -> Filters:
 
 def _scoped(filters: Filters, now):
     query = Proposal.objects.filter(decided_at__isnull=False)
-    start = filters.start(now)
-    if start is not None:
-        query = query.filter(decided_at__date__gte=start)
+    since = filters.since(now)
+    if since is not None:  # the last 7 days are 7 x 24 hours, not 8 calendar days (a QA pass)
+        query = query.filter(decided_at__gte=since)
     if filters.action:
         query = query.filter(action=filters.action)
     if filters.model:

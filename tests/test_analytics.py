@@ -132,6 +132,20 @@ def test_decisions_are_grouped_by_iso_week_of_the_decision(scenario):
     assert len(data["weeks"]) >= 5  # every week of the period is on the chart, empty or not
 
 
+def test_the_last_7_days_are_7_times_24_hours_not_8_calendar_days(scenario):
+    """Found by a QA pass: a decision 7 days and some hours old counted in "the last 7 days" (the
+    window started at the calendar day's midnight)."""
+    rejected = scenario["rejected"]
+    Proposal.objects.filter(id=rejected.id).update(
+        decided_at=timezone.now() - timedelta(days=7, minutes=1)  # the same calendar day
+    )
+    week = analytics.report(analytics.Filters(days=7))["total"]
+    Proposal.objects.filter(id=rejected.id).update(
+        decided_at=timezone.now() - timedelta(days=6, hours=23)
+    )
+    assert analytics.report(analytics.Filters(days=7))["total"].rejected == week.rejected + 1
+
+
 def test_filters_narrow_the_numbers(scenario):
     assert analytics.report(analytics.parse_filters({"action": "update"}))["total"].decided == 0
     assert analytics.report(analytics.parse_filters({"model": "other-model"}))["total"].auto == 0
