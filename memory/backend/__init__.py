@@ -41,17 +41,24 @@ def storage_full(exc: BaseException) -> bool:
 
 
 def list_holds(field: str, item):
-    """A filter (Q) for rows whose JSON list in `field` holds `item`."""
+    """A filter (Q) for rows whose JSON list in `field` holds `item`, exactly, on both engines."""
     import json
 
     from django.db import connection
-    from django.db.models import Q
+    from django.db.models import BooleanField, Q
+    from django.db.models.expressions import RawSQL
 
     if connection.features.supports_json_field_contains:
         return Q(**{f"{field}__contains": [item]})
-    # SQLite has no JSON containment lookup: match the item's JSON text inside the stored list
-    # (case-insensitive, the only flaw, and fine for a filter).
-    return Q(**{f"{field}__icontains": json.dumps(item)})
+    # SQLite has no JSON containment lookup: the item's JSON text inside the stored list narrows
+    # the rows cheaply (LIKE ignores the case of A-Z), then json_each holds it exactly (a QA pass:
+    # "TAG2" found "tag2" on SQLite and not on PostgreSQL). The column is the model's own table's.
+    exact = RawSQL(
+        f'EXISTS (SELECT 1 FROM json_each("{field}") WHERE json_each.value = %s)',
+        [item],
+        output_field=BooleanField(),
+    )
+    return Q(**{f"{field}__icontains": json.dumps(item)}) & Q(exact)
 
 
 def describe() -> dict:
