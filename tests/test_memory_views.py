@@ -155,6 +155,10 @@ def test_a_search_filters_inside_itself_and_says_when_it_shows_only_the_best(
     assert not any(f"memory-{fact.id}" in body for fact in facts)
     capped = viewer_client.get("/memories/", {"q": "postgres billing"}).content.decode()
     assert "Showing the best 3 matches" in capped
+    # Not beside an empty list: a search's state other than live keeps no match (a QA pass).
+    expired = viewer_client.get("/memories/", {"q": "postgres billing", "deleted": "expired"})
+    assert "Showing the best" not in expired.content.decode()
+    assert "Search looks at live memories only" in expired.content.decode()
     # The agents' feedback slice too (second review): a step reported as contradicted is found.
     from memory.feedback import record_feedback
 

@@ -103,8 +103,6 @@ def _search(filters: dict[str, str], agents: list[str]) -> tuple[dict[str, Hit],
         if recalled.keyword_only
         else []
     )
-    if len(recalled.hits) >= SEARCH_K:
-        warnings.append(f"Showing the best {SEARCH_K} matches: add words or filters to see others.")
     return {hit.memory_id: hit for hit in recalled.hits}, warnings
 
 
@@ -131,6 +129,10 @@ def memory_list(request: HtmxHttpRequest):
         for row in rows:
             row.hit = hits[row.id]
         rows.sort(key=lambda row: (-row.hit.score, row.id))
+        if len(rows) >= SEARCH_K:  # what the list shows, after its state filter (a QA pass)
+            warnings.append(
+                f"Showing the best {SEARCH_K} matches: add words or filters to see others."
+            )
         if filters["deleted"] != "live":
             warnings.append("Search looks at live memories only (not deleted, not expired).")
         page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
