@@ -2,8 +2,10 @@
 log, config) are read-only here: memories change only through the dashboard's and the API's
 audited writes, which keep the history, the version and the content hash in step."""
 
+from django import forms
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin
+from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm
 from django.contrib.auth.models import User
 
 from dashboard.roles import ADMIN, has_role
@@ -176,9 +178,39 @@ class PipelineConfigAdmin(ReadOnlyAdmin):
 admin.site.unregister(User)
 
 
+def _not_a_tokens_name(username: str) -> str:
+    """The username, unless a live API token without an owner acts under that name (any case):
+    the two-person rule, claims and the agreement figures know a reviewer by name, so the person
+    would be that token (the converse of the check api.auth.create_token makes)."""
+    taken = ApiToken.objects.filter(name__iexact=username, owner="", revoked=False)
+    if username and taken.exists():
+        raise forms.ValidationError(
+            f"An API token is named {username!r}: a user of that name would count as the token "
+            "in reviews. Choose another name, or revoke the token first."
+        )
+    return username
+
+
+class NamedUserCreationForm(AdminUserCreationForm):
+    def clean_username(self):
+        return _not_a_tokens_name(super().clean_username())
+
+
+class NamedUserChangeForm(UserChangeForm):
+    def clean_username(self):
+        username = self.cleaned_data["username"]
+        if self.instance.pk and username == self.instance.username:
+            return username  # unchanged: not a new name
+        return _not_a_tokens_name(username)
+
+
 @admin.register(User)
 class RoleUserAdmin(UserAdmin):
-    """Members of the admin role manage users, but only a superuser makes or edits a superuser."""
+    """Members of the admin role manage users, but only a superuser makes or edits a superuser;
+    a user is not named as a live API token acts (NamedUserCreationForm, NamedUserChangeForm)."""
+
+    add_form = NamedUserCreationForm
+    form = NamedUserChangeForm
 
     def get_readonly_fields(self, request, obj=None):
         fields = tuple(super().get_readonly_fields(request, obj))

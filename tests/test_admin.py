@@ -106,6 +106,39 @@ def test_a_member_of_the_admin_group_manages_users_in_the_admin(admin_client_rol
     assert newbie.is_superuser is False
 
 
+def test_a_user_is_not_named_as_a_live_token_acts(admin_client_role, role_users):
+    """A token without an owner counts in reviews under its name; a user created (or renamed)
+    later under that name would be the token (the converse of create_api_token's check)."""
+    from django.contrib.auth.models import User
+
+    from api.auth import create_token
+
+    create_token("deploy-bot", scopes=["review"])
+    refused = admin_client_role.post(
+        "/admin/auth/user/add/",
+        {
+            "username": "Deploy-Bot",
+            "password1": "a long pass phrase",
+            "password2": "a long pass phrase",
+        },
+    )
+    assert refused.status_code == 200
+    assert "An API token is named" in refused.content.decode()
+    assert not User.objects.filter(username__iexact="deploy-bot").exists()
+    newbie = User.objects.create_user("newbie", password="a long pass phrase")
+    renamed = admin_client_role.post(
+        f"/admin/auth/user/{newbie.pk}/change/",
+        {
+            "username": "deploy-bot",
+            "is_active": "on",
+            "date_joined_0": "2025-01-01",
+            "date_joined_1": "00:00:00",
+        },
+    )
+    assert "An API token is named" in renamed.content.decode()
+    assert User.objects.get(pk=newbie.pk).username == "newbie"
+
+
 def test_the_admin_group_cannot_touch_superusers_and_other_roles_stay_out(
     admin_client_role, reviewer_client
 ):
