@@ -7,12 +7,13 @@ form, a `redacted` audit naming who, why and the kind, never the span nor a hash
 every copy of the span anywhere else (the PLACES table: proposals, audits, model calls, jobs'
 results, cold copies, ...), which is scrubbed with the marker, except the records of a memory
 outside the family that still holds the span (leave_records_of): they go with its own
-redaction. The vectors of the old texts are dropped and the new texts embedded after the commit (memory_ops.embed_later), so the rest
-of the text stays findable by its words at once and by its vector when the worker ran. Then,
-as a purge does, the files are settled (SQLite: log checkpointed, FTS and freed bytes zeroed;
-PostgreSQL: vacuum) and everything is checked again: the receipt says what was found, and a
-redaction that cannot show that no copy is left is reported as failed, never as done. A memory
-outside the family that holds the same text is not rewritten: the receipt names it.
+redaction. The vectors of the old texts are dropped and the new texts embedded after the commit
+(memory_ops.embed_later), so the rest of the text stays findable by its words at once and by its
+vector when the worker ran. Then, as a purge does, the files are settled (SQLite: log
+checkpointed, FTS and freed bytes zeroed; PostgreSQL: vacuum) and everything is checked again:
+the receipt says what was found, and a redaction that cannot show that no copy is left is
+reported as failed, never as done. A memory outside the family that holds the same text is not
+rewritten: the receipt names it.
 """
 
 from __future__ import annotations

@@ -239,10 +239,7 @@ def sweep() -> dict:
         )
         job_ids = list(due.values_list("id", flat=True)[:500])
         job_ids += list(retry_due.values_list("id", flat=True)[:500])
-        jobs.mark_handed_off(job_ids)
-        for job_id in job_ids:
-            queue.hand_off(job_id)
-        handed = len(job_ids)
+        handed = _hand_off(job_ids)
     report = {**reclaimed, "handedOff": handed}
     if repaired:
         report["vectorsIndexed"] = repaired
@@ -269,6 +266,12 @@ def hand_off_waiting(limit: int = 500) -> int:
         .order_by("created_at", "id")
         .values_list("id", flat=True)[:limit]
     )
+    return _hand_off(job_ids)
+
+
+def _hand_off(job_ids: list[str]) -> int:
+    """Queue the pending jobs again, noted as handed off first (the sweep then leaves them for
+    five quiet minutes); returns how many."""
     jobs.mark_handed_off(job_ids)
     for job_id in job_ids:
         queue.hand_off(job_id)

@@ -22,6 +22,19 @@ DECISIONS = {
 }
 
 
+# The columns a trail row shows (only these are read).
+FIELDS = (
+    "id",
+    "memory_id",
+    "event",
+    "changed_by",
+    "actor_type",
+    "reason",
+    "metadata",
+    "created_at",
+)
+
+
 @dataclass(frozen=True)
 class TrailRow:
     label: str
@@ -72,10 +85,9 @@ def trail_of(proposal: Proposal) -> list[TrailRow]:
 
 def _rows(memories: set[str], proposal: Proposal):
     """The audit rows of `memories` that name the proposal, oldest first."""
-    fields = ("id", "memory_id", "event", "changed_by", "actor_type", "reason", "metadata")
     return (
         MemoryHistory.objects.filter(memory_id__in=memories, metadata__proposalId=proposal.id)
-        .only(*fields, "created_at")
+        .only(*FIELDS)
         .order_by("created_at", "id")
     )
 
