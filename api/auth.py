@@ -13,6 +13,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from memory.models import ApiToken
+from memory.reviewer_names import check_token_name
 
 # `assert`: a remember may say a person asserted it (assertedBy "person"), for an agent that
 # relays its user's explicit instruction.
@@ -44,13 +45,7 @@ def create_token(
     name = (name or "").strip()
     if not name:  # it is the "who" of every change the token makes, and how it is revoked
         raise ValueError("a token needs a name: it is who every change it makes is audited as")
-    if get_user_model().objects.filter(username__iexact=name).exists():
-        # Approvals, claims and the agreement figures know a reviewer by name: a token named
-        # as a person would be that person (one of two approvals, someone else's claim).
-        raise ValueError(
-            f"a dashboard user is named {name!r}: a token of that name would act as them in "
-            f"reviews; choose another name, such as {name}-bot"
-        )
+    check_token_name(name)
     owner = _owner_username(owner)
     scopes = ["ingest"] if scopes is None else list(scopes)
     unknown = sorted(set(scopes) - set(SCOPES))

@@ -85,6 +85,8 @@ MEMORY_MCP_SESSION_IDLE_SECONDS = env_int("MEMORY_MCP_SESSION_IDLE_SECONDS", 600
 
 INSTALLED_APPS = [
     "dashboard.apps.CurationAdminConfig",  # django.contrib.admin with the role-aware site
+    # Before django.contrib.auth, so that its createsuperuser (which refuses a token's name) wins.
+    "dashboard",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -96,7 +98,6 @@ INSTALLED_APPS = [
     "memory",
     "pipeline",
     "api",
-    "dashboard",
     "devtools",
 ]
 

@@ -20,6 +20,7 @@ from memory.models import (
     MemoryHistory,
     Relation,
 )
+from memory.reviewer_names import check_user_name
 from pipeline.models import ConfigChange, LlmCall, PipelineConfig, Proposal
 from pipeline.team import DigestRun, SavedQueue
 
@@ -179,15 +180,11 @@ admin.site.unregister(User)
 
 
 def _not_a_tokens_name(username: str) -> str:
-    """The username, unless a live API token without an owner acts under that name (any case):
-    the two-person rule, claims and the agreement figures know a reviewer by name, so the person
-    would be that token (the converse of the check api.auth.create_token makes)."""
-    taken = ApiToken.objects.filter(name__iexact=username, owner="", revoked=False)
-    if username and taken.exists():
-        raise forms.ValidationError(
-            f"An API token is named {username!r}: a user of that name would count as the token "
-            "in reviews. Choose another name, or revoke the token first."
-        )
+    """The username, as a form's clean step wants it, unless memory.reviewer_names refuses it."""
+    try:
+        check_user_name(username)
+    except ValueError as refused:
+        raise forms.ValidationError(str(refused)) from None
     return username
 
 
