@@ -1,5 +1,5 @@
 """Health: liveness for anyone (is the database answering); the full report (database and
-sqlite-vec versions, model servers and their URLs, queue counts, mode) only with a valid token.
+sqlite-vec versions, model servers and their URLs, queue counts, mode and the brake) only with a valid token.
 Neither ever waits on a model server."""
 
 from __future__ import annotations
@@ -67,9 +67,12 @@ def health_report() -> dict:
     )
     report["queue"] = {status: counts.get(status, 0) for status in JobStatus.values}
     try:
-        report["mode"] = mode_of(get_config())
+        config = get_config()
+        report["mode"] = mode_of(config)
+        # The brake reads as `shadow` in the mode words (DESIGN §5); a probe must see it as such.
+        report["mutationsFrozen"] = config.mutations_frozen
     except Exception:
-        report["mode"] = None
+        report["mode"] = report["mutationsFrozen"] = None
     # The processes `manage.py serve` supervises (None under another process manager).
     report["processes"] = processes.read()
     report["ok"] = True

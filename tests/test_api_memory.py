@@ -429,7 +429,17 @@ def test_health_reports_database_vectors_provider_and_queue(client, ingest_auth)
         ].startswith("v0.")
     assert body["llm"]["active"] == "offline"
     assert body["queue"]["pending"] == 1
-    assert body["mode"] == "shadow"
+    assert body["mode"] == "shadow" and body["mutationsFrozen"] is False
+
+
+def test_health_says_the_brake_is_on_where_the_mode_reads_shadow(client, ingest_auth):
+    from pipeline.config import get_config
+
+    config = get_config()
+    config.shadow_mode, config.allow_update_delete, config.mutations_frozen = False, True, True
+    config.save()
+    body = client.get("/api/health", **ingest_auth).json()
+    assert (body["mode"], body["mutationsFrozen"]) == ("shadow", True)
 
 
 def test_forgetting_a_pinned_memory_takes_a_json_true_not_a_string(client, admin_auth):
