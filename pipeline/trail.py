@@ -19,6 +19,8 @@ DECISIONS = {
     "stale": "found stale",
     "taken_over": "taken over",
     "keep_both": "kept both",
+    "kept": "existing memory kept",
+    "kept_undone": "keeping undone",
 }
 
 

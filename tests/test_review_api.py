@@ -146,9 +146,12 @@ def test_rejecting_records_the_reason_and_writes_nothing(client, pending, store,
     assert body["decidedBy"] == REVIEWER
     target = Memory.objects.get(id=store.postgres.id)
     assert target.version == 1 and target.content.endswith("14")
-    (audit,) = reviewed_audits(pending["update"])
+    audit, kept = reviewed_audits(pending["update"]).order_by("created_at", "id")
     assert audit.metadata["decision"] == "rejected" and audit.reason == "still on 14 in prod"
     assert audit.actor_type == "operator"
+    # The memory it kept says so on its own trail; nothing of it changed.
+    assert (kept.memory_id, kept.metadata["decision"]) == (target.id, "kept")
+    assert kept.reason == "kept as it is: the proposed UPDATE was rejected: still on 14 in prod"
 
 
 def test_a_decided_proposal_cannot_be_decided_again(client, pending, review_auth):

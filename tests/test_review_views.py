@@ -1201,3 +1201,31 @@ def test_a_bulk_chunk_draws_its_rows_again_with_one_run_of_the_context_processor
         return sum('"pipeline_config"' in q["sql"] or "pipeline_config " in q["sql"] for q in ctx)
 
     assert reads_of_the_banner(ids[:1]) == reads_of_the_banner(ids[1:]) > 0
+
+
+@pytest.mark.parametrize("undo", ["undo", "reopen"])
+def test_keep_existing_says_so_on_the_kept_memorys_trail_and_its_undo_too(
+    reviewer_client, queue, hx, undo
+):
+    """ "Keep existing" rejects the UPDATE or DELETE; the memory it would have changed shows on its
+    own timeline that a reviewer kept it (the rejection's row is on the raw memory), and the
+    undo of that rejection is written there too, as for "keep both"."""
+    flagged = queue.filter(review_needed=True, action__in=("update", "delete")).first()
+    reviewer_client.post(
+        f"/proposals/{flagged.id}/decide/",
+        {"from": "card", "decision": "reject", "reason": "the old one is right"},
+        **hx,
+    )
+    page = reviewer_client.get(f"/memories/{flagged.target_memory_id}/").content.decode()
+    assert f"kept as it is: the proposed {flagged.action.upper()} was rejected" in page
+    assert "the old one is right" in page
+    reviewer_client.post(f"/proposals/{flagged.id}/{undo}/", **hx)
+    assert Proposal.objects.get(id=flagged.id).status == "pending"
+    trail = MemoryHistory.objects.filter(
+        memory_id=flagged.target_memory_id, event="reviewed"
+    ).order_by("created_at", "id")
+    assert [row.metadata["decision"] for row in trail] == ["kept", "kept_undone"]
+    assert {row.changed_by for row in trail} == {"rita"}
+    # The proposal's own trail names both, in words.
+    proposal_page = reviewer_client.get(f"/proposals/{flagged.id}/").content.decode()
+    assert "existing memory kept" in proposal_page and "keeping undone" in proposal_page

@@ -14,7 +14,7 @@ from memory.writes import Actor, Refused
 from pipeline.config import get_config
 from pipeline.models import APPROVABLE, Proposal, ProposalStatus, RejectionFingerprint
 from pipeline.writes import approvals as approval_writes
-from pipeline.writes.reviewed import review_audit
+from pipeline.writes.reviewed import kept_undone_audit, review_audit
 
 # --- revert ---------------------------------------------------------------------------------------
 
@@ -216,6 +216,8 @@ def undo_decision(proposal_id: str, *, reviewer: Actor, reason: str | None = Non
         )
         review_audit(proposal, reviewer, "undone", note, {"undoneStatus": proposal.status}, now)
         _undo_keep_both_audit(proposal, reviewer, note, now)
+        if proposal.status == ProposalStatus.REJECTED:
+            kept_undone_audit(proposal, reviewer, now)
     return Proposal.objects.get(id=proposal_id)
 
 

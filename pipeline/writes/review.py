@@ -37,7 +37,7 @@ from pipeline.writes.apply import (
     target_refusal,
 )
 from pipeline.writes.revert import revert, revert_once, undo_decision  # noqa: F401
-from pipeline.writes.reviewed import already_decided, review_audit
+from pipeline.writes.reviewed import already_decided, kept_audit, kept_undone_audit, review_audit
 from pipeline.writes.triples import decide_triple  # noqa: F401  (its callers still reach it here)
 
 # The reason a replace by retiring is audited with when the reviewer gave no note.
@@ -410,6 +410,7 @@ def reject(proposal_id: str, *, reviewer: Actor, reason: str | None = None) -> P
         claim_writes.end(proposal.id)
         approval_writes.close_round(proposal.id, ApprovalOutcome.REJECTED, reviewer, now)
         review_audit(proposal, reviewer, "rejected", note, {}, now)
+        kept_audit(proposal, reviewer, (reason or "").strip(), now)
     return Proposal.objects.get(id=proposal_id)
 
 
@@ -466,4 +467,5 @@ def reopen(proposal_id: str, *, reviewer: Actor) -> Proposal:
             agent_id=proposal.agent_id, fingerprint=proposal.fingerprint, proposal=proposal
         ).update(active=False, updated_at=now)
         review_audit(proposal, reviewer, "reopened", "rejection undone", {}, now)
+        kept_undone_audit(proposal, reviewer, now)
     return Proposal.objects.get(id=proposal_id)

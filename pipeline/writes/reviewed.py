@@ -1,10 +1,11 @@
 """What every reviewer action on a proposal shares: the `reviewed` audit it writes under the raw
-memory, and the refusal that says who decided a proposal (and when) when it is no longer open."""
+memory (and, for a rejected UPDATE or DELETE, under the memory it kept), and the refusal that says who decided a proposal (and when) when it is no longer open."""
 
 from __future__ import annotations
 
+from memory.models import MemoryHistory
 from memory.writes import Actor, Refused, audit
-from pipeline.models import Proposal, ProposalStatus
+from pipeline.models import Action, Proposal, ProposalStatus
 
 
 def already_decided(proposal: Proposal) -> Refused:
@@ -48,3 +49,38 @@ def review_audit(
         },
         at=at,
     )
+
+
+def kept_audit(proposal: Proposal, reviewer: Actor, note: str, at) -> None:
+    """A rejected UPDATE or DELETE (the workbench's "Keep existing") says on the memory it would
+    have changed that a reviewer kept it as it is: that memory's own timeline shows the decision,
+    as a "keep both" does (the rejection's audit row is on the raw memory). `note` is the
+    reviewer's own words, "" when none were given."""
+    if proposal.target_memory_id is None or proposal.action not in (Action.UPDATE, Action.DELETE):
+        return
+    audit(
+        proposal.target_memory_id,
+        "reviewed",
+        actor=reviewer,
+        reason=f"kept as it is: the proposed {proposal.action.upper()} was rejected"
+        + (f": {note}" if note else ""),
+        metadata={"proposalId": proposal.id, "decision": "kept", "rejectedAction": proposal.action},
+        at=at,
+    )
+
+
+def kept_undone_audit(proposal: Proposal, reviewer: Actor, at) -> None:
+    """The kept memory's trail says the rejection that kept it no longer holds (kept_audit)."""
+    target_id = proposal.target_memory_id
+    kept = MemoryHistory.objects.filter(
+        memory_id=target_id, event="reviewed", metadata__proposalId=proposal.id
+    ).filter(metadata__decision="kept")
+    if target_id and kept.exists():
+        audit(
+            target_id,
+            "reviewed",
+            actor=reviewer,
+            reason=f"rejection undone: the proposed {proposal.action.upper()} is pending again",
+            metadata={"proposalId": proposal.id, "decision": "kept_undone"},
+            at=at,
+        )
