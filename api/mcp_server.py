@@ -97,8 +97,12 @@ TAGS = {
     "description": 'Short labels, e.g. ["git", "billing-api"] '
     f"(at most {memory_service.MAX_TAGS}, each up to {memory_service.TAG_CHARS} characters).",
 }
+# `project` is kept as the tag "project:<name>", within a tag's length.
+PROJECT_TAG = "project:"
+PROJECT_CHARS = memory_service.TAG_CHARS - len(PROJECT_TAG)
 PROJECT = {
     "type": "string",
+    "maxLength": PROJECT_CHARS,
     "description": "Project the memory belongs to; stored as the tag 'project:<name>'.",
 }
 TYPE = {
@@ -120,7 +124,11 @@ EXPIRES_AT = {
 FILTERS = {
     "type": {"type": "string", "description": "Only memories of this type."},
     "tags": {**TAGS, "description": "Only memories carrying all of these tags."},
-    "project": {"type": "string", "description": "Only memories of this project."},
+    "project": {
+        "type": "string",
+        "maxLength": PROJECT_CHARS,
+        "description": "Only memories of this project.",
+    },
 }
 
 
@@ -142,17 +150,20 @@ def _with_project(args: dict) -> dict:
         return body
     if not isinstance(project, str) or not project.strip():
         raise BadRequest("project must be a non-empty string")
-    if len(project) > 100:
-        raise BadRequest("project must be at most 100 characters")
-    tags = body.get("tags")
-    if tags is None or isinstance(tags, list):
-        tag = f"project:{project.strip()}"
-        if tags and len(tags) >= memory_service.MAX_TAGS and tag not in tags:
-            raise BadRequest(
-                f"tags may hold at most {memory_service.MAX_TAGS - 1} items with a project: the "
-                f"project is kept as one more tag ({tag!r})"
-            )
-        body["tags"] = list(dict.fromkeys([*(tags or []), tag]))
+    if len(project.strip()) > PROJECT_CHARS:
+        raise BadRequest(
+            f"project must be at most {PROJECT_CHARS} characters (it is kept as the tag "
+            f"'{PROJECT_TAG}<project>', and a tag holds at most {memory_service.TAG_CHARS})"
+        )
+    # The tags as the API checks them first: a tag that is not a string is that field's error.
+    tags = memory_service.tags_field(body) or []
+    tag = f"{PROJECT_TAG}{project.strip()}"
+    if len(tags) >= memory_service.MAX_TAGS and tag not in tags:
+        raise BadRequest(
+            f"tags may hold at most {memory_service.MAX_TAGS - 1} items with a project: the "
+            f"project is kept as one more tag ({tag!r})"
+        )
+    body["tags"] = list(dict.fromkeys([*tags, tag]))
     return body
 
 
@@ -479,7 +490,9 @@ def run_tool(name: str, arguments: dict | None, authorization: str | None, clien
         if storage_full(exc):  # the JSON API's 507: the write failed whole, nothing is stored
             return _error("storage_full", STORAGE_FULL_MESSAGE), True
         log.exception("MCP tool %s failed", name)
-        return _error("server_error", "the tool failed on the server; the server log has why"), True
+        return _error(
+            "internal_error", "the tool failed on the server; the server log has why"
+        ), True
 
 
 def read_memory_resource(uri: str, authorization: str | None) -> str:

@@ -55,12 +55,17 @@ class PinForm(ActionForm):
 
 
 class EditForm(ActionForm):
-    content = forms.CharField(
-        max_length=settings.MEMORY_MAX_CONTENT_CHARS,
-        widget=forms.Textarea(attrs={"rows": 5}),
-        error_messages={"required": "The content cannot be empty."},
-    )
     reason = forms.CharField(max_length=500, error_messages={"required": REASON_REQUIRED})
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # The limit is read per form, not when the module is imported: it is a setting.
+        self.fields["content"] = forms.CharField(
+            max_length=settings.MEMORY_MAX_CONTENT_CHARS,
+            widget=forms.Textarea(attrs={"rows": 5}),
+            error_messages={"required": "The content cannot be empty."},
+        )
+        self.order_fields(["action", "if_version", "content", "reason"])
 
 
 class ExpiryForm(ActionForm):

@@ -24,12 +24,17 @@ def record_feedback(
     """An agent's report that a recalled memory was used, ignored or contradicted by what it saw.
 
     One audit row on the memory (event "feedback", the note as its reason); the memory itself and
-    its version do not change, so feedback never conflicts with an edit.
+    its version do not change, so feedback never conflicts with an edit. A purged memory refuses
+    it (409 `purged`).
     """
     if verdict not in FEEDBACK_VERDICTS:
         raise Refused("invalid_verdict", f"verdict must be one of {', '.join(FEEDBACK_VERDICTS)}")
     with transaction.atomic():
         memory = locked_memory(memory_id)
+        if memory.is_purged:
+            # A tombstone keeps who, when and why only: a note here would be text no erasure
+            # reaches again (purge and redaction skip a purged memory).
+            raise Refused("purged", "memory was purged: its text is gone for good")
         return audit(
             memory.id,
             FEEDBACK_EVENT,

@@ -466,6 +466,18 @@ MCP_ONLY = [
         "invalid_request",
         "tags may hold at most 49 items with a project",
     ),
+    (  # a tag that is not a string, with a project: the tags' error, not a server failure
+        "recall",
+        {"query": "x", "tags": [[1]], "project": "infra"},
+        "invalid_request",
+        "tags must be a list of strings",
+    ),
+    (  # "project:" and the name make one tag, which holds 100 characters
+        "remember",
+        {"content": "ok text", "project": "p" * 93},
+        "invalid_request",
+        "project must be at most 92 characters",
+    ),
     ("get_memory", {}, "invalid_request", "id is required"),
     (
         "feedback",

@@ -10,8 +10,9 @@ from django.db import connection
 from api.mcp_server import TOOLS
 from memory import writes
 from memory.erasure import PURGED
+from memory.feedback import record_feedback
 from memory.models import Memory
-from memory.writes import Actor
+from memory.writes import Actor, Refused
 
 RECEIPT_KEYS = {
     *("dryRun", "memories", "rows", "verified", "found", "repaired", "outOfReach", "tombstone")
@@ -293,6 +294,12 @@ def test_a_purged_memory_cannot_be_purged_again_or_recovered(client, multi_admin
     )
     assert (edit.status_code, edit.json()["error"]) == (409, "purged")
     assert "gone for good" in edit.json()["message"]
+    # An agent's feedback (MCP) is refused too: its note would sit on the tombstone, where no
+    # purge or redaction reaches it again.
+    with pytest.raises(Refused) as refused:
+        record_feedback(memory.id, actor=WRITER, verdict="contradicted", note=f"still {KEY}")
+    assert refused.value.code == "purged"
+    assert not memory.history.filter(event="feedback").exists()
 
 
 def test_purge_is_not_an_mcp_tool():
