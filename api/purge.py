@@ -25,7 +25,7 @@ def _receipt(request, purge: Request, body: dict) -> JsonResponse:
     token = request.api_token
     receipt = review.purge(
         purge,
-        reason=body.get("reason"),
+        reason=optional(body, "reason", str, "a string"),
         actor=Actor(token.reviewer_name, ActorType.OPERATOR),
         dry_run=dry_run,
     )

@@ -30,6 +30,8 @@ def redact_memory(request, memory_id: str):
         optional(body, "proposalId", str, "a string"),
     )
     receipt = review.redact(
-        asked, reason=body.get("reason"), actor=Actor(token.reviewer_name, ActorType.OPERATOR)
+        asked,
+        reason=optional(body, "reason", str, "a string"),
+        actor=Actor(token.reviewer_name, ActorType.OPERATOR),
     )
     return JsonResponse(receipt.as_json())

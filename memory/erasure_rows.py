@@ -294,6 +294,8 @@ def scrub_copies_in_transaction(
             if model is Entity and "canonical_name" in changes:
                 # Two names scrubbed to one marker would break the name's uniqueness.
                 graph.rename_entity(pk, changes)
+            elif model is Relation and "relation_type" in changes:
+                graph.retype_relation(pk, changes["relation_type"])  # the same, for an edge
             else:
                 model._default_manager.filter(pk=pk).update(**changes)
             done += 1

@@ -7,11 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db import connection
+from django.db.models import F
 
 from memory import linker
 from memory.backend import lock_contents
 from memory.batch import mention_row, write_mentions
-from memory.models import Entity, Memory, MemoryEntityMention
+from memory.models import Entity, Memory, MemoryEntityMention, Relation
 
 
 @dataclass
@@ -197,3 +198,21 @@ def rename_entity(pk: int, changes: dict[str, str]) -> None:
 
 
 _NAME_LENGTH = 300  # Entity.name and canonical_name
+
+
+def retype_relation(pk: int, relation_type: str) -> None:
+    """Give a relation the words a scrub wrote. When its two entities already have an edge of
+    those words (two relation words scrubbed to one marker), this one joins it: its mentions are
+    added there and it is deleted (the edge's words stay unique)."""
+    row = Relation.objects.filter(pk=pk).values_list("source_id", "target_id", "mentions").first()
+    if row is None:
+        return
+    source_id, target_id, mentions = row
+    same = Relation.objects.filter(
+        source_id=source_id, target_id=target_id, relation_type=relation_type
+    ).exclude(pk=pk)
+    if same.exists():
+        same.update(mentions=F("mentions") + mentions)
+        Relation.objects.filter(pk=pk).delete()
+    else:
+        Relation.objects.filter(pk=pk).update(relation_type=relation_type)

@@ -231,22 +231,30 @@ def quoted_part(reason: str, texts: Texts) -> str | None:
 
 def preview(memory_ids: list[str], texts: Texts) -> Receipt:
     """What purging these memories would erase, rows per table (copies found elsewhere by a scan
-    of every place included), and nothing written."""
+    of every place included), and `found`: the copies it would leave, which its check would name
+    (a kept memory's own text, why or tags). Nothing written."""
     written = purge_writes.plan(memory_ids, texts)
-    rows = written.rows
+    rows, left = written.rows, Counter()
     for copies in find_copies(PLACES, texts).values():
         owned = set(_owned(written, copies.model))
         fields = {p.field: p for p in PLACES if p.model == copies.model}
-        extra = [
-            pk
-            for pk, names in copies.rows.items()
-            if pk not in owned and any(fields[name].elsewhere for name in names)
-        ]
+        extra = []
+        for pk, names in copies.rows.items():
+            if pk in owned:
+                continue
+            if any(fields[name].elsewhere for name in names):
+                extra.append(pk)
+            else:  # a kept memory's own text: the purge's check will name it, as this does
+                left.update(fields[name].where for name in names)
         if extra:
             table = copies_table(copies.model)
             rows[table] = rows.get(table, 0) + len(extra)
     return Receipt(
-        True, written.memory_ids, dict(sorted(rows.items())), out_of_reach=out_of_reach()
+        True,
+        written.memory_ids,
+        dict(sorted(rows.items())),
+        found=[{"where": where, "count": n} for where, n in sorted(left.items())],
+        out_of_reach=out_of_reach(),
     )
 
 

@@ -26,7 +26,7 @@ from django.db.models import Q, QuerySet
 from memory import vectors
 from memory.backend import erasure as files
 from memory.erasure import MIN_NEEDLE, PURGED, Copies, Texts, find_copies, json_forms
-from memory.models import Memory
+from memory.models import Memory, MemoryCold, MemoryHistory
 from memory.redaction import (
     MARKER_PREFIX,
     duplicate_after,
@@ -155,7 +155,8 @@ def plan(request: Request) -> Plan:
     if not _held(memory, span, request.proposal_id):
         raise Refused(
             "span_not_found",
-            "the memory's text does not hold this span (exactly as written): nothing to redact",
+            "neither the memory's text nor an earlier version of it holds this span (exactly as "
+            "written): nothing to redact",
         )
     family = family_of(memory)
     changing = holding(family, texts)
@@ -249,7 +250,22 @@ def _held(memory: Memory, span: str, proposal_id: str | None) -> bool:
     if span in memory.content:
         return True
     texts = (proposal.fact_content, proposal.applied_content) if proposal else ()
-    return any(span in (text or "") for text in texts)
+    return any(span in (text or "") for text in texts) or _held_before(memory.id, span)
+
+
+def _held_before(memory_id: str, span: str) -> bool:
+    """An earlier version of the memory holds the span (a cold copy, an audit's text): an edit
+    took it out, which is the first thing people do about a leak, and those copies are still
+    to redact (a QA pass found them out of every erasure's reach)."""
+    cold = MemoryCold.objects.filter(memory_id=memory_id, content__contains=span)
+    audits = MemoryHistory.objects.filter(memory_id=memory_id).filter(
+        Q(old_content__contains=span) | Q(new_content__contains=span)
+    )
+    # `contains` ignores case on SQLite: each candidate is checked exactly.
+    return any(span in text for text in cold.values_list("content", flat=True)) or any(
+        span in (old or "") or span in (new or "")
+        for old, new in audits.values_list("old_content", "new_content")
+    )
 
 
 def family_of(memory: Memory) -> list[str]:

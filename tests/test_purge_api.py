@@ -170,6 +170,7 @@ def test_a_reason_naming_dates_versions_or_a_service_of_the_text_is_taken(
         ({}, 400, "reason_required"),
         ({"reason": "   "}, 400, "reason_required"),
         ({"reason": "x", "lineage": "yes"}, 400, "invalid_request"),
+        ({"reason": 123}, 400, "invalid_request"),  # a wrong type, not a missing reason
         ({"reason": "x", "agent": "default"}, 400, "invalid_request"),
         ({"reason": f"it held {KEY}"}, 400, "reason_holds_text"),
         # A part of the text the safety scan does not know as a secret (found by a QA pass: the
@@ -210,6 +211,7 @@ def test_a_bad_memory_purge_gets_a_clear_error_and_writes_nothing(
         ({"reason": "x", "text": "sk-"}, 400, "text_too_short"),
         ({"reason": "x", "text": 42}, 400, "invalid_request"),
         ({"agent": "default"}, 400, "reason_required"),
+        ({"agent": "default", "reason": ["x"]}, 400, "invalid_request"),
         ({"reason": "x", "text": "no memory holds this"}, 409, "nothing_to_purge"),
         (
             {"reason": "the staging cluster note", "text": "staging cluster"},

@@ -68,6 +68,7 @@ def test_redacting_answers_the_receipt_with_its_exact_keys(client, multi_review)
             "reason_holds_text",
         ),
         ({"span": 7, "kind": "password", "reason": "r"}, 400, "invalid_request"),
+        ({"span": "BlueFalcon77", "kind": "password", "reason": 5}, 400, "invalid_request"),
         (
             {"span": "BlueFalcon77", "kind": "password", "reason": "r", "all": True},
             400,

@@ -177,7 +177,7 @@ def test_a_post_without_the_csrf_token_is_refused(told, role_users):
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"span": "not in the memory"}, "does not hold this span"),
+        ({"span": "not in the memory"}, "nor an earlier version of it holds this span"),
         ({"span": ""}, "Give the text to redact."),
         ({"span": "abc"}, "at least 4 characters"),
         ({"kind": "hidden"}, "Kind must be one of"),
