@@ -25,25 +25,31 @@ def memory_detail(request, memory_id: str):
     # The scope is checked before the body is read, as the decorator does for other views.
     memory_service.require_scope(request.api_token, "review")
     if request.method == "PATCH":
-        return JsonResponse(memory_service.modify(request.api_token, memory_id, json_body(request)))
+        body = {**_from_query(request, ("reason", "ifVersion")), **json_body(request)}
+        return JsonResponse(memory_service.modify(request.api_token, memory_id, body))
     body = json_body(request, allow_empty=True)
-    # reason, force and ifVersion may also come as query parameters; the body wins when it has
-    # them (an ifVersion in the query was ignored: a stale delete went through).
-    query = {
-        key: request.GET[key] for key in ("reason", "force", "ifVersion") if key in request.GET
-    }
-    if "force" in query:  # a query parameter is text: true, 1 or yes
-        query["force"] = memory_service.flag(query["force"])
-    if "ifVersion" in query:  # text too: a whole number, or the field's own error
-        text = query["ifVersion"].strip()
-        query["ifVersion"] = int(text) if text.isascii() and text.isdigit() else text
+    query = _from_query(request, ("reason", "force", "ifVersion"))
     return JsonResponse(memory_service.forget(request.api_token, memory_id, {**query, **body}))
 
 
 @api(("POST",), "review")
 def recover(request, memory_id: str):
     body = json_body(request, allow_empty=True)
-    return JsonResponse(memory_service.recover(request.api_token, memory_id, body))
+    query = _from_query(request, ("reason", "ifVersion"))
+    return JsonResponse(memory_service.recover(request.api_token, memory_id, {**query, **body}))
+
+
+def _from_query(request, keys: tuple[str, ...]) -> dict:
+    """A write's `keys` given as query parameters, read as the body's fields (the body wins when
+    it has them). Every write reads them alike: an ifVersion in the query was ignored by PATCH
+    and recover, so a stale edit went through, as a stale delete once did."""
+    query = {key: request.GET[key] for key in keys if key in request.GET}
+    if "force" in query:  # a query parameter is text: true, 1 or yes
+        query["force"] = memory_service.flag(query["force"])
+    if "ifVersion" in query:  # text too: a whole number, or the field's own error
+        text = query["ifVersion"].strip()
+        query["ifVersion"] = int(text) if text.isascii() and text.isdigit() else text
+    return query
 
 
 @api(("GET",), None)

@@ -10,6 +10,9 @@ from memory.models import ApiToken, Entity, Job, Memory, MemoryHistory
 pytestmark = pytest.mark.django_db
 
 
+JSON = {"content_type": "application/json"}
+
+
 def post(client, url, body, auth, raw=None):
     data = raw if raw is not None else json.dumps(body)
     return client.post(url, data, content_type="application/json", **auth)
@@ -299,6 +302,36 @@ def test_a_delete_checks_an_if_version_given_in_the_query(client, admin_auth):
     assert client.get(url, **admin_auth).json()["isDeleted"] is False
     response = client.delete(url + "?reason=old&ifVersion=1", **admin_auth)
     assert response.status_code == 200 and response.json()["status"] == "deleted"
+
+
+def test_an_edit_and_a_recover_check_an_if_version_and_take_a_reason_from_the_query(
+    client, admin_auth
+):
+    """Every write reads ifVersion and reason from the query as DELETE does: PATCH and recover
+    ignored them, so a stale edit went through (a QA pass)."""
+    memory = remember(client, admin_auth, content="Staging resets every Monday")
+    url = f"/api/memory/{memory['id']}"
+    stale = client.patch(
+        url + "?ifVersion=99", {"tags": ["ops"], "reason": "tag it"}, **JSON, **admin_auth
+    )
+    assert (stale.status_code, stale.json()["error"]) == (409, "version_conflict")
+    assert client.get(url, **admin_auth).json()["tags"] == []
+    edited = client.patch(
+        url + "?ifVersion=1&reason=from+the+query", {"tags": ["ops"]}, **JSON, **admin_auth
+    )
+    assert edited.status_code == 200, edited.content
+    client.delete(url + "?reason=gone", **admin_auth)
+    version = client.get(url, **admin_auth).json()["version"]
+    stale = client.post(f"{url}/recover?ifVersion={version - 1}&reason=back", **JSON, **admin_auth)
+    assert (stale.status_code, stale.json()["error"]) == (409, "version_conflict")
+    back = client.post(
+        f"{url}/recover?ifVersion={version}&reason=back+via+the+query", **JSON, **admin_auth
+    )
+    assert back.status_code == 200, back.content
+    reasons = [
+        row["reason"] for row in client.get(f"{url}/history", **admin_auth).json()["history"]
+    ]
+    assert "from the query" in reasons and "back via the query" in reasons
 
 
 def test_delete_is_soft_pinned_needs_force_and_recover_restores(client, admin_auth):
