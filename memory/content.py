@@ -52,6 +52,19 @@ def normalize(text: str) -> NormalizedContent:
     )
 
 
+# More characters that show nothing, which no text is made of alone: controls, the combining
+# grapheme joiner, the Arabic letter mark, Hangul fillers, Khmer inherent vowels, the blank braille
+# pattern and variation selectors. Only the empty check drops them: taking them out of the
+# normalized text would change the hash of every stored text that has them (an emoji's U+FE0F).
+_BLANK = re.compile(
+    "[\x00-\x08\x0e-\x1f\x7f-\x9f\u034f\u061c\u115f\u1160\u17b4\u17b5\u2800\u3164"
+    "\ufe00-\ufe0f\uffa0\U000e0100-\U000e01ef]"
+)
+
+
 def is_effectively_empty(text: str) -> bool:
-    """True when no visible character but trailing punctuation remains after normalisation."""
-    return not _TRAILING_PUNCTUATION.sub("", _comparable(text)).strip()
+    """True when no visible character but trailing punctuation remains after normalisation, or
+    only blank characters and combining marks with nothing to combine with (a QA pass wrote
+    memories of U+0001, U+3164 and a lone accent)."""
+    left = _TRAILING_PUNCTUATION.sub("", _BLANK.sub("", _comparable(text))).strip()
+    return not left or all(unicodedata.category(char)[0] in "MZ" for char in left)

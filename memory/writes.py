@@ -329,6 +329,8 @@ def _set_content_at_version(memory: Memory, *, actor: Actor, at, **columns):
 
 
 MODIFIABLE_FIELDS = ("content", "type", "tags", "importance", "pinned", "expires_at")
+# The fields an `updated` audit keeps [before, after] of: the authority follows a new text.
+BEFORE_AND_AFTER = (*MODIFIABLE_FIELDS[1:], "asserted_by")
 
 
 def _field_updates(memory: Memory, changes: dict[str, Any]) -> dict[str, Any]:
@@ -396,7 +398,7 @@ def modify_in_transaction(
             .first()
         )
     changed_fields = sorted(updates)
-    was = {name: getattr(memory, name) for name in MODIFIABLE_FIELDS[1:] if name in updates}
+    was = {name: getattr(memory, name) for name in BEFORE_AND_AFTER if name in updates}
     if content_changed:
         _set_content_at_version(memory, actor=actor, at=now, **updates)
     else:

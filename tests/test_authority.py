@@ -238,6 +238,9 @@ def test_an_edit_through_the_api_makes_the_text_the_agents(client):
         **auth,
     )
     assert response.status_code == 200 and response.json()["assertedBy"] == "agent"
+    # The trail keeps the authority the new text replaced, as it keeps every other field's.
+    updated = MemoryHistory.objects.get(memory_id=memory.id, event="updated")
+    assert updated.metadata["changes"] == {"asserted_by": ["person", "agent"]}
     # A change of its tags alone leaves the text, and so its authority, as it was.
     Memory.objects.filter(id=memory.id).update(asserted_by="person")
     response = client.patch(

@@ -49,7 +49,17 @@ def test_it_gives_equal_hashes_to_texts_that_differ_only_in_case_space_and_trail
 
 
 @pytest.mark.parametrize(
-    ("text", "empty"), [("", True), ("  \n\t ", True), ("...", True), ("!?", True), ("a.", False)]
+    ("text", "empty"),
+    [
+        ("", True),
+        ("  \n\t ", True),
+        ("...", True),
+        ("!?", True),
+        ("a.", False),
+        ("\u3164\u0301", True),  # a Hangul filler and an accent on nothing
+        ("\u2764\ufe0f", False),  # an emoji with its variation selector is text
+        ("e\u0301", False),
+    ],
 )
 def test_it_knows_which_texts_are_empty_after_normalisation(text, empty):
     assert is_effectively_empty(text) is empty

@@ -27,7 +27,18 @@ from tests.pipeline_support import (
 
 pytestmark = pytest.mark.django_db
 PERSON = Actor("dana")
-NOT_TEXT = ["!!!!!!!!!!....", ".....", "?!\u200b.", "\u200b\u200b\ufeff..."]
+NOT_TEXT = [
+    "!!!!!!!!!!....",
+    ".....",
+    "?!\u200b.",
+    "\u200b\u200b\ufeff...",
+    # Blank characters and a lone accent (a QA pass stored each as a memory).
+    "\u0001\u0002",
+    "\u3164",
+    "\u2800",
+    "\u0301",
+    "\u061c\ufe0f \u034f",
+]
 
 
 @pytest.fixture
