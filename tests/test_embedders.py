@@ -47,6 +47,7 @@ def test_openai_compatible_embeddings_keep_input_order(fake_ollama, settings):
         (Script({"embeddings": "nope"}), "no 'embeddings' list"),
         (Script({"embeddings": [[0.1, 0.2]]}), "1 vectors for 2 inputs"),
         (Script({"embeddings": [[0.1], [None]]}), "malformed vector"),
+        (Script({"embeddings": [[0.5] * 384] * 2}), "vectors of 384 dimensions; the store holds"),
         (Script({"embeddings": [[1.0]] * 2}, delay=1.5), "timed out"),
     ],
 )
@@ -95,3 +96,28 @@ def test_an_unknown_provider_is_a_clear_error(settings):
     settings.MEMORY_LLM_PROVIDER = "llamacpp"
     with pytest.raises(ProviderError, match="unknown MEMORY_LLM_PROVIDER 'llamacpp'"):
         resolve_provider()
+
+
+@pytest.mark.django_db
+def test_a_job_with_vectors_of_the_wrong_size_stores_none_and_says_why(settings):
+    """A model of another size (384 against the store's 768) answered; its vectors were stored
+    where no search reads them and the job said nothing (a QA pass)."""
+    from memory import writes
+    from memory.models import Embedding, Job
+    from memory.writes import Actor
+    from pipeline import tasks
+    from tests.fake_ollama import FakeOllama
+
+    server = FakeOllama(384).start()
+    settings.OLLAMA_URL, settings.MEMORY_LLM_PROVIDER = server.url, "ollama"
+    memory = writes.remember(
+        "The metrics pipeline exports to Prometheus every 15 seconds.", actor=Actor("a", "agent")
+    ).memory
+    try:
+        tasks.process_pending()
+    finally:
+        server.stop()
+    assert not Embedding.objects.exclude(dimensions=768).exists()
+    job = Job.objects.get(memory=memory)
+    said = json.dumps([job.result, job.error])
+    assert "vectors of 384 dimensions; the store holds 768" in said

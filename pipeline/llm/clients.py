@@ -156,8 +156,10 @@ def token_count(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def unit_rows(vectors: list, expected: int) -> list[np.ndarray]:
-    """The server's vectors as L2-normalised float32 rows, refusing malformed or missing ones."""
+def unit_rows(vectors: list, expected: int, dimensions: int) -> list[np.ndarray]:
+    """The server's vectors as L2-normalised float32 rows, refusing malformed or missing ones and
+    any of another size than the store's (a QA pass: a 384-dimensional model's vectors were
+    stored, never searched, and the memory never embedded again)."""
     rows = []
     for vector in vectors:
         array = np.asarray(vector, dtype=np.float32)
@@ -167,4 +169,10 @@ def unit_rows(vectors: list, expected: int) -> list[np.ndarray]:
         rows.append(array / norm if norm > 0 else array)
     if len(rows) != expected:
         raise ProviderError(f"embedding server returned {len(rows)} vectors for {expected} inputs")
+    if sizes := sorted({row.size for row in rows} - {dimensions}):
+        raise ProviderError(
+            f"embedding server returned vectors of {sizes[0]} dimensions; the store holds "
+            f"{dimensions} (MEMORY_EMBEDDING_DIMENSIONS): use the embedding model the store was "
+            "made with, or change the setting and re-embed"
+        )
     return rows

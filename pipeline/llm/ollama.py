@@ -83,7 +83,7 @@ class OllamaEmbedder:
         vectors = body.get("embeddings")
         if not isinstance(vectors, list):
             raise ProviderError("Ollama /api/embed answer has no 'embeddings' list")
-        return unit_rows(vectors, len(texts))
+        return unit_rows(vectors, len(texts), self.dimensions)
 
 
 def ollama_reachable(base_url: str | None = None) -> bool:

@@ -100,4 +100,4 @@ class OpenAIEmbedder:
         ordered = sorted(
             data, key=lambda item: item.get("index", 0) if isinstance(item, dict) else 0
         )
-        return unit_rows([item.get("embedding") for item in ordered], len(texts))
+        return unit_rows([item.get("embedding") for item in ordered], len(texts), self.dimensions)
