@@ -523,6 +523,22 @@ def test_operating_points_count_rejected_automatic_writes_and_held_proposals(pip
     assert points.recommended.threshold == 0.75 and points.changes_setting
 
 
+def test_a_jobs_own_dedupes_and_flagged_proposals_are_not_verdicts(pipeline_run):
+    """Facts equal to their raw memory are deduplicated by the job: nothing was written or judged
+    (a QA pass saw 260 of them counted as accepted writes, and a lower threshold recommended).
+    A proposal flagged for review is never written automatically, whatever the threshold."""
+    seeded = verdicts(pipeline_run)
+    judged = operating_points(0.7).judged
+    set_mode("shadow")
+    pipeline_run(
+        *[f"Service svc-{i} runs on host node-{i} in the Frankfurt rack." for i in range(4)]
+    )
+    assert Proposal.objects.filter(status="deduped", decided_by=None).count() >= 4
+    flagged = seeded["good"][-1]
+    Proposal.objects.filter(id=flagged.id).update(review_needed=True)
+    assert operating_points(0.7).judged == judged - 1
+
+
 def test_the_page_shows_the_operating_points_and_an_admin_link_that_only_prefills(
     admin_client_role, reviewer_client, pipeline_run
 ):

@@ -6,8 +6,12 @@ that keeps rejected automatic writes at or under the target share. Reads only (o
 
 A verdict is a reviewer's judgement of an ADD, UPDATE or DELETE proposal (NONE writes nothing):
 rejected, or applied and later reverted (by a reviewer's revert, an automatic write included),
-counts as rejected; applied or deduplicated and never reverted, by a reviewer or by the pipeline
-itself (a write the team left standing), counts as accepted.
+counts as rejected; applied and never reverted, by a reviewer or by the pipeline itself (a write
+the team left standing), or deduplicated by a reviewer's approval, counts as accepted. Not
+verdicts: what the job deduplicated itself (its fact was already stored: nothing was written or
+judged), and proposals flagged for review (a contradiction, a safety finding): no threshold
+writes those automatically. A QA pass found 260 of a job's own dedupes counted as accepted
+writes, and a threshold recommended from them.
 """
 
 from __future__ import annotations
@@ -59,8 +63,12 @@ class OperatingPoints:
 
 
 def _judged() -> Q:
-    accepted = Q(status__in=[ProposalStatus.APPLIED, ProposalStatus.DEDUPED], reverted_at=None)
-    return accepted | _rejected()
+    applied = Q(status=ProposalStatus.APPLIED)
+    by_a_reviewer = Q(status=ProposalStatus.DEDUPED, decided_by__isnull=False) & ~Q(
+        decided_by=PIPELINE_NAME
+    )
+    accepted = (applied | by_a_reviewer) & Q(reverted_at=None)
+    return (accepted | _rejected()) & Q(review_needed=False)
 
 
 def _rejected() -> Q:
