@@ -1,10 +1,13 @@
 """Health: liveness for anyone (is the database answering); the full report (database and
-sqlite-vec versions, model servers and their URLs, queue counts, mode and the brake) only with a valid token.
-Neither ever waits on a model server."""
+sqlite-vec versions, model servers and their URLs, queue counts and movement, mode and the brake,
+the supervised processes and the problems found: `ok` is false when there is one) only with a
+valid token. Neither ever waits on a model server."""
 
 from __future__ import annotations
 
 import threading
+import time
+from datetime import UTC, datetime
 
 from django.conf import settings
 from django.db import connection
@@ -75,8 +78,37 @@ def health_report() -> dict:
         report["mode"] = report["mutationsFrozen"] = None
     # The processes `manage.py serve` supervises (None under another process manager).
     report["processes"] = processes.read()
-    report["ok"] = True
+    report["problems"] = _problems(report)
+    report["ok"] = not report["problems"]
     return report
+
+
+def _problems(report: dict) -> list[str]:
+    """What is wrong though the database answers, in words: a queue that starts no task (every
+    process alive: a QA pass saw `ok: true` for minutes of it), a supervised part restarting, a
+    supervisor record left by one that died. Each also sets the report's `ok` to false."""
+    problems = []
+    record = report["processes"] or {}
+    workers = (record.get("children") or {}).get("workers") or {}
+    supervised = record.get("supervisorAlive") and workers.get("state") == "running"
+    quiet = processes.queue_quiet_for(workers.get("startedAt") if supervised else None, time.time())
+    stalled = quiet is not None and quiet > processes.stall_seconds()
+    last = processes.last_task_started()
+    report["queue"]["lastTaskStartedAt"] = (
+        datetime.fromtimestamp(last, UTC).isoformat() if last is not None else None
+    )
+    report["queue"]["stalled"] = stalled
+    if stalled:
+        problems.append(
+            f"the queue has started no task for {quiet:.0f} s (a tick is due every minute): "
+            "jobs wait; restart the queue workers"
+        )
+    if record and not record.get("supervisorAlive"):
+        problems.append("the record of serve's processes was left by a supervisor that stopped")
+    for name, child in sorted((record.get("children") or {}).items()):
+        if record.get("supervisorAlive") and child.get("state") != "running":
+            problems.append(f"{name} is restarting (last exit: {child.get('lastExit')})")
+    return problems
 
 
 def _models() -> dict:

@@ -1,6 +1,7 @@
 """Keeps serve's processes running: a child that dies is started again after a backoff (1 s,
 doubling to 30 s, back to 1 s once it has run a minute), each death and restart is logged and
-recorded for /api/health (memory.processes), and only Ctrl-C or SIGTERM stops them all."""
+recorded for /api/health (memory.processes), a child whose watch says it is stuck is ended and
+restarted the same way, and only Ctrl-C or SIGTERM stops them all."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ FIRST_BACKOFF = 1.0
 MAX_BACKOFF = 30.0
 HEALTHY_AFTER = 60.0  # a child that ran this long before dying is restarted after FIRST_BACKOFF
 STOP_GRACE = 15.0
+WATCH_EVERY = 10.0  # seconds between a child's watch checks
 
 
 def libc_prctl():
@@ -57,6 +59,12 @@ class Child:
     backoff: float = FIRST_BACKOFF
     restart_at: float | None = None
     last_exit: dict | None = field(default=None)
+    # A check of a running child that may answer why it must be started again though it runs
+    # (given when it started, epoch seconds): the queue cluster that starts no task.
+    watch: Callable[[float], str | None] | None = None
+    started_at: float = 0.0  # epoch seconds, for `watch` and the health report
+    watched: float = 0.0  # monotonic: when `watch` last ran
+    stopped_because: str | None = None
 
     def start(self) -> None:
         # Own session: Ctrl-C reaches only the supervisor, which stops each child by its pid (a
@@ -71,6 +79,7 @@ class Child:
             preexec_fn=lambda: die_with(parent, prctl),
         )
         self.started = time.monotonic()
+        self.started_at = time.time()
         self.restart_at = None
 
     @property
@@ -97,6 +106,7 @@ class Child:
             "state": state,
             "restarts": self.restarts,
             "lastExit": self.last_exit,
+            "startedAt": self.started_at or None,
         }
 
 
@@ -132,6 +142,7 @@ class Supervisor:
         changed = False
         now = time.monotonic()
         for child in self.children:
+            self._watch(child, now)
             if child.restart_at is None and child.process is not None and not child.running():
                 self._died(child, now)
                 changed = True
@@ -141,6 +152,18 @@ class Supervisor:
                 self.say(f"Restarted {child.name} (pid {child.pid}, restart {child.restarts}).")
                 changed = True
         return changed
+
+    def _watch(self, child: Child, now: float) -> None:
+        """Run the child's watch every WATCH_EVERY seconds; a reason it gives ends the child (its
+        whole group, hard: a stalled cluster does not stop on a signal), which the next round
+        notices and restarts as any death."""
+        if child.watch is None or not child.running() or now - child.watched < WATCH_EVERY:
+            return
+        child.watched = now
+        if (reason := child.watch(child.started_at)) is not None:
+            self.say(f"{child.name} (pid {child.pid}) {reason}: ending it to start it again.")
+            child.stopped_because = reason
+            child.end_leftovers()
 
     def _died(self, child: Child, now: float) -> None:
         child.end_leftovers()
@@ -152,6 +175,8 @@ class Supervisor:
         child.backoff = min(MAX_BACKOFF, child.backoff * 2)
         child.restart_at = now + wait
         child.last_exit = {"code": code, "at": _now_text()}
+        if child.stopped_because:
+            child.last_exit["reason"], child.stopped_because = child.stopped_because, None
         self.say(f"{child.name} (pid {child.pid}) stopped with {how}; restarting in {wait:.0f} s.")
 
     def _publish(self) -> None:

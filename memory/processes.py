@@ -50,3 +50,45 @@ def read() -> dict | None:
         return None
     state["supervisorAlive"] = _alive(int(state.get("pid") or 0)) if state.get("pid") else False
     return state
+
+
+# --- is the queue moving? -------------------------------------------------------------------------
+
+BEAT_FILE = "queue-beat"  # its modification time: when a queue worker last started a task
+
+
+def beat_path() -> Path:
+    return Path(settings.DATA_DIR) / BEAT_FILE
+
+
+def task_started(sender=None, **kwargs) -> None:
+    """django-q2's pre_execute, in a worker about to run a task: the queue moves."""
+    try:
+        beat_path().touch()
+    except OSError:  # a full disk or a read-only folder must not stop the task
+        pass
+
+
+def last_task_started() -> float | None:
+    """When a worker last started a task (seconds since the epoch), None when never recorded."""
+    try:
+        return beat_path().stat().st_mtime
+    except OSError:
+        return None
+
+
+def stall_seconds() -> float:
+    """How long the queue may start no task before it counts as stalled. The minute's tick is
+    always due, so a queue that moves starts a task at least that often, unless every worker is
+    held by one job attempt at its model calls' timeouts (two chat calls and an embedding)."""
+    attempt = 2 * settings.MEMORY_LLM_TIMEOUT_SECONDS + settings.MEMORY_EMBED_TIMEOUT_SECONDS
+    return max(300.0, attempt + 120.0)
+
+
+def queue_quiet_for(running_since: float | None, now: float) -> float | None:
+    """Seconds the queue has started no task, counted from its last task start or from when its
+    cluster started (`running_since`, epoch seconds), whichever is later; None when neither is
+    known. The worker killed while it held django-q2's task pipe left the others waiting for
+    good, with every process alive (a QA pass): only this says so."""
+    known = [moment for moment in (last_task_started(), running_since) if moment is not None]
+    return now - max(known) if known else None

@@ -7,6 +7,8 @@ import os
 from django.apps import AppConfig
 from django.conf import settings
 
+from memory import processes
+
 log = logging.getLogger(__name__)
 
 
@@ -28,6 +30,10 @@ class PipelineConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from django_q.signals import post_spawn  # imports django_q's models: only once apps are
+        # django_q.signals imports django_q's models: only once the apps are loaded.
+        from django_q.signals import post_spawn, pre_execute
 
         post_spawn.connect(lower_worker_priority, dispatch_uid="pipeline-worker-nice")
+        # Each task start is recorded: serve restarts a queue that stops starting any, and the
+        # health report says so (memory.processes.queue_quiet_for).
+        pre_execute.connect(processes.task_started, dispatch_uid="pipeline-task-started")

@@ -496,3 +496,30 @@ def test_forgetting_a_pinned_memory_takes_a_json_true_not_a_string(client, admin
         "forget", {"id": memory["id"], "reason": "old", "force": True}, f"Bearer {plain}", "t"
     )
     assert not is_error and payload["status"] == "deleted"
+
+
+def test_health_says_a_queue_that_starts_no_task_is_stalled(
+    client, ingest_auth, settings, tmp_path
+):
+    """A queue worker killed while it held django-q2's task pipe left the others waiting for good,
+    every process alive, and health said ok (a QA pass): a task start is recorded (django-q2's
+    pre_execute), and a queue quiet for longer than a job attempt and two ticks is a problem."""
+    import os
+    import time
+
+    from django_q.signals import pre_execute
+
+    from memory import processes
+
+    settings.DATA_DIR = tmp_path
+    body = client.get("/api/health", **ingest_auth).json()
+    assert body["queue"]["lastTaskStartedAt"] is None and body["queue"]["stalled"] is False
+    assert body["ok"] is True and body["problems"] == []
+    pre_execute.send(sender="django_q", func=None, task={})  # what a worker sends first
+    assert abs(processes.last_task_started() - time.time()) < 5
+    assert client.get("/api/health", **ingest_auth).json()["ok"] is True
+    long_ago = time.time() - processes.stall_seconds() - 60
+    os.utime(processes.beat_path(), (long_ago, long_ago))
+    body = client.get("/api/health", **ingest_auth).json()
+    assert body["queue"]["stalled"] is True and body["ok"] is False
+    assert "the queue has started no task for" in body["problems"][0]

@@ -146,7 +146,8 @@ def test_rejecting_records_the_reason_and_writes_nothing(client, pending, store,
     assert body["decidedBy"] == REVIEWER
     target = Memory.objects.get(id=store.postgres.id)
     assert target.version == 1 and target.content.endswith("14")
-    audit, kept = reviewed_audits(pending["update"]).order_by("created_at", "id")
+    rows = {row.metadata["decision"]: row for row in reviewed_audits(pending["update"])}
+    audit, kept = rows["rejected"], rows["kept"]
     assert audit.metadata["decision"] == "rejected" and audit.reason == "still on 14 in prod"
     assert audit.actor_type == "operator"
     # The memory it kept says so on its own trail; nothing of it changed.

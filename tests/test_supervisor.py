@@ -189,3 +189,36 @@ def test_serve_starts_its_parts_in_the_project_folder_wherever_it_is_run(monkeyp
     assert started["workers"].argv[1] == str(ROOT / "manage.py")
     check = [started["workers"].argv[0], started["workers"].argv[1], "check"]
     assert subprocess.run(check, cwd=tmp_path, capture_output=True).returncode == 0
+
+
+def test_a_part_its_watch_finds_stuck_is_ended_and_restarted_with_the_reason(tmp_path):
+    """The queue cluster that starts no task runs on, every process alive: its watch says so,
+    and the supervisor ends it (its whole group) and starts it again like any part that died."""
+    said = []
+    stuck = supervisor.Child("workers", ["sleep", "60"], watch=lambda started: "is stuck")
+    watcher = supervisor.Supervisor([stuck], said.append)
+    stuck.start()
+    first = stuck.pid
+    watcher._tend()
+    stuck.process.wait(timeout=10)
+    assert watcher._tend()  # the death is noticed
+    assert stuck.last_exit["reason"] == "is stuck" and stuck.last_exit["code"] == -signal.SIGKILL
+    assert said[0].startswith(f"workers (pid {first}) is stuck: ending it to start it again")
+    stuck.restart_at = 0
+    watcher._tend()
+    assert stuck.running() and stuck.pid != first and stuck.restarts == 1
+    stuck.process.kill()
+
+
+def test_the_queue_watch_counts_from_the_last_task_start_or_the_start(settings, tmp_path):
+    import time
+
+    from dashboard.management.commands.serve import queue_stalled
+    from memory import processes
+
+    settings.DATA_DIR = tmp_path
+    now = time.time()
+    assert queue_stalled(now) is None  # just started, no task yet
+    assert "started no task for" in queue_stalled(now - processes.stall_seconds() - 5)
+    processes.task_started()
+    assert queue_stalled(now - processes.stall_seconds() - 5) is None

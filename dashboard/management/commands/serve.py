@@ -7,11 +7,13 @@ workers are WSGI (threads in a few processes), and MCP sessions live in the memo
 
 import os
 import sys
+import time
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from dashboard.supervisor import Child, Supervisor
+from memory import processes
 
 DEFAULT_BIND = "127.0.0.1:8000"
 # gunicorn's default access log line has the request line (%(r)s, with its query string) and the
@@ -85,7 +87,9 @@ class Command(BaseCommand):
         project = str(settings.BASE_DIR)
         manage = os.path.join(project, "manage.py")
         web.cwd = project
-        cluster = Child("workers", [sys.executable, manage, "qcluster"], cwd=project)
+        cluster = Child(
+            "workers", [sys.executable, manage, "qcluster"], cwd=project, watch=queue_stalled
+        )
         mcp = Child(
             "mcp", [sys.executable, manage, "mcp", "--http", "--bind", mcp_bind], cwd=project
         )
@@ -110,3 +114,12 @@ class Command(BaseCommand):
 def _next_port(bind: str) -> str:
     host, _, port = bind.rpartition(":")
     return f"{host}:{int(port) + 1}"
+
+
+def queue_stalled(started_at: float) -> str | None:
+    """Why the queue cluster must be restarted though it runs: it started no task for longer
+    than memory.processes.stall_seconds() (a tick is due every minute)."""
+    quiet = processes.queue_quiet_for(started_at, time.time())
+    if quiet is not None and quiet > processes.stall_seconds():
+        return f"started no task for {quiet:.0f} s (a tick is due every minute)"
+    return None
