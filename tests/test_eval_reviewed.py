@@ -23,6 +23,7 @@ from tests.pipeline_support import (
     UPDATE_FACT,
     ScriptedModel,
     decision,
+    fact,
     four_decisions,
     raw,
     seed_store,
@@ -194,3 +195,30 @@ def test_keeping_both_is_an_approval_of_the_add_the_reviewer_chose(fake_ollama, 
     _, case_set = exported(tmp_path)
     (case,) = case_set.cases
     assert (case.category, case.expect()) == ("overridden", {"action": "add"})
+
+
+def test_a_rejected_add_without_candidates_is_left_out_with_a_note(fake_ollama, tmp_path):
+    """Without candidates no model is asked and the answer is add: a case expecting "not add"
+    could never pass (a QA pass scored a model 0 of 1 on it, with no call made)."""
+    ScriptedModel(fake_ollama, facts=[fact("Quokkas are small marsupials from Rottnest Island")])
+    set_mode("shadow")
+    raw("FYI: Quokkas are small marsupials from Rottnest Island.")
+    process_pending()
+    lonely = Proposal.objects.get(action="add")
+    assert not lonely.candidates
+    reviewing.reject(lonely.id, RITA, reason="not ours")
+    out, err = command("export-reviewed")
+    assert out.startswith("# 0 reviewed decisions")
+    assert "a rejected add without candidates" in out + err
+    bad = tmp_path / "bad.jsonl"
+    case = {
+        "id": "c1",
+        "kind": "decision",
+        "category": "rejected",
+        "fact": {"content": "Quokkas are small marsupials", "type": "fact", "confidence": 0.9},
+        "candidates": [],
+        "expect": {"notAction": "add"},
+    }
+    bad.write_text(json.dumps(case) + "\n")
+    with pytest.raises(case_format.CaseError, match="no candidates can only expect add"):
+        case_format.load(bad)

@@ -130,6 +130,10 @@ def _case(proposal: Proposal, approval: dict | None, call: LlmCall | None, expor
     if action not in (None, "add") and not candidates:
         export.notes.append(f"proposal {proposal.id}: approved {action} without candidates")
         return None
+    if not_action == "add" and not candidates:
+        # No model call is made without candidates (the answer is add): no model could pass it.
+        export.notes.append(f"proposal {proposal.id}: a rejected add without candidates")
+        return None
     return DecisionCase(
         id=f"reviewed-{proposal.id}",
         category=category,
