@@ -215,6 +215,7 @@ class ApprovalOutcome(models.TextChoices):
     STALE = "stale"  # the target or the raw memory moved on first
     WITHDRAWN = "withdrawn"  # the first approver took their approval back
     UNDONE = "undone"  # applied, then a reviewer undid the decision
+    REOPENED = "reopened"  # rejected, then a reviewer undid the rejection: it settled nothing
 
 
 class Approval(models.Model):

@@ -51,6 +51,23 @@ def test_agreement_counts_seconded_agreed_settled_and_overturned(decided):
     assert report["team"].settled == 6
 
 
+@pytest.mark.parametrize("undo", ["undo", "reopen"])
+def test_an_undone_rejection_settles_nothing_and_the_next_outcome_counts(db, undo):
+    """rita approves first, sam rejects, then takes the rejection back and approves: the change
+    applied as rita approved it. The undone rejection counted as a second, overturned round (a
+    QA pass: 2 settled, 1 overturned, where the one outcome agreed with her)."""
+    configure(review__destructiveApprovals=2)
+    proposal = pending_delete(seed("Host beta-1 serves the lab."), 1)
+    review.approve(proposal.id, RITA)
+    review.reject(proposal.id, SAM, reason="not sure yet")
+    getattr(review, undo)(proposal.id, SAM)
+    review.approve(proposal.id, RITA)
+    review.approve(proposal.id, SAM)
+    by_name = {row["reviewer"]: row for row in agreement.agreement(Filters(days=None))["reviewers"]}
+    rita = by_name["rita"]["total"]
+    assert (rita.seconded, rita.agreed, rita.settled, rita.overturned) == (1, 1, 1, 0)
+
+
 def test_an_update_of_a_pinned_memory_counts_under_its_action(decided):
     target = seed("The billing service runs on Postgres 14")
     Memory.objects.filter(id=target.id).update(pinned=True)

@@ -112,3 +112,11 @@ def undone(proposal_id: str) -> None:
     Approval.objects.filter(proposal_id=proposal_id, outcome=ApprovalOutcome.APPLIED).update(
         outcome=ApprovalOutcome.UNDONE
     )
+
+
+def reopened(proposal_id: str) -> None:
+    """A rejection was undone: its rounds settled nothing, and the outcome that counts is the one
+    the proposal reaches next (they counted as overturned, beside the round that applied it)."""
+    Approval.objects.filter(proposal_id=proposal_id, outcome=ApprovalOutcome.REJECTED).update(
+        outcome=ApprovalOutcome.REOPENED
+    )

@@ -195,6 +195,7 @@ def undo_decision(proposal_id: str, *, reviewer: Actor, reason: str | None = Non
                 memory.refresh_from_db(fields=["version", "content"])
                 rebase = {"target_version": memory.version, "target_content": memory.content}
         elif proposal.status == ProposalStatus.REJECTED:
+            approval_writes.reopened(proposal.id)
             RejectionFingerprint.objects.filter(
                 agent_id=proposal.agent_id, fingerprint=proposal.fingerprint, proposal=proposal
             ).update(active=False, updated_at=now)

@@ -466,6 +466,7 @@ def reopen(proposal_id: str, *, reviewer: Actor) -> Proposal:
         RejectionFingerprint.objects.filter(
             agent_id=proposal.agent_id, fingerprint=proposal.fingerprint, proposal=proposal
         ).update(active=False, updated_at=now)
+        approval_writes.reopened(proposal.id)
         review_audit(proposal, reviewer, "reopened", "rejection undone", {}, now)
         kept_undone_audit(proposal, reviewer, now)
     return Proposal.objects.get(id=proposal_id)
