@@ -360,6 +360,10 @@ def test_the_report_can_go_to_stdout_with_the_table_on_stderr(tmp_path):
     out, err = run_eval("--set", str(path), "--json", "-")
     assert json.loads(out)["provider"] == "offline"
     assert "accuracy" in err
+    # Nothing to measure is said, not printed as a score of 0 (one decision case, no extraction,
+    # no case that needs review).
+    assert "recall - (no case needs review)" in err
+    assert "extraction cases 0: none in the set" in err
 
 
 @pytest.mark.parametrize(
@@ -500,3 +504,27 @@ def test_a_report_folder_that_does_not_exist_is_refused_before_any_model_call(
     with pytest.raises(CommandError, match="is a folder"):
         run_eval("--set", str(path), "--provider", "ollama", "--json", str(tmp_path))
     assert fake_ollama.requests == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--since", "2026-01-01", "--provider", "offline"],
+            "--since: not an option of an evaluation",
+        ),
+        (["--agent", "lonely"], "--agent: not an option of an evaluation"),
+        (
+            ["export-reviewed", "--set", "x.jsonl", "--limit", "3"],
+            "--set, --limit: not an option of 'export-reviewed'",
+        ),
+        (
+            ["export-reviewed", "--provider", "offline"],
+            "--provider: not an option of 'export-reviewed'",
+        ),
+    ],
+)
+def test_an_option_the_command_does_not_take_is_refused_not_ignored(db, args, message):
+    """`eval --since` ran the shipped set and answered its score as if it were the verdicts'."""
+    with pytest.raises(CommandError, match=message):
+        run_eval(*args)

@@ -234,11 +234,15 @@ def table(report: dict) -> str:
         f"decision cases {d['cases']}: accuracy {d['accuracy']:.3f}, "
         f"destructive false positives {d['destructiveFalsePositiveRate']:.3f}, "
         f"wrong target {d['wrongTargetRate']:.3f}, dropped {d['droppedRate']:.3f}",
-        f"review needed: precision {d['reviewNeeded']['precision']:.3f}, "
-        f"recall {d['reviewNeeded']['recall']:.3f}; rejected actions avoided "
+        f"review needed: {_review_needed(d['reviewNeeded'])}; rejected actions avoided "
         f"{d['notAction']['correct']} of {d['notAction']['cases']}",
-        f"extraction cases {e['cases']}: fact recall {e['factRecall']:.3f}, "
-        f"forbidden {e['forbiddenRate']:.3f}, over max {e['overMaxRate']:.3f}",
+        f"extraction cases {e['cases']}: "
+        + (
+            f"fact recall {e['factRecall']:.3f}, "
+            f"forbidden {e['forbiddenRate']:.3f}, over max {e['overMaxRate']:.3f}"
+            if e["cases"]
+            else "none in the set"
+        ),
         f"latency p50 {report['latencyMs']['p50']} ms, p95 {report['latencyMs']['p95']} ms; "
         f"tokens {report['tokens']['prompt']} prompt, {report['tokens']['completion']} completion",
         "",
@@ -248,3 +252,17 @@ def table(report: dict) -> str:
         lines.append(f"{name:<24} {entry['correct']:>4} / {entry['cases']:<4}")
     lines.append(f"\n{len(report['failures'])} failures (listed in the JSON report)")
     return "\n".join(lines)
+
+
+def _review_needed(scores: dict) -> str:
+    """The flag's precision and recall, or what could not be measured: a rate of 0 of 0 printed
+    as 0.000 read as a model that never flagged right (a QA pass)."""
+    precision = (
+        f"precision {scores['precision']:.3f}"
+        if scores["flagged"]
+        else "precision - (none flagged)"
+    )
+    recall = (
+        f"recall {scores['recall']:.3f}" if scores["needed"] else "recall - (no case needs review)"
+    )
+    return f"{precision}, {recall}"

@@ -22,6 +22,20 @@ from pipeline.llm import ProviderError, get_chat_client
 
 EXPORT = "export-reviewed"
 BAR = 30
+# Each option's flag, and the options each command takes.
+OPTIONS = {
+    "case_file": "--set",
+    "provider": "--provider",
+    "model": "--model",
+    "json_out": "--json",
+    "concurrency": "--concurrency",
+    "limit": "--limit",
+    "category": "--category",
+    "since": "--since",
+    "agent": "--agent",
+}
+EXPORT_OPTIONS = {"since", "agent"}
+EVAL_OPTIONS = set(OPTIONS) - EXPORT_OPTIONS
 
 
 def _since(value: str | None) -> datetime | None:
@@ -94,6 +108,16 @@ class Command(BaseCommand):
         parser.add_argument("--agent", help=f"{EXPORT}: one agent's proposals only")
 
     def handle(self, *args, command, **options):
+        # An option the chosen command does not take is refused, not ignored (a QA pass ran
+        # `eval --since ...` and got the shipped set's score as if it were the verdicts').
+        takes = EXPORT_OPTIONS if command == EXPORT else EVAL_OPTIONS
+        given = [name for name in OPTIONS if name not in takes and options.get(name) is not None]
+        if given:
+            flags = ", ".join(OPTIONS[name] for name in given)
+            doing = (
+                f"'{EXPORT}'" if command == EXPORT else "an evaluation (without export-reviewed)"
+            )
+            raise CommandError(f"{flags}: not an option of {doing}")
         if command == EXPORT:
             return self._export(options["since"], options["agent"])
         return self._evaluate(**options)
