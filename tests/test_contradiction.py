@@ -767,6 +767,16 @@ def test_precision_and_recall_on_pairs_written_by_others(name):
     assert (precision >= low_precision, recall >= low_recall) == (True, True), (precision, recall)
 
 
+def test_precision_and_recall_on_a_fourth_blind_set_measured_once():
+    """20 pairs (16 contradictions) a QA helper wrote to attack full mode, measured once when
+    they came and never tuned on: 1.000 / 0.5625. Its misses are antonyms the word lists lack
+    (prefers / dislikes, supports / lacks, restricted to / anyone, only in / outside), a scope
+    narrowed without a negation ("skips them on draft PRs") and an end said as a date
+    ("ended on Dec 20"): a reviewer sees them only if the model flags them."""
+    precision, recall = _precision_recall(_labelled("others_fourth"))
+    assert (precision >= 0.99, recall >= 0.56) == (True, True), (precision, recall)
+
+
 @pytest.mark.parametrize(
     ("fact", "existing"),
     [
