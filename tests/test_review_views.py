@@ -13,6 +13,7 @@ from django.utils.html import escape
 from memory.models import Memory, MemoryHistory
 from memory.writes import Actor
 from pipeline.models import Proposal
+from pipeline.trail import trail_of
 from pipeline.writes.claims import claim
 from pipeline.writes.config import update_config
 from tests.aria_checks import assert_errors_described
@@ -1219,6 +1220,8 @@ def test_keep_existing_says_so_on_the_kept_memorys_trail_and_its_undo_too(
     page = reviewer_client.get(f"/memories/{flagged.target_memory_id}/").content.decode()
     assert f"kept as it is: the proposed {flagged.action.upper()} was rejected" in page
     assert "the old one is right" in page
+    trail = [row.label for row in trail_of(Proposal.objects.get(id=flagged.id))]
+    assert trail[-2:] == ["rejected", "existing memory kept"]  # the rejection first
     reviewer_client.post(f"/proposals/{flagged.id}/{undo}/", **hx)
     assert Proposal.objects.get(id=flagged.id).status == "pending"
     trail = MemoryHistory.objects.filter(

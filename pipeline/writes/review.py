@@ -5,6 +5,7 @@ callers still reach both here)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
@@ -410,7 +411,8 @@ def reject(proposal_id: str, *, reviewer: Actor, reason: str | None = None) -> P
         claim_writes.end(proposal.id)
         approval_writes.close_round(proposal.id, ApprovalOutcome.REJECTED, reviewer, now)
         review_audit(proposal, reviewer, "rejected", note, {}, now)
-        kept_audit(proposal, reviewer, (reason or "").strip(), now)
+        # A microsecond later: the trail, ordered by time, shows the rejection first.
+        kept_audit(proposal, reviewer, (reason or "").strip(), now + timedelta(microseconds=1))
     return Proposal.objects.get(id=proposal_id)
 
 
