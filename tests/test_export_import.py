@@ -273,11 +273,38 @@ def test_an_export_line_with_a_bad_expiry_or_a_live_tombstone_is_refused_alone(t
                 "isDeleted": True,
                 "purgedAt": "2026-01-01T00:00:00Z",
             },
+            # A tombstone carrying a key where a purge leaves none (a QA pass): a writer's
+            # reference, and an audit's metadata.
+            {
+                "content": "[purged]",
+                "agentId": "default",
+                "isDeleted": True,
+                "purgedAt": "2026-01-01T00:00:00Z",
+                "sourceType": "api",
+                "sourceId": "ref tb8Kk2-mole-9191-SECRETT",
+            },
+            {
+                "content": "[purged]",
+                "agentId": "default",
+                "isDeleted": True,
+                "purgedAt": "2026-01-01T00:00:00Z",
+                "history": [
+                    {
+                        "event": "created",
+                        "changedBy": "agent-one",
+                        "actorType": "agent",
+                        "createdAt": "2025-12-01T00:00:00Z",
+                        "metadata": {"fact": {"content": "The mole key is tb8Kk2-mole-9191"}},
+                    }
+                ],
+            },
         ],
     )
     out, _ = run_import(path)
-    assert "1 imported, 0 deduplicated, 4 refused" in out
-    assert "line 6: purgedAt: a purged memory holds nothing but its tombstone" in out
+    assert "1 imported, 0 deduplicated, 6 refused" in out
+    for line in (6, 7, 8):
+        assert f"line {line}: purgedAt: a purged memory holds nothing but its tombstone" in out
+    assert not Memory.objects.filter(source_id__contains="tb8Kk2").exists()
     assert "line 3: expiresAt: 'soon' is not an ISO 8601 date and time" in out
     assert "line 4: expiresAt: too far ahead: the latest taken is before 9000-01-01" in out
     assert "line 5: purgedAt: a purged memory is forgotten too: isDeleted must be true" in out

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
 from memory import export
-from memory.erasure import PURGED
+from memory.erasure import PURGED, PURGED_EVENT, text_values_purged
 from memory.imported import HistoryEntry, Incoming, Mention
-from memory.models import ActorType, Authority
+from memory.models import DERIVED_SOURCE_TYPE, ActorType, Authority
 from pipeline.imports import copies
 from pipeline.imports.fields import (
     NAME_CHARS,
@@ -200,7 +200,8 @@ def from_export(line: int, obj: dict, options: Options) -> Incoming:
         raise Bad(
             "purgedAt",
             f"a purged memory holds nothing but its tombstone: content {PURGED}, no why, tags, "
-            "entities or texts in its history",
+            "entities, sourceId or texts in its history (its audits' metadata as a purge leaves "
+            "it)",
         )
     return Incoming(
         line=line,
@@ -229,12 +230,22 @@ def from_export(line: int, obj: dict, options: Options) -> Incoming:
 
 
 def _only_a_tombstone(obj: dict, history: list[HistoryEntry]) -> bool:
-    """What a purge leaves of a memory: its marker, no why, tags or entities, no text in its
-    audits."""
+    """What a purge leaves of a memory: its marker, no why, tags or entities, no writer's
+    reference (a derived memory's raw memory id stays), no text in its audits, their metadata
+    as a purge leaves it (every text value the marker; the `purged` event's own is its record).
+    A QA pass imported tombstones carrying a key in sourceId and in an audit's metadata, which
+    no purge or redaction reaches again."""
     if obj.get("content") != PURGED or obj.get("why") or obj.get("tags") or obj.get("entities"):
         return False
+    if obj.get("sourceId") and obj.get("sourceType") != DERIVED_SOURCE_TYPE:
+        return False
     kept = (None, PURGED)
-    return all(e.old_content in kept and e.new_content in kept for e in history)
+    return all(
+        e.old_content in kept
+        and e.new_content in kept
+        and (e.event == PURGED_EVENT or text_values_purged(e.metadata) == e.metadata)
+        for e in history
+    )
 
 
 def _mentions(value) -> list[Mention] | None:
