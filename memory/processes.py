@@ -54,19 +54,55 @@ def read() -> dict | None:
 
 # --- is the queue moving? -------------------------------------------------------------------------
 
-BEAT_FILE = "queue-beat"  # its modification time: when a queue worker last started a task
+BEAT_FILE = "queue-beat"  # its modification time: when a worker last started or ended a task
 
 
 def beat_path() -> Path:
     return Path(settings.DATA_DIR) / BEAT_FILE
 
 
+BUSY_FOLDER = "queue-busy"  # a file per worker running a task, named by its pid
+
+
+def _busy_path(pid: int) -> Path:
+    return Path(settings.DATA_DIR) / BUSY_FOLDER / str(pid)
+
+
 def task_started(sender=None, **kwargs) -> None:
-    """django-q2's pre_execute, in a worker about to run a task: the queue moves."""
+    """django-q2's pre_execute, in a worker about to run a task: the queue moves, and this
+    worker is busy until task_ended."""
     try:
         beat_path().touch()
+        busy = _busy_path(os.getpid())
+        busy.parent.mkdir(exist_ok=True)
+        busy.touch()
     except OSError:  # a full disk or a read-only folder must not stop the task
         pass
+
+
+def task_ended(sender=None, **kwargs) -> None:
+    """django-q2's post_execute_in_worker: the worker is free again (and the queue moved)."""
+    try:
+        _busy_path(os.getpid()).unlink(missing_ok=True)
+        beat_path().touch()
+    except OSError:
+        pass
+
+
+def busy_workers() -> int:
+    """Workers running a task now: their files, less those of processes that are gone (killed
+    mid-task; their files are removed here)."""
+    try:
+        files = list((Path(settings.DATA_DIR) / BUSY_FOLDER).iterdir())
+    except OSError:
+        return 0
+    running = 0
+    for busy in files:
+        if busy.name.isdigit() and _alive(int(busy.name)):
+            running += 1
+        else:
+            busy.unlink(missing_ok=True)
+    return running
 
 
 def last_task_started() -> float | None:
@@ -78,17 +114,21 @@ def last_task_started() -> float | None:
 
 
 def stall_seconds() -> float:
-    """How long the queue may start no task before it counts as stalled. The minute's tick is
-    always due, so a queue that moves starts a task at least that often, unless every worker is
-    held by one job attempt at its model calls' timeouts (two chat calls and an embedding)."""
+    """How long the queue may start and finish no task, with no worker running one, before it
+    counts as stalled. The minute's tick is always due, so an idle queue that moves starts a
+    task at least that often; the margin covers a slow machine and a job attempt's model calls
+    at their timeouts (two chat calls and an embedding)."""
     attempt = 2 * settings.MEMORY_LLM_TIMEOUT_SECONDS + settings.MEMORY_EMBED_TIMEOUT_SECONDS
     return max(300.0, attempt + 120.0)
 
 
 def queue_quiet_for(running_since: float | None, now: float) -> float | None:
-    """Seconds the queue has started no task, counted from its last task start or from when its
-    cluster started (`running_since`, epoch seconds), whichever is later; None when neither is
-    known. The worker killed while it held django-q2's task pipe left the others waiting for
-    good, with every process alive (a QA pass): only this says so."""
+    """Seconds the queue has neither started nor finished a task, counted from the last one or
+    from when its cluster started (`running_since`, epoch seconds), whichever is later; 0 while a
+    worker runs a task (a long import's slice is work, not a stall); None when nothing is known.
+    The worker killed while it held django-q2's task pipe left the others waiting for good, with
+    every process alive (a QA pass): only this says so."""
+    if busy_workers():
+        return 0.0
     known = [moment for moment in (last_task_started(), running_since) if moment is not None]
     return now - max(known) if known else None

@@ -31,9 +31,10 @@ class PipelineConfig(AppConfig):
 
     def ready(self) -> None:
         # django_q.signals imports django_q's models: only once the apps are loaded.
-        from django_q.signals import post_spawn, pre_execute
+        from django_q.signals import post_execute_in_worker, post_spawn, pre_execute
 
         post_spawn.connect(lower_worker_priority, dispatch_uid="pipeline-worker-nice")
-        # Each task start is recorded: serve restarts a queue that stops starting any, and the
-        # health report says so (memory.processes.queue_quiet_for).
+        # Each task's start and end is recorded: serve restarts a queue that stops running any,
+        # and the health report says so (memory.processes.queue_quiet_for).
         pre_execute.connect(processes.task_started, dispatch_uid="pipeline-task-started")
+        post_execute_in_worker.connect(processes.task_ended, dispatch_uid="pipeline-task-ended")
