@@ -16,7 +16,7 @@ from django.http import JsonResponse
 
 from api.auth import authenticate, refusal
 from api.http import api
-from memory import backend, processes, vectors
+from memory import backend, processes, queue_beat, vectors
 from memory.models import Job, JobStatus
 from pipeline.config import get_config, mode_of
 from pipeline.llm import ProviderError, get_chat_client, get_embedder
@@ -84,24 +84,23 @@ def health_report() -> dict:
 
 
 def _problems(report: dict) -> list[str]:
-    """What is wrong though the database answers, in words: a queue that starts no task (every
-    process alive: a QA pass saw `ok: true` for minutes of it), a supervised part restarting, a
-    supervisor record left by one that died. Each also sets the report's `ok` to false."""
+    """What is wrong though the database answers, in words: a queue that runs no task while
+    tasks wait (every process alive: a QA pass saw `ok: true` for minutes of it), a supervised
+    part restarting, a supervisor record left by one that died. Each sets `ok` to false."""
     problems = []
     record = report["processes"] or {}
     workers = (record.get("children") or {}).get("workers") or {}
     supervised = record.get("supervisorAlive") and workers.get("state") == "running"
-    quiet = processes.queue_quiet_for(workers.get("startedAt") if supervised else None, time.time())
-    stalled = quiet is not None and quiet > processes.stall_seconds()
-    last = processes.last_task_started()
-    report["queue"]["lastTaskStartedAt"] = (
+    quiet = queue_beat.stalled(workers.get("startedAt") if supervised else None, time.time())
+    last = queue_beat.last_task_at()
+    report["queue"]["lastTaskAt"] = (
         datetime.fromtimestamp(last, UTC).isoformat() if last is not None else None
     )
-    report["queue"]["stalled"] = stalled
-    if stalled:
+    report["queue"]["stalled"] = quiet is not None
+    if quiet is not None:
         problems.append(
-            f"the queue has started no task for {quiet:.0f} s (a tick is due every minute): "
-            "jobs wait; restart the queue workers"
+            f"the queue has run no task for {quiet:.0f} s while tasks wait (a tick is due every "
+            "minute): jobs wait; restart the queue workers"
         )
     if record and not record.get("supervisorAlive"):
         problems.append("the record of serve's processes was left by a supervisor that stopped")

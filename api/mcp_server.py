@@ -150,7 +150,7 @@ def _with_project(args: dict) -> dict:
         return body
     if not isinstance(project, str) or not project.strip():
         raise BadRequest("project must be a non-empty string")
-    if len(project.strip()) > PROJECT_CHARS:
+    if len(project) > PROJECT_CHARS:  # as the schema's maxLength counts it
         raise BadRequest(
             f"project must be at most {PROJECT_CHARS} characters (it is kept as the tag "
             f"'{PROJECT_TAG}<project>', and a tag holds at most {memory_service.TAG_CHARS})"

@@ -20,6 +20,7 @@ MAX_BACKOFF = 30.0
 HEALTHY_AFTER = 60.0  # a child that ran this long before dying is restarted after FIRST_BACKOFF
 STOP_GRACE = 15.0
 WATCH_EVERY = 10.0  # seconds between a child's watch checks
+CONFIRM_AFTER = 30.0  # a watch's reason must still hold this long after it was first given
 
 
 def libc_prctl():
@@ -64,6 +65,7 @@ class Child:
     watch: Callable[[float], str | None] | None = None
     started_at: float = 0.0  # epoch seconds, for `watch` and the health report
     watched: float = 0.0  # monotonic: when `watch` last ran
+    suspect_since: float | None = None  # monotonic: when `watch` first gave its reason
     stopped_because: str | None = None
 
     def start(self) -> None:
@@ -154,15 +156,21 @@ class Supervisor:
         return changed
 
     def _watch(self, child: Child, now: float) -> None:
-        """Run the child's watch every WATCH_EVERY seconds; a reason it gives ends the child (its
-        whole group, hard: a stalled cluster does not stop on a signal), which the next round
-        notices and restarts as any death."""
+        """Run the child's watch every WATCH_EVERY seconds; a reason it still gives CONFIRM_AFTER
+        seconds after the first ends the child (its whole group, hard: a stalled cluster does
+        not stop on a signal), which the next round notices and restarts as any death. Twice,
+        because one reading can be wrong: a machine just back from sleep, a clock stepped."""
         if child.watch is None or not child.running() or now - child.watched < WATCH_EVERY:
             return
         child.watched = now
-        if (reason := child.watch(child.started_at)) is not None:
+        reason = child.watch(child.started_at)
+        if reason is None:
+            child.suspect_since = None
+        elif child.suspect_since is None:
+            child.suspect_since = now
+        elif now - child.suspect_since >= CONFIRM_AFTER:
             self.say(f"{child.name} (pid {child.pid}) {reason}: ending it to start it again.")
-            child.stopped_because = reason
+            child.stopped_because, child.suspect_since = reason, None
             child.end_leftovers()
 
     def _died(self, child: Child, now: float) -> None:

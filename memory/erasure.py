@@ -123,24 +123,18 @@ STORE_PLACES: list[Place] = [
         "the writer's reference to where it came from; a derived memory's raw memory id stays",
         elsewhere=False,
     ),
-    # Names and words from outside stay, less copies of a purged text (a who "saw <key>" failed).
-    *[
-        Place(M, name, How.SCRUBBED, note)
-        for name, note in (
-            ("type", "a type word (copies of a purged text scrubbed)"),
-            ("who", "the writer's name: who and when stay, less copies of a purged text"),
-            ("updated_by", "a person's or agent's name (copies of a purged text scrubbed)"),
-        )
-    ],
     *[
         Place(M, name, How.KEPT, note)
         for name, note in (
             ("id", "an id"),
+            ("type", "a type word"),
+            ("who", "the writer's name: who and when stay (a purged memory's, less its text)"),
             ("agent_id", "an agent's name"),
             ("source_type", "an origin word"),
             ("extraction_status", "a status word"),
             ("extraction_model", "a model's name"),
             ("embedding_model", "a model's name"),
+            ("updated_by", "a person's or agent's name"),
             ("asserted_by", "an authority word"),
         )
     ],
@@ -153,8 +147,10 @@ STORE_PLACES: list[Place] = [
         How.SCRUBBED,
         "who, when, event and reason stay: only copies go (and, in its own audits, its why)",
     ),
-    Place(H, "changed_by", How.SCRUBBED, "who: a name, less copies of a purged text"),
-    *[Place(H, name, How.KEPT, "an id or a word") for name in ("id", "event")],
+    *[
+        Place(H, name, How.KEPT, "an id, a word or a name")
+        for name in ("id", "event", "changed_by")
+    ],
     Place(H, "actor_type", How.KEPT, "an actor word"),
     *[
         Place(C, name, How.DELETED, "a full copy of an earlier version: the row is deleted")
@@ -164,15 +160,14 @@ STORE_PLACES: list[Place] = [
         C, "content_hash", How.REHASHED, "hash of the copied text", of="content", hasher="content"
     ),
     *[
-        Place(C, name, How.SCRUBBED, "as the memory's own (deleted with the row)")
-        for name in ("type", "who", "source_id")
-    ],
-    *[
         Place(C, name, How.KEPT, "an id, a word or a name (deleted with the row)")
         for name in (
             "archive_id",
+            "type",
+            "who",
             "agent_id",
             "source_type",
+            "source_id",
             "extraction_status",
             "extraction_model",
             "embedding_model",
@@ -199,7 +194,7 @@ STORE_PLACES: list[Place] = [
     ),
     Place("memory.Entity", "name", How.DELETED, "deleted when only purged memories mentioned it"),
     Place("memory.Entity", "canonical_name", How.DELETED, "as name"),
-    Place("memory.Entity", "entity_type", How.SCRUBBED, "a type word (copies scrubbed)"),
+    Place("memory.Entity", "entity_type", How.KEPT, "a type word"),
     Place("memory.Entity", "agent_id", How.KEPT, "an agent's name"),
     Place(
         "memory.Relation",

@@ -177,6 +177,12 @@ def erase_store_in_transaction(plan: StorePlan, texts: Texts, *, by: str, at) ->
     Memory.objects.filter(id__in=ids).exclude(source_type=DERIVED_SOURCE_TYPE).update(
         source_id=None
     )
+    # Who wrote it stays on the tombstone, less a copy of its text ("saw <the key>" made every
+    # purge of the key fail its check, with no way to clear it). Only the purged rows: a name
+    # elsewhere is a person's or a token's, which reviews and the trail know them by.
+    for pk, who in Memory.objects.filter(id__in=ids).exclude(who="").values_list("id", "who"):
+        if (cleaned := scrub(who, texts)) != who:
+            Memory.objects.filter(id=pk).update(who=cleaned)
     _wipe_audits(plan.history_ids, texts, dict(plan.whys))
     MemoryCold.objects.filter(pk__in=plan.cold_ids).delete()
     _drop_mentions(plan)

@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db import connection
-from django.db.models import F
 
 from memory import linker
 from memory.backend import lock_contents
@@ -201,18 +200,32 @@ _NAME_LENGTH = 300  # Entity.name and canonical_name
 
 
 def retype_relation(pk: int, relation_type: str) -> None:
-    """Give a relation the words a scrub wrote. When its two entities already have an edge of
-    those words (two relation words scrubbed to one marker), this one joins it: its mentions are
-    added there and it is deleted (the edge's words stay unique)."""
-    row = Relation.objects.filter(pk=pk).values_list("source_id", "target_id", "mentions").first()
+    """Give a relation the words a scrub wrote (cut to the column's length: a marker can be
+    longer than what it replaces). When its two entities already have an edge of those words
+    (two relation words scrubbed to one marker), this one joins it as the graph's own upsert
+    joins a mention: mentions added, confidence averaged by them; then it is deleted."""
+    relation_type = relation_type[: Relation._meta.get_field("relation_type").max_length]
+    row = (
+        Relation.objects.filter(pk=pk)
+        .values_list("source_id", "target_id", "mentions", "confidence")
+        .first()
+    )
     if row is None:
         return
-    source_id, target_id, mentions = row
-    same = Relation.objects.filter(
-        source_id=source_id, target_id=target_id, relation_type=relation_type
-    ).exclude(pk=pk)
-    if same.exists():
-        same.update(mentions=F("mentions") + mentions)
-        Relation.objects.filter(pk=pk).delete()
-    else:
+    source_id, target_id, mentions, confidence = row
+    same = (
+        Relation.objects.filter(
+            source_id=source_id, target_id=target_id, relation_type=relation_type
+        )
+        .exclude(pk=pk)
+        .first()
+    )
+    if same is None:
         Relation.objects.filter(pk=pk).update(relation_type=relation_type)
+        return
+    total = same.mentions + mentions
+    Relation.objects.filter(pk=same.pk).update(
+        mentions=total,
+        confidence=(same.confidence * same.mentions + confidence * mentions) / total,
+    )
+    Relation.objects.filter(pk=pk).delete()

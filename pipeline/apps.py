@@ -7,7 +7,7 @@ import os
 from django.apps import AppConfig
 from django.conf import settings
 
-from memory import processes
+from memory import queue_beat
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +35,6 @@ class PipelineConfig(AppConfig):
 
         post_spawn.connect(lower_worker_priority, dispatch_uid="pipeline-worker-nice")
         # Each task's start and end is recorded: serve restarts a queue that stops running any,
-        # and the health report says so (memory.processes.queue_quiet_for).
-        pre_execute.connect(processes.task_started, dispatch_uid="pipeline-task-started")
-        post_execute_in_worker.connect(processes.task_ended, dispatch_uid="pipeline-task-ended")
+        # and the health report says so (memory.queue_beat).
+        pre_execute.connect(queue_beat.task_started, dispatch_uid="pipeline-task-started")
+        post_execute_in_worker.connect(queue_beat.task_ended, dispatch_uid="pipeline-task-ended")

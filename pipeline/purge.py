@@ -244,8 +244,9 @@ def preview(memory_ids: list[str], texts: Texts) -> Receipt:
                 continue
             if any(fields[name].elsewhere for name in names):
                 extra.append(pk)
-            else:  # a kept memory's own text: the purge's check will name it, as this does
-                left.update(fields[name].where for name in names)
+            # A kept memory's own text (even in a row whose other copies are scrubbed): the
+            # purge's check will name it, as this does.
+            left.update(fields[name].where for name in names if not fields[name].elsewhere)
         if extra:
             table = copies_table(copies.model)
             rows[table] = rows.get(table, 0) + len(extra)

@@ -108,3 +108,25 @@ def test_the_analytics_page_costs_the_same_whatever_the_approvals(viewer_client,
 def test_without_two_person_rounds_the_page_says_how_to_get_them(viewer_client, db):
     body = viewer_client.get("/analytics/").content.decode()
     assert "No first approval was decided in this period" in body
+
+
+def test_the_migration_reopens_the_rounds_of_rejections_undone_before_it(db):
+    """Migration 0022 gives rounds rejected on a proposal that is no longer rejected (undone
+    before the reopened outcome existed) that outcome; a rejection that stands stays."""
+    import importlib
+
+    from django.apps import apps
+
+    from pipeline.team import Approval
+
+    configure(review__destructiveApprovals=2)
+    undone, standing = (pending_delete(seed(f"Host gamma-{n} serves the lab."), n) for n in (1, 2))
+    for proposal in (undone, standing):
+        review.approve(proposal.id, RITA)
+        review.reject(proposal.id, SAM, reason="not sure yet")
+    review.reopen(undone.id, SAM)
+    Approval.objects.filter(proposal=undone).update(outcome="rejected")  # as before 0022
+    migration = importlib.import_module("pipeline.migrations.0022_approval_reopened")
+    migration.reopen_undone_rejections(apps, None)
+    assert Approval.objects.get(proposal=undone).outcome == "reopened"
+    assert Approval.objects.get(proposal=standing).outcome == "rejected"

@@ -498,38 +498,41 @@ def test_forgetting_a_pinned_memory_takes_a_json_true_not_a_string(client, admin
     assert not is_error and payload["status"] == "deleted"
 
 
-def test_health_says_a_queue_that_starts_no_task_is_stalled(
+def test_health_says_a_queue_that_runs_no_task_while_tasks_wait_is_stalled(
     client, ingest_auth, settings, tmp_path
 ):
     """A queue worker killed while it held django-q2's task pipe left the others waiting for good,
-    every process alive, and health said ok (a QA pass): a task start is recorded (django-q2's
-    pre_execute), and a queue quiet for longer than a job attempt and two ticks is a problem."""
+    every process alive, and health said ok (a QA pass): each task's start and end is recorded
+    (django-q2's signals), and a queue with no task running, quiet for longer than a job attempt
+    and two ticks while tasks wait in the broker, is a problem."""
     import os
     import time
 
     from django_q.signals import post_execute_in_worker, pre_execute
+    from django_q.tasks import async_task
 
-    from memory import processes
+    from memory import queue_beat
 
     settings.DATA_DIR = tmp_path
     body = client.get("/api/health", **ingest_auth).json()
-    assert body["queue"]["lastTaskStartedAt"] is None and body["queue"]["stalled"] is False
+    assert body["queue"]["lastTaskAt"] is None and body["queue"]["stalled"] is False
     assert body["ok"] is True and body["problems"] == []
+    async_task("time.sleep", 0)  # a task waiting in the broker
     pre_execute.send(sender="django_q", func=None, task={})  # what a worker sends first
-    assert abs(processes.last_task_started() - time.time()) < 5
-    long_ago = time.time() - processes.stall_seconds() - 60
-    os.utime(processes.beat_path(), (long_ago, long_ago))
-    # A worker running a long task (an import's 15-minute slice) is work, not a stall (a QA
-    # pass saw two long tasks killed as a stalled queue).
-    assert processes.busy_workers() == 1
+    assert abs(queue_beat.last_task_at() - time.time()) < 5
+    long_ago = time.time() - queue_beat.stall_seconds() - 60
+    os.utime(queue_beat.beat_path(), (long_ago, long_ago))
+    # A worker running a long task (an import's 15-minute slice) is work, not a stall (a live
+    # check saw two long tasks killed as a stalled queue).
+    assert queue_beat.busy_workers() == 1
     assert client.get("/api/health", **ingest_auth).json()["ok"] is True
     post_execute_in_worker.send(sender="django_q", func=None, task={})
-    assert processes.busy_workers() == 0
-    os.utime(processes.beat_path(), (long_ago, long_ago))
+    assert queue_beat.busy_workers() == 0
+    os.utime(queue_beat.beat_path(), (long_ago, long_ago))
     body = client.get("/api/health", **ingest_auth).json()
     assert body["queue"]["stalled"] is True and body["ok"] is False
-    assert "the queue has started no task for" in body["problems"][0]
+    assert "the queue has run no task for" in body["problems"][0]
     # The file of a worker killed mid-task counts for nothing (its process is gone).
-    dead = processes._busy_path(2**22 + 12345)
+    dead = queue_beat.busy_path(2**22 + 12345)
     dead.touch()
-    assert processes.busy_workers() == 0 and not dead.exists()
+    assert queue_beat.busy_workers() == 0 and not dead.exists()

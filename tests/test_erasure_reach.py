@@ -150,3 +150,70 @@ def test_a_dry_run_names_the_copies_the_purge_would_leave_as_the_purge_does(
     real = post(client, multi_admin, "/api/purge", body).json()
     assert real["found"] == [{"where": "memories.why", "count": 1}]
     assert dry["found"] == real["found"]
+
+
+def test_a_purge_of_a_name_leaves_the_names_the_trail_knows_people_by(client, multi_admin):
+    """A second reviewer: scrubbing names store-wide turned the purger's own name on the
+    tombstone's `purged` event, and an unrelated memory's editor, into [purged], while tokens,
+    approvals and decisions kept the name. Only the purged memory's own writer is scrubbed."""
+    from api.auth import create_token
+
+    name = "dana.w@example.com"
+    _, token = create_token(name, scopes=["admin", "review", "ingest"], multi_agent=True)
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+    other = remember(client, auth, "The lab printer is on floor 3.")
+    client.patch(
+        f"/api/memory/{other}",
+        {"tags": ["office"], "reason": "tagged"},
+        content_type="application/json",
+        **auth,
+    )
+    leaked = remember(client, auth, f"Dana's address is {name} for invoices.")
+    receipt = post(client, auth, "/api/purge", {"text": name, "reason": "her right to erasure"})
+    assert receipt.json()["verified"] is True, receipt.json()
+    tombstone = MemoryHistory.objects.get(memory_id=leaked, event="purged")
+    assert tombstone.changed_by == name  # who purged it stays
+    assert Memory.objects.get(id=other).updated_by == name
+    assert MemoryHistory.objects.filter(memory_id=other, changed_by=name).count() == 2
+
+
+def test_a_scrubbed_relation_joins_the_edge_of_its_new_words_and_fits_its_column():
+    """Two relation words scrubbed to one marker would break the edge's uniqueness: the second
+    joins the first as the graph's own upsert joins a mention. A marker longer than what it
+    replaced is cut to the column (PostgreSQL refuses a longer value)."""
+    from django.utils import timezone
+
+    from memory.graph import retype_relation
+    from memory.models import Entity
+
+    now = timezone.now()
+    priya, vault = (
+        Entity.objects.create(
+            name=n, canonical_name=n.lower(), agent_id="a", created_at=now, updated_at=now
+        )
+        for n in ("Priya", "Vault")
+    )
+    kept = Relation.objects.create(
+        source=priya,
+        target=vault,
+        relation_type="holds key [purged]",
+        confidence=0.9,
+        mentions=3,
+        created_at=now,
+        updated_at=now,
+    )
+    joining = Relation.objects.create(
+        source=priya,
+        target=vault,
+        relation_type="holds key k2",
+        confidence=0.5,
+        mentions=1,
+        created_at=now,
+        updated_at=now,
+    )
+    retype_relation(joining.id, "holds key [purged]")
+    kept.refresh_from_db()
+    assert not Relation.objects.filter(id=joining.id).exists()
+    assert kept.mentions == 4 and abs(kept.confidence - (0.9 * 3 + 0.5) / 4) < 1e-9
+    retype_relation(kept.id, "x" * 190 + "[redacted:password]")
+    assert len(Relation.objects.get(id=kept.id).relation_type) == 200

@@ -220,5 +220,5 @@ def test_a_rejected_add_without_candidates_is_left_out_with_a_note(fake_ollama, 
         "expect": {"notAction": "add"},
     }
     bad.write_text(json.dumps(case) + "\n")
-    with pytest.raises(case_format.CaseError, match="no candidates can only expect add"):
+    with pytest.raises(case_format.CaseError, match="no candidates cannot expect notAction add"):
         case_format.load(bad)

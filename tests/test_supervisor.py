@@ -191,15 +191,21 @@ def test_serve_starts_its_parts_in_the_project_folder_wherever_it_is_run(monkeyp
     assert subprocess.run(check, cwd=tmp_path, capture_output=True).returncode == 0
 
 
-def test_a_part_its_watch_finds_stuck_is_ended_and_restarted_with_the_reason(tmp_path):
-    """The queue cluster that starts no task runs on, every process alive: its watch says so,
-    and the supervisor ends it (its whole group) and starts it again like any part that died."""
+def test_a_part_its_watch_finds_stuck_twice_is_ended_and_restarted_with_the_reason():
+    """The queue cluster that runs no task runs on, every process alive: its watch says so, and
+    when it still says so CONFIRM_AFTER later (one reading can be wrong: a machine back from
+    sleep), the supervisor ends it (its whole group) and starts it again like any dead part."""
     said = []
-    stuck = supervisor.Child("workers", ["sleep", "60"], watch=lambda started: "is stuck")
+    verdicts = iter(["is stuck", None, "is stuck", "is stuck", "is stuck"])
+    stuck = supervisor.Child("workers", ["sleep", "60"], watch=lambda started: next(verdicts))
     watcher = supervisor.Supervisor([stuck], said.append)
     stuck.start()
     first = stuck.pid
-    watcher._tend()
+    step = supervisor.WATCH_EVERY
+    for clock in (0, step, 2 * step, 3 * step):  # suspect, cleared, suspect, not yet 30 s
+        watcher._watch(stuck, 1000 + clock)
+    assert stuck.running() and said == []
+    watcher._watch(stuck, 1000 + 2 * step + supervisor.CONFIRM_AFTER)
     stuck.process.wait(timeout=10)
     assert watcher._tend()  # the death is noticed
     assert stuck.last_exit["reason"] == "is stuck" and stuck.last_exit["code"] == -signal.SIGKILL
@@ -210,15 +216,32 @@ def test_a_part_its_watch_finds_stuck_is_ended_and_restarted_with_the_reason(tmp
     stuck.process.kill()
 
 
-def test_the_queue_watch_counts_from_the_last_task_start_or_the_start(settings, tmp_path):
+@pytest.mark.django_db
+def test_the_queue_is_stalled_only_when_quiet_idle_and_tasks_wait(settings, tmp_path):
+    """Quiet for longer than stall_seconds (from the last task, or the cluster's start), no
+    worker running a task, and a task waiting in the broker; a queue node left idle beside
+    others (nothing waits) or running long tasks is not stalled (a second reviewer, a live
+    check that killed two 7-minute tasks)."""
+    import os
     import time
 
+    from django_q.tasks import async_task
+
     from dashboard.management.commands.serve import queue_stalled
-    from memory import processes
+    from memory import queue_beat
 
     settings.DATA_DIR = tmp_path
     now = time.time()
-    assert queue_stalled(now) is None  # just started, no task yet
-    assert "started no task for" in queue_stalled(now - processes.stall_seconds() - 5)
-    processes.task_started()
-    assert queue_stalled(now - processes.stall_seconds() - 5) is None
+    long_ago = now - queue_beat.stall_seconds() - 5
+    assert queue_stalled(now) is None  # just started, nothing run yet
+    assert queue_stalled(long_ago) is None  # quiet, but nothing waits: idle, not stuck
+    async_task("time.sleep", 0)  # a tick's task, waiting in the broker
+    assert queue_beat.tasks_waiting() >= 1
+    assert "started no task for" in queue_stalled(long_ago)
+    queue_beat.task_started()  # a worker starts a task and runs it
+    os.utime(queue_beat.beat_path(), (long_ago, long_ago))
+    assert queue_beat.busy_workers() == 1 and queue_stalled(long_ago) is None
+    queue_beat.task_ended()  # it ended just now: the queue moved
+    assert queue_beat.busy_workers() == 0 and queue_stalled(long_ago) is None
+    os.utime(queue_beat.beat_path(), (long_ago, long_ago))
+    assert "started no task for" in queue_stalled(long_ago)

@@ -267,9 +267,11 @@ def _decision(line: _Line, obj: dict, cid: str, category: str) -> DecisionCase |
         line.error("expect.target is only for an expected update, delete or none")
     if action in DESTRUCTIVE_ACTIONS and target is None:
         line.error(f"expect.target is required for an expected {action}")
-    if (action is not None and action != "add" or not_action == "add") and not candidates:
-        # Without candidates no model is asked: the answer is always add.
+    if action is not None and action != "add" and not candidates:
         line.error("a case with no candidates can only expect add (no model call is made)")
+    if not_action == "add" and not candidates:
+        # Without candidates no model is asked: the answer is always add.
+        line.error("a case with no candidates cannot expect notAction add: its answer is add")
     review = expect.get("reviewNeeded")
     if review is not None and not isinstance(review, bool):
         line.error("expect.reviewNeeded must be true or false")

@@ -3,12 +3,21 @@
 from django.db import migrations, models
 
 
+def reopen_undone_rejections(apps, schema_editor):
+    """A round that ended rejected on a proposal that is no longer rejected was undone."""
+    Approval = apps.get_model("pipeline", "Approval")
+    undone = Approval.objects.filter(outcome="rejected").exclude(proposal__status="rejected")
+    undone.update(outcome="reopened")
+
+
 class Migration(migrations.Migration):
     dependencies = [
         ("pipeline", "0021_eval_run_selection"),
     ]
 
     operations = [
+        # Rejections undone before this migration: the proposal is no longer rejected.
+        migrations.RunPython(reopen_undone_rejections, migrations.RunPython.noop),
         migrations.AlterField(
             model_name="approval",
             name="outcome",

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from dashboard.supervisor import Child, Supervisor
-from memory import processes
+from memory import queue_beat
 
 DEFAULT_BIND = "127.0.0.1:8000"
 # gunicorn's default access log line has the request line (%(r)s, with its query string) and the
@@ -117,9 +117,9 @@ def _next_port(bind: str) -> str:
 
 
 def queue_stalled(started_at: float) -> str | None:
-    """Why the queue cluster must be restarted though it runs: it started no task for longer
-    than memory.processes.stall_seconds() (a tick is due every minute)."""
-    quiet = processes.queue_quiet_for(started_at, time.time())
-    if quiet is not None and quiet > processes.stall_seconds():
-        return f"started no task for {quiet:.0f} s (a tick is due every minute)"
+    """Why the queue cluster must be restarted though it runs: it ran no task for longer than
+    memory.queue_beat.stall_seconds() while tasks wait in its broker."""
+    quiet = queue_beat.stalled(started_at, time.time())
+    if quiet is not None:
+        return f"started no task for {quiet:.0f} s while tasks wait (a tick is due every minute)"
     return None
