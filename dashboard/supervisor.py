@@ -63,6 +63,7 @@ class Child:
     # A check of a running child that may answer why it must be started again though it runs
     # (given when it started, epoch seconds): the queue cluster that starts no task.
     watch: Callable[[float], str | None] | None = None
+    before_start: Callable[[], None] | None = None  # run each time, before the process starts
     started_at: float = 0.0  # epoch seconds, for `watch` and the health report
     watched: float = 0.0  # monotonic: when `watch` last ran
     suspect_since: float | None = None  # monotonic: when `watch` first gave its reason
@@ -73,6 +74,8 @@ class Child:
         # SIGTERM to a whole django-q2 process group made shutdown hang).
         # A supervisor that dies (a SIGKILL, an OOM kill) takes its children with it: left
         # running, a new serve's parts could not bind, and the old workers took jobs beside it.
+        if self.before_start is not None:
+            self.before_start()
         prctl, parent = libc_prctl(), os.getpid()
         self.process = subprocess.Popen(
             self.argv,

@@ -45,6 +45,17 @@ def task_ended(sender=None, **kwargs) -> None:
         pass
 
 
+def forget_busy() -> None:
+    """Remove every worker's busy file: called before a cluster starts, when none of its workers
+    can be running a task. A file a killed worker left would otherwise count while its pid,
+    reused after a restart, names some other live process, hiding a stall (a live check)."""
+    try:
+        for busy in (Path(settings.DATA_DIR) / BUSY_FOLDER).iterdir():
+            busy.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
 def busy_workers(now: float | None = None) -> int:
     """Workers running a task now: their files, less those of processes that are gone (killed
     mid-task) and those older than the queue's task timeout (django-q2 ends such a task; the pid

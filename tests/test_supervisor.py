@@ -245,3 +245,19 @@ def test_the_queue_is_stalled_only_when_quiet_idle_and_tasks_wait(settings, tmp_
     assert queue_beat.busy_workers() == 0 and queue_stalled(long_ago) is None
     os.utime(queue_beat.beat_path(), (long_ago, long_ago))
     assert "started no task for" in queue_stalled(long_ago)
+
+
+def test_a_cluster_starts_with_no_busy_file_left_from_before(settings, tmp_path):
+    """A busy file a killed worker left counts while its pid names a live process: after a
+    restart, pids are reused (pid 1 in a container), and the stall would never be seen."""
+    from memory import queue_beat
+
+    settings.DATA_DIR = tmp_path
+    left = queue_beat.busy_path(1)  # pid 1 is alive
+    left.parent.mkdir()
+    left.touch()
+    assert queue_beat.busy_workers() == 1
+    cluster = supervisor.Child("workers", ["true"], before_start=queue_beat.forget_busy)
+    cluster.start()
+    cluster.process.wait()
+    assert queue_beat.busy_workers() == 0 and not left.exists()

@@ -88,7 +88,11 @@ class Command(BaseCommand):
         manage = os.path.join(project, "manage.py")
         web.cwd = project
         cluster = Child(
-            "workers", [sys.executable, manage, "qcluster"], cwd=project, watch=queue_stalled
+            "workers",
+            [sys.executable, manage, "qcluster"],
+            cwd=project,
+            watch=queue_stalled,
+            before_start=queue_beat.forget_busy,  # no worker of a cluster yet to start is busy
         )
         mcp = Child(
             "mcp", [sys.executable, manage, "mcp", "--http", "--bind", mcp_bind], cwd=project
