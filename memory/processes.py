@@ -29,7 +29,8 @@ def clear() -> None:
     record_path().unlink(missing_ok=True)
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether a process of this pid exists (one of another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -48,5 +49,5 @@ def read() -> dict | None:
         return None
     if not isinstance(state, dict):
         return None
-    state["supervisorAlive"] = _alive(int(state.get("pid") or 0)) if state.get("pid") else False
+    state["supervisorAlive"] = alive(int(state.get("pid") or 0)) if state.get("pid") else False
     return state

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from django.conf import settings
 
+from memory import processes
+
 BEAT_FILE = "queue-beat"  # its modification time: when a worker last started or ended a task
 BUSY_FOLDER = "queue-busy"  # a file per worker running a task, named by its pid
 
@@ -69,23 +71,17 @@ def busy_workers(now: float | None = None) -> int:
     running = 0
     for busy in files:
         try:
-            if busy.name.isdigit() and _alive(int(busy.name)) and busy.stat().st_mtime > oldest:
+            if (
+                busy.name.isdigit()
+                and processes.alive(int(busy.name))
+                and busy.stat().st_mtime > oldest
+            ):
                 running += 1
             else:
                 busy.unlink(missing_ok=True)
         except OSError:  # gone meanwhile, or not ours to remove: it counts for nothing
             continue
     return running
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def last_task_at() -> float | None:
