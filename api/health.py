@@ -78,30 +78,42 @@ def health_report() -> dict:
         report["mode"] = report["mutationsFrozen"] = None
     # The processes `manage.py serve` supervises (None under another process manager).
     report["processes"] = processes.read()
-    report["problems"] = _problems(report)
+    quiet = _queue_movement(report)
+    report["problems"] = _problems(report, quiet)
     report["ok"] = not report["problems"]
     return report
 
 
-def _problems(report: dict) -> list[str]:
-    """What is wrong though the database answers, in words: a queue that runs no task while
-    tasks wait (every process alive: a QA pass saw `ok: true` for minutes of it), a supervised
-    part restarting, a supervisor record left by one that died. Each sets `ok` to false."""
-    problems = []
-    record = report["processes"] or {}
-    workers = (record.get("children") or {}).get("workers") or {}
-    supervised = record.get("supervisorAlive") and workers.get("state") == "running"
-    quiet = queue_beat.stalled(workers.get("startedAt") if supervised else None, time.time())
+def _queue_movement(report: dict) -> float | None:
+    """Add when a worker last started or ended a task, and whether the queue is stalled (running
+    no task while tasks wait: memory.queue_beat), to the report's queue; returns the seconds it
+    has been quiet when stalled."""
+    workers = ((report["processes"] or {}).get("children") or {}).get("workers") or {}
+    supervised = (report["processes"] or {}).get("supervisorAlive")
+    running_since = (
+        workers.get("startedAt") if supervised and workers.get("state") == "running" else None
+    )
+    quiet = queue_beat.stalled(running_since, time.time())
     last = queue_beat.last_task_at()
     report["queue"]["lastTaskAt"] = (
         datetime.fromtimestamp(last, UTC).isoformat() if last is not None else None
     )
     report["queue"]["stalled"] = quiet is not None
+    return quiet
+
+
+def _problems(report: dict, quiet: float | None) -> list[str]:
+    """What is wrong though the database answers, in words: a queue that runs no task while
+    tasks wait (`quiet` seconds; every process alive: a QA pass saw `ok: true` for minutes of
+    it), a supervised part restarting, a supervisor record left by one that died. Each sets `ok`
+    to false."""
+    problems = []
     if quiet is not None:
         problems.append(
             f"the queue has run no task for {quiet:.0f} s while tasks wait (a tick is due every "
             "minute): jobs wait; restart the queue workers"
         )
+    record = report["processes"] or {}
     if record and not record.get("supervisorAlive"):
         problems.append("the record of serve's processes was left by a supervisor that stopped")
     for name, child in sorted((record.get("children") or {}).items()):

@@ -9,12 +9,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory import writes
-from memory.models import Memory, MemoryHistory
+from memory.models import Memory
 from memory.writes import Actor, Refused
 from pipeline.config import get_config
 from pipeline.models import APPROVABLE, Proposal, ProposalStatus, RejectionFingerprint
 from pipeline.writes import approvals as approval_writes
-from pipeline.writes.reviewed import kept_undone_audit, review_audit
+from pipeline.writes.reviewed import kept_undone_audit, review_audit, target_decision_undone
 
 # --- revert ---------------------------------------------------------------------------------------
 
@@ -224,19 +224,7 @@ def undo_decision(proposal_id: str, *, reviewer: Actor, reason: str | None = Non
 
 def _undo_keep_both_audit(proposal: Proposal, reviewer: Actor, note: str, at) -> None:
     """A "keep both" wrote on the old memory's own trail that a reviewer kept it beside the new
-    fact: once that decision is undone, the same trail says so (it went on saying "kept both")."""
-    target_id = proposal.target_memory_id
-    if not target_id or proposal.applied_as != "add":
-        return
-    kept = MemoryHistory.objects.filter(
-        memory_id=target_id, event="reviewed", metadata__proposalId=proposal.id
-    ).filter(metadata__decision="keep_both")
-    if kept.exists():
-        writes.audit(
-            target_id,
-            "reviewed",
-            actor=reviewer,
-            reason=f"{note}: the keep both of proposal {proposal.id} no longer holds",
-            metadata={"proposalId": proposal.id, "decision": "keep_both_undone"},
-            at=at,
-        )
+    fact: once that decision is undone, the same trail says so."""
+    if proposal.applied_as == "add":
+        reason = f"{note}: the keep both of proposal {proposal.id} no longer holds"
+        target_decision_undone(proposal, "keep_both", reviewer, reason, at)

@@ -1,5 +1,6 @@
 """What every reviewer action on a proposal shares: the `reviewed` audit it writes under the raw
-memory (and, for a rejected UPDATE or DELETE, under the memory it kept), and the refusal that says who decided a proposal (and when) when it is no longer open."""
+memory (and under the memory a keep both or a keep existing kept, and its undo there), and the
+refusal that says who decided a proposal (and when) when it is no longer open."""
 
 from __future__ import annotations
 
@@ -71,16 +72,28 @@ def kept_audit(proposal: Proposal, reviewer: Actor, note: str, at) -> None:
 
 def kept_undone_audit(proposal: Proposal, reviewer: Actor, at) -> None:
     """The kept memory's trail says the rejection that kept it no longer holds (kept_audit)."""
+    reason = f"rejection undone: the proposed {proposal.action.upper()} is pending again"
+    target_decision_undone(proposal, "kept", reviewer, reason, at)
+
+
+def target_decision_undone(
+    proposal: Proposal, decision: str, reviewer: Actor, reason: str, at
+) -> None:
+    """A decision written on the target memory's own trail (`decision`: keep_both, kept) no
+    longer holds once undone: the same trail says so, as `<decision>_undone` (it went on
+    saying the decision stood)."""
     target_id = proposal.target_memory_id
-    kept = MemoryHistory.objects.filter(
+    if not target_id:
+        return
+    written = MemoryHistory.objects.filter(
         memory_id=target_id, event="reviewed", metadata__proposalId=proposal.id
-    ).filter(metadata__decision="kept")
-    if target_id and kept.exists():
+    ).filter(metadata__decision=decision)
+    if written.exists():
         audit(
             target_id,
             "reviewed",
             actor=reviewer,
-            reason=f"rejection undone: the proposed {proposal.action.upper()} is pending again",
-            metadata={"proposalId": proposal.id, "decision": "kept_undone"},
+            reason=reason,
+            metadata={"proposalId": proposal.id, "decision": f"{decision}_undone"},
             at=at,
         )
