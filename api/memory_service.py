@@ -51,10 +51,12 @@ def require_scope(token: ApiToken, scope: str) -> None:
 
 
 def actor(token: ApiToken, body: dict | None = None, default_type: str = ActorType.AGENT) -> Actor:
-    # The token is the authenticated principal; an explicit changedBy only adds detail.
-    name = token.name
+    """Who a change is by: an agent's write is its token's; an operator's edit, forget or
+    recover is the token's holder's when it has one (as its reviews are). An explicit
+    changedBy only adds detail: "<changedBy> via <name>"."""
+    name = token.reviewer_name if default_type == ActorType.OPERATOR else token.name
     if body and isinstance(body.get("changedBy"), str) and body["changedBy"].strip():
-        name = f"{body['changedBy'].strip()[:80]} via {token.name}"
+        name = f"{body['changedBy'].strip()[:80]} via {name}"
     return Actor(name, default_type)
 
 
@@ -150,6 +152,17 @@ def short_string(body: dict, key: str, limit: int = 200) -> str | None:
     if value is not None and len(value) > limit:
         raise BadRequest(f"{key} must be at most {limit} characters")
     return value
+
+
+def type_field(body: dict) -> str | None:
+    """A memory's type, surrounding blanks taken off; None when unsaid. A blank one is a 400:
+    it was stored as is, and no type filter could find the memory again."""
+    value = short_string(body, "type", 40)
+    if value is None:
+        return None
+    if not value.strip():
+        raise BadRequest("type must not be blank: leave it out (remember stores 'fact')")
+    return value.strip()
 
 
 def source_type_field(body: dict) -> str:
@@ -324,7 +337,7 @@ def remember(token: ApiToken, body: dict) -> tuple[dict, bool]:
         actor=actor(token),
         who=short_string(body, "who"),
         why=short_string(body, "why") or "",
-        type=short_string(body, "type", 40) or "fact",
+        type=type_field(body) or "fact",
         agent_id=agent_of(token, body),
         pinned=bool(pinned),
         importance=0.5 if importance is None else importance,
@@ -366,7 +379,7 @@ def modify(token: ApiToken, memory_id: str, body: dict) -> dict:
     content = content_field(body, required=False)
     changes = {
         "content": content,
-        "type": short_string(body, "type", 40),
+        "type": type_field(body),
         "tags": tags_field(body),
         "importance": importance_field(body),
         "pinned": optional(body, "pinned", bool, "a boolean"),

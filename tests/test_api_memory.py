@@ -107,6 +107,8 @@ def test_remember_with_entities_creates_the_graph(client, ingest_auth):
         ('{"content": "bad \\u0000 byte"}', 400, "NUL byte"),
         ('{"content": "bad \\ud800 surrogate"}', 400, "invalid unicode surrogate"),
         ('{"content": "fine", "who": "bad \\udfff"}', 400, "invalid unicode surrogate"),
+        ('{"content": "ok text", "type": "   "}', 400, "type must not be blank"),
+        ('{"content": "ok text", "type": ""}', 400, "type must not be blank"),
     ],
 )
 def test_bad_remember_bodies_get_a_clear_error_and_write_nothing(
@@ -243,6 +245,28 @@ def test_get_returns_the_memory_shape(client, admin_auth):
     }
     assert expected <= set(body)
     assert body["pinned"] is True and body["version"] == 1 and body["extractionStatus"] == "pending"
+
+
+def test_a_type_is_stored_without_surrounding_blanks_and_an_edit_to_a_blank_one_is_refused(
+    client, admin_auth
+):
+    made = remember(client, admin_auth, content="Dana likes short reviews", type=" preference ")
+    memory = Memory.objects.get(id=made["id"])
+    assert memory.type == "preference"
+    url = f"/api/memory/{made['id']}"
+    for blank in ("", " \t"):
+        response = client.patch(
+            url, {"type": blank, "reason": "tidy"}, content_type="application/json", **admin_auth
+        )
+        assert (
+            response.status_code == 400 and "type must not be blank" in response.json()["message"]
+        )
+    memory.refresh_from_db()
+    assert (memory.type, memory.version) == ("preference", 1)
+    response = client.patch(
+        url, {"type": " decision", "reason": "tidy"}, content_type="application/json", **admin_auth
+    )
+    assert response.status_code == 200 and response.json()["memory"]["type"] == "decision"
 
 
 def test_patch_needs_a_reason_honours_if_version_and_reports_duplicates(client, admin_auth):

@@ -411,3 +411,42 @@ def test_a_token_owner_is_one_active_user_named_exactly_when_names_differ_only_i
     assert not ApiToken.objects.exists()
     manage("create_api_token", "r-cli", "--scopes", "review", "--owner", "Rita")
     assert ApiToken.objects.get().owner == "Rita"
+
+
+@pytest.mark.django_db
+def test_an_owned_tokens_edit_forget_and_recover_are_its_holders_and_its_writes_the_tokens(
+    client,
+):
+    """A token's reviews were its owner's but its edits, forgets and recovers were audited under
+    the token's name, so a memory's trail named a reviewer who does not exist as a person."""
+    from django.contrib.auth.models import User
+
+    from memory.models import MemoryHistory
+
+    User.objects.create_user("rita", password="pw-rita-12345")
+    _, plain = make("rita-cli", scopes=["ingest", "review"], owner="rita")
+    auth = bearer(plain)
+    made = client.post(
+        "/api/memory/remember",
+        {"content": "Deploys run on Tuesdays"},
+        content_type="application/json",
+        **auth,
+    ).json()
+    url = f"/api/memory/{made['id']}"
+    edit = {"content": "Deploys run on Wednesdays", "reason": "moved", "changedBy": "cli"}
+    assert client.patch(url, edit, content_type="application/json", **auth).status_code == 200
+    forgot = client.delete(f"{url}?reason=stale", **auth)
+    assert forgot.status_code == 200, forgot.content
+    back = client.post(
+        f"{url}/recover", {"reason": "still true"}, content_type="application/json", **auth
+    )
+    assert back.status_code == 200, back.content
+    trail = dict(
+        MemoryHistory.objects.filter(memory_id=made["id"]).values_list("event", "changed_by")
+    )
+    assert trail == {
+        "created": "rita-cli",
+        "updated": "cli via rita",
+        "deleted": "rita",
+        "recovered": "rita",
+    }
