@@ -8,6 +8,7 @@ import time
 from datetime import timedelta
 
 from django.conf import settings
+from django.db.models import Q
 from django.utils import timezone
 
 from memory import expiry as memory_expiry
@@ -15,7 +16,7 @@ from memory import queue, vectors, writes
 from memory.content import normalize
 from memory.guard import ensure_outside_transaction
 from memory.jobs import Claim
-from memory.models import Job, JobStatus, Memory, RowRead
+from memory.models import Embedding, Job, JobStatus, Memory, RowRead
 from memory.threads import process_pool
 from memory.writes import Vector
 from pipeline import decision, digest, expiry, extraction, replay
@@ -309,12 +310,20 @@ def maintenance(batch: int = 200) -> dict:
 
 
 def embed_missing(batch: int = 200) -> int:
-    """Embed up to `batch` live memories without a vector of the current model (an expired one
-    is never searched: it waits, and is embedded if its expiry is lifted)."""
+    """Embed up to `batch` live memories without a searchable vector of the current model: none,
+    another model's, or one of another size than the store's (kept before such vectors were
+    refused; no search reads it). An expired memory is never searched: it waits, and is
+    embedded if its expiry is lifted."""
     embedder = get_embedder()
+    dims = settings.MEMORY_EMBEDDING_DIMENSIONS
+    # Two ranges, not "!=": each is a seek in the (model, dimensions) index, so the sweep stays
+    # cheap when, as nearly always, there is no such vector.
+    wrong_size = Embedding.objects.filter(
+        Q(dimensions__lt=dims) | Q(dimensions__gt=dims), model=embedder.model
+    ).values("content_hash")
     missing = list(
         Memory.objects.filter(memory_expiry.unexpired(), is_deleted=False)
-        .exclude(embedding_model=embedder.model)
+        .filter(~Q(embedding_model=embedder.model) | Q(content_hash__in=wrong_size))
         .values_list("id", "content", "content_hash")[:batch]
     )
     if not missing:

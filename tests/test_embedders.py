@@ -121,3 +121,32 @@ def test_a_job_with_vectors_of_the_wrong_size_stores_none_and_says_why(settings)
     job = Job.objects.get(memory=memory)
     said = json.dumps([job.result, job.error])
     assert "vectors of 384 dimensions; the store holds 768" in said
+
+
+@pytest.mark.django_db
+def test_maintenance_replaces_a_stored_vector_of_the_wrong_size_with_one_of_the_stores(settings):
+    """Vectors of another size stored before they were refused were never searched nor replaced:
+    the memory counted as embedded by the current model."""
+    from memory import writes
+    from memory.models import Embedding
+    from memory.writes import Actor
+    from pipeline import tasks
+
+    embedder = get_embedder()
+    memory = writes.remember(
+        "The metrics pipeline exports to Prometheus every 15 seconds.", actor=Actor("a", "agent")
+    ).memory
+    small = np.ones(384, dtype=np.float32) / np.sqrt(384)
+    Embedding.objects.create(
+        content_hash=memory.content_hash,
+        vector=small.tobytes(),
+        dimensions=384,
+        model=embedder.model,
+        source_memory=memory,
+        created_at=memory.created_at,
+    )
+    type(memory).objects.filter(id=memory.id).update(embedding_model=embedder.model)
+    assert tasks.embed_missing() == 1
+    stored = Embedding.objects.get(content_hash=memory.content_hash)
+    assert (stored.dimensions, stored.model) == (768, embedder.model)
+    assert tasks.embed_missing() == 0  # and nothing is embedded again once it is right

@@ -274,3 +274,14 @@ def test_a_report_says_line_for_one_line_and_lines_for_more():
     assert report.lines([[1, 1], [3, 3]]) == "lines 1, 3"
     assert report.lines([[2, 2]], 4) == "lines 2 and 4 more not listed"
     assert report.lines([]) == ""
+
+
+def test_a_date_and_time_without_a_time_zone_is_read_as_utc_in_every_format():
+    """docs/export-import.md: other stores write naive times; they are UTC, not the machine's."""
+    mem0 = json.dumps([{"id": "1", "memory": "Likes tea", "created_at": "2024-07-20T08:26:51"}])
+    (item,) = formats.items(lines(mem0), formats.MEM0, Options(file_name="m.json"))
+    assert item.created_at.isoformat() == "2024-07-20T08:26:51+00:00"
+    record = {"content": "Kenji deploys billing-api.", "createdAt": "2024-07-20T08:26:51"}
+    exported = f"{HEADER}\n{json.dumps(record)}\n"
+    (item,) = formats.items(lines(exported), formats.EXPORT, OPTIONS)
+    assert item.created_at.isoformat() == "2024-07-20T08:26:51+00:00"
