@@ -1,10 +1,11 @@
 """Health: liveness for anyone (is the database answering); the full report (database and
 sqlite-vec versions, model servers and their URLs, queue counts and movement, mode and the brake,
-the supervised processes and the problems found: `ok` is false when there is one) only with a
+the supervised processes, the data folder's free disk and the problems found: `ok` is false when there is one) only with a
 valid token. Neither ever waits on a model server."""
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from datetime import UTC, datetime
@@ -79,7 +80,10 @@ def health_report() -> dict:
     # The processes `manage.py serve` supervises (None under another process manager).
     report["processes"] = processes.read()
     quiet = _queue_movement(report)
-    report["problems"] = _problems(report, quiet)
+    report["disk"] = _disk()
+    report["problems"] = (
+        _problems(report, quiet) + _model_problems(report["llm"]) + _disk_problems(report["disk"])
+    )
     report["ok"] = not report["problems"]
     return report
 
@@ -119,6 +123,48 @@ def _problems(report: dict, quiet: float | None) -> list[str]:
     for name, child in sorted((record.get("children") or {}).items()):
         if record.get("supervisorAlive") and child.get("state") != "running":
             problems.append(f"{name} is restarting (last exit: {child.get('lastExit')})")
+    return problems
+
+
+# Under this, a remember or a job's write may be the one that finds the disk full.
+DISK_LOW_BYTES = 256 * 2**20
+
+
+def _disk() -> dict:
+    """Free space where the data folder is (the SQLite database, its vectors, the queue's
+    files); None when it cannot be read."""
+    try:
+        free = shutil.disk_usage(settings.DATA_DIR).free
+    except OSError:
+        free = None
+    return {"freeBytes": free}
+
+
+def _disk_problems(disk: dict) -> list[str]:
+    free = disk["freeBytes"]
+    if free is None or free >= DISK_LOW_BYTES:
+        return []
+    return [
+        f"the data folder's disk has {free // 2**20} MiB free: writes fail with 507 "
+        "storage_full once it is full; free some space"
+    ]
+
+
+def _model_problems(models: dict) -> list[str]:
+    """A model client that cannot be made (a misspelt provider), or an Ollama named outright
+    that does not answer: jobs then fail and retry until one answers. Under 'auto' an absent
+    Ollama is no problem: the offline heuristics serve, as a fresh install's do."""
+    problems = [
+        f"the {what} client cannot be used ({models[key][len('error: ') :]}): jobs fail"
+        for key, what in (("active", "chat model"), ("embeddingActive", "embedding"))
+        if str(models[key]).startswith("error: ")
+    ]
+    named = {models["configured"].strip().lower(), models["embeddingConfigured"].strip().lower()}
+    if "ollama" in named and models["ollamaReachable"] is False:
+        problems.append(
+            f"the model server at {models['ollamaUrl']} does not answer: jobs fail and are "
+            "retried until it does"
+        )
     return problems
 
 

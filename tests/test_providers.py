@@ -86,3 +86,59 @@ def test_health_reports_the_chat_and_the_embedding_provider(
     assert (llm["active"], llm["extractionModel"]) == ("offline", "offline-heuristic-v2")
     assert (llm["embeddingActive"], llm["embeddingModel"]) == ("ollama", "nomic-embed-text")
     assert llm["ollamaReachable"] is True
+
+
+def _closed_port_url() -> str:
+    """The URL of a port nothing listens on: a connection to it is refused at once."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+@pytest.mark.django_db
+def test_health_names_an_ollama_named_outright_that_does_not_answer_as_a_problem(
+    settings, client, ingest_auth
+):
+    """A QA pass: health said `ok: true` while every job failed on a model server that was down."""
+    import time
+
+    settings.OLLAMA_URL = _closed_port_url()
+    settings.MEMORY_LLM_PROVIDER = "auto"  # auto: the offline heuristics serve, nothing is wrong
+    for _ in range(50):  # the probe runs beside the request; its answer lands for the next one
+        body = client.get("/api/health", **ingest_auth).json()
+        if body["llm"]["ollamaReachable"] is not None:
+            break
+        time.sleep(0.1)
+    assert body["llm"]["ollamaReachable"] is False
+    assert body["ok"] is True and body["problems"] == []
+    settings.MEMORY_LLM_PROVIDER = "ollama"
+    body = client.get("/api/health", **ingest_auth).json()
+    assert body["ok"] is False
+    assert body["problems"] == [
+        f"the model server at {settings.OLLAMA_URL} does not answer: jobs fail and are retried "
+        "until it does"
+    ]
+
+
+@pytest.mark.django_db
+def test_health_names_a_provider_that_cannot_be_made_and_a_nearly_full_disk(
+    settings, client, ingest_auth, monkeypatch
+):
+    from api import health
+
+    settings.MEMORY_LLM_PROVIDER = "offline"
+    settings.MEMORY_EMBEDDING_PROVIDER = "llamacpp"
+    body = client.get("/api/health", **ingest_auth).json()
+    assert body["ok"] is False and len(body["problems"]) == 1
+    assert body["problems"][0].startswith("the embedding client cannot be used (unknown ")
+    settings.MEMORY_EMBEDDING_PROVIDER = ""
+    body = client.get("/api/health", **ingest_auth).json()
+    assert body["ok"] is True and body["disk"]["freeBytes"] > 0
+    monkeypatch.setattr(health, "DISK_LOW_BYTES", body["disk"]["freeBytes"] * 2)
+    body = client.get("/api/health", **ingest_auth).json()
+    assert body["ok"] is False
+    assert "the data folder's disk has" in body["problems"][0]
+    assert "507 storage_full" in body["problems"][0]
