@@ -1,7 +1,9 @@
 """Syntactic contradiction detector: given real lexical overlap, a negation on one side of what the
 other side states, a conflicting antonym pair ("turned on" reads as "enabled"), the same two
-things the other way round ("tabs over spaces" / "spaces over tabs"), or an end the new fact says
-of what the memory states ("the freeze was lifted"), when both texts speak of the same thing.
+things the other way round ("tabs over spaces" / "spaces over tabs"), an end the new fact says
+of what the memory states ("the freeze was lifted"), or a scope said of everything on one side
+and of only some on the other ("on every PR" / "only on release PRs"), when both texts speak of
+the same thing.
 `check` is the job's view of it: an end is what a DELETE does, so it holds an UPDATE only.
 
 Words are compared by their roots: a light stem, a noun of the verb ("owner" / "owns") and a few
@@ -32,6 +34,7 @@ from pipeline.contradiction_words import (
     IRREGULAR_DONE,
     MIN_PREFIXED_STEM,
     NEGATING_PREFIXES,
+    NOT_A_SCOPE,
     NOT_YET,
     OBJECT_ENDS,
     ORDERING,
@@ -40,7 +43,10 @@ from pipeline.contradiction_words import (
     PLACE_WORDS,
     POSITIONAL_PAIRS,
     RECURRING,
+    RESTRICTIVE,
+    SUBJECT_ENDINGS,
     SYNONYMS,
+    UNIVERSAL,
 )
 
 __all__ = [
@@ -419,7 +425,8 @@ def _antonym(fact: _Side, existing: _Side, overlap: list[str]) -> Contradiction 
     return None
 
 
-_ENDING = frozenset(stem(w) for w in ENDING_VERBS)
+_SUBJECT_ENDING = frozenset(stem(w) for w in SUBJECT_ENDINGS)
+_ENDING = frozenset(stem(w) for w in ENDING_VERBS) | _SUBJECT_ENDING
 _PHRASAL = {
     particle: frozenset(stem(v) for v in verbs) for particle, verbs in PHRASAL_ENDINGS.items()
 }
@@ -453,7 +460,7 @@ def _ended(side: _Side) -> list[tuple[int, int, bool]]:
             continue
         if set(tokens[at:]) & RECURRING:  # "the monthly sessions were dropped" is an end
             continue
-        passive = before in PASSIVE_DONE
+        passive = before in PASSIVE_DONE or side.stems[verb] in _SUBJECT_ENDING
         rest = tokens[at + 1 : at + 3]
         if after in FELL and (not passive or any(c.isdigit() for c in "".join(rest))):
             continue
@@ -492,6 +499,59 @@ def _object_stated(fact: _Side, existing: _Side, at: int) -> bool:
     return bool(roots) and 2 * len(roots & existing.content_roots()) >= len(roots)
 
 
+def _scopes(side: _Side) -> tuple[list[int], list[int]]:
+    """Where the text speaks of everything ("every", "anyone", "always") and where it narrows
+    ("only", "restricted to"), each not negated ("not only ... but also" widens nothing)."""
+    universal, restrictive = [], []
+    for i, token in enumerate(side.tokens):
+        if side.negated(i):
+            continue
+        if token in UNIVERSAL:
+            universal.append(i)
+        elif token in RESTRICTIVE and not (i and side.tokens[i - 1] in NOT_A_SCOPE):
+            restricted_to = token != "restricted" or side.tokens[i + 1 : i + 2] == ["to"]
+            restrictive += [i] if restricted_to else []
+    return universal, restrictive
+
+
+def _scope(fact: _Side, existing: _Side, overlap: list[str]) -> Contradiction | None:
+    """One side says it of everything, the other of only some, and neither says both ("on every
+    PR" / "only on release PRs"; "every PR needs one approval and release PRs two" says both).
+    What each side names in its scope differs by design (the words from the quantifier to the
+    next word both sides say); every other word must be said on both sides, or the two speak of
+    different things ("only the on-call engineer gets paged at night" / "everyone gets paged
+    for sev1 incidents")."""
+    fact_all, fact_only = _scopes(fact)
+    existing_all, existing_only = _scopes(existing)
+    if fact_only and existing_all and not fact_all and not existing_only:
+        narrow, wide, side, said = fact, existing, "fact", "narrows"
+    elif fact_all and existing_only and not fact_only and not existing_all:
+        narrow, wide, side, said = existing, fact, "existing", "widens"
+    else:
+        return None
+    shared = fact.content_roots() & existing.content_roots()
+    skip_narrow = _scope_words(narrow, _scopes(narrow)[1], shared)
+    skip_wide = _scope_words(wide, _scopes(wide)[0], shared)
+    for side_, skip in ((narrow, skip_narrow), (wide, skip_wide)):
+        if any(side_.roots[i] not in shared for i in side_.content() if i not in skip):
+            return None
+    word = narrow.said[_scopes(narrow)[1][0]]
+    everything = wide.said[_scopes(wide)[0][0]]
+    reason = f'The new fact {said} the scope: "{word}" on one side, "{everything}" on the other'
+    return Contradiction(True, "scope", overlap, side, (word, everything), reason)
+
+
+def _scope_words(side: _Side, at: list[int], shared: set[str]) -> set[int]:
+    """The quantifiers at `at` and the words after each, up to the next word both sides say."""
+    words = set()
+    for start in at:
+        j = start
+        while j < len(side.tokens) and (j == start or side.roots[j] not in shared):
+            words.add(j)
+            j += 1
+    return words
+
+
 def detect(fact_text: str, existing_text: str | None) -> Contradiction:
     """Flag a likely contradiction between a new fact and an existing memory."""
     if not existing_text or not isinstance(existing_text, str):
@@ -513,9 +573,12 @@ def detect(fact_text: str, existing_text: str | None) -> Contradiction:
         or _antonym(fact, existing, overlap)
         or _reversal(fact, existing, overlap)
         or _retraction(fact, existing, overlap)
+        or _scope(fact, existing, overlap)
     )
     return found or _clear(
-        overlap, "No one-sided negation, no conflicting antonyms, no reversal and no retraction"
+        overlap,
+        "No one-sided negation, no conflicting antonyms, no reversal, no retraction and no "
+        "narrowed scope",
     )
 
 

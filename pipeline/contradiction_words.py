@@ -81,6 +81,47 @@ ANTONYM_PAIRS: tuple[tuple[str, str], ...] = (
     ("allowlist", "denylist"),
     ("whitelist", "blacklist"),
     ("subscribe", "unsubscribe"),
+    # Added after a fourth blind set missed "prefers" / "dislikes" and "supports" / "lacks":
+    # common opposites in a team's notes, from general vocabulary (not from any set's pairs).
+    ("prefer", "dislike"),
+    ("prefer", "hate"),
+    ("like", "avoid"),
+    ("love", "avoid"),
+    ("enjoy", "avoid"),
+    ("favor", "oppose"),
+    ("favour", "oppose"),
+    ("support", "oppose"),
+    ("recommend", "discourage"),
+    ("encourage", "discourage"),
+    ("support", "lack"),
+    ("include", "lack"),
+    ("provide", "lack"),
+    ("manual", "automatic"),
+    ("manual", "automated"),
+    ("manually", "automatically"),
+    ("static", "dynamic"),
+    ("strict", "lenient"),
+    ("strict", "relaxed"),
+    ("strict", "loose"),
+    ("tighten", "loosen"),
+    ("tighten", "relax"),
+    ("temporary", "permanent"),
+    ("ephemeral", "persistent"),
+    ("mutable", "immutable"),
+    ("possible", "impossible"),
+    ("join", "leave"),
+    ("join", "left"),
+    ("cheap", "expensive"),
+    ("often", "rarely"),
+    ("often", "seldom"),
+    ("frequently", "rarely"),
+    ("remote", "onsite"),
+    ("remotely", "onsite"),
+    ("centralized", "decentralized"),
+    ("activate", "deactivate"),
+    ("mandatory", "voluntary"),
+    ("compulsory", "optional"),
+    ("ascending", "descending"),
 )
 
 # Short words that are mostly prepositions or particles ("runs on GitHub", "signed off on"): they
@@ -135,6 +176,9 @@ ENDING_VERBS: tuple[str, ...] = (
     "terminate",
     "withdraw",
 )
+# Verbs that say their subject ended ("the freeze ended on December 20", "the contract
+# expired"): the detector reads them as it reads a passive end; the offline model does not.
+SUBJECT_ENDINGS: tuple[str, ...] = ("end", "expire", "conclude", "lapse")
 # A verb and a particle that end something: "phased out", "wound down", "taken offline".
 PHRASAL_ENDINGS: dict[str, tuple[str, ...]] = {
     "off": ("turn", "switch", "take", "took", "taken"),
@@ -191,6 +235,12 @@ AUXILIARIES = _word_set(
     " could may might must"
 )
 
+# A scope said of everything on one side and narrowed on the other ("on every PR" / "only on
+# release PRs", "anyone in the company" / "restricted to the SRE team"), or the other way round.
+UNIVERSAL = frozenset(["every", "all", "always", "anyone", "anybody", "everyone", "everybody"])
+RESTRICTIVE = frozenset(["only", "solely", "exclusively", "restricted"])
+# "read-only" and "write-only" say what may be done, not to whom.
+NOT_A_SCOPE = frozenset(["read", "write", "append", "invite", "members"])
 # "stopped using Jenkins", "quit commuting": the verb after them is no longer done.
 CEASING = frozenset(["stop", "stops", "stopped", "quit", "quits", "ceased", "ceases"])
 # "is used to working nights" and "got used to it" are not "used to" a habit that ended.

@@ -221,9 +221,9 @@ def test_missing_or_wordless_existing_memory_is_not_flagged(existing):
 def test_identical_statements_are_not_flagged():
     found = detect("Alice prefers dark mode in VS Code", "Alice prefers dark mode in VS Code")
     assert found.flagged is False
-    assert (
-        found.reason
-        == "No one-sided negation, no conflicting antonyms, no reversal and no retraction"
+    assert found.reason == (
+        "No one-sided negation, no conflicting antonyms, no reversal, no retraction and no "
+        "narrowed scope"
     )
 
 
@@ -702,6 +702,114 @@ def test_a_detail_only_one_side_adds_does_not_hide_the_conflict():
     ).flagged
 
 
+# Written for this round's tuning, after a fourth blind set missed antonyms the lists lacked, a
+# scope narrowed without a negation and an end said with a date (its pairs were not copied).
+@pytest.mark.parametrize(
+    ("fact", "existing"),
+    [
+        ("Marta dislikes pairing on Fridays", "Marta prefers pairing on Fridays"),
+        (
+            "Schema migrations are applied manually by the DBA",
+            "Schema migrations are applied automatically on deploy",
+        ),
+        ("Feature flags are static at build time", "Feature flags are dynamic at runtime"),
+        ("The review policy for hotfixes is lenient", "The review policy for hotfixes is strict"),
+        ("The cache entries are temporary", "The cache entries are permanent"),
+        ("Log volumes are ephemeral on the workers", "Log volumes are persistent on the workers"),
+        ("Kenji left the platform team", "Kenji joined the platform team"),
+        (
+            "The frontend guild opposes server-side rendering",
+            "The frontend guild favors server-side rendering",
+        ),
+        (
+            "Security discourages personal access tokens",
+            "Security recommends personal access tokens",
+        ),
+        ("The staging database is cheap to run", "The staging database is expensive to run"),
+        ("We rarely rotate the signing keys", "We often rotate the signing keys"),
+        ("Nobody on the team uses Vim", "Everyone on the team uses Vim"),
+        ("Config files are immutable after release", "Config files are mutable after release"),
+        ("Dana works remotely", "Dana works onsite"),
+        (
+            "CI runs the integration tests only on release PRs",
+            "CI runs the integration tests on every PR",
+        ),
+        ("Only the ops team can read the runbooks", "Anyone in the company can read the runbooks"),
+        ("Everyone can deploy to staging", "Only the release managers can deploy to staging"),
+        ("All services log to Loki", "Only the billing service logs to Loki"),
+        ("Production access is restricted to the SRE team", "Every engineer has production access"),
+        ("The deploy freeze ended on December 20", "The deploy freeze holds until the release"),
+        ("Our Datadog contract expired in March", "Our Datadog contract covers all environments"),
+        ("The beta program concluded last week", "The beta program runs with ten customers"),
+    ],
+)
+def test_more_antonyms_a_narrowed_or_widened_scope_and_an_end_of_its_subject_are_flagged(
+    fact, existing
+):
+    assert detect(fact, existing).flagged
+
+
+@pytest.mark.parametrize(
+    ("fact", "existing"),
+    [
+        (
+            "Only the ops team can rotate the vault keys",
+            "The ops team rotates the vault keys monthly",
+        ),
+        ("Every PR needs one approval and release PRs need two", "Every PR needs one approval"),
+        ("The standup ends at 10:15", "The standup starts at 10:00 in the big room"),
+        ("The sprint ends on Friday", "The sprint lasts two weeks"),
+        (
+            "Marta prefers pairing on Fridays and dislikes meetings",
+            "Marta prefers pairing on Fridays",
+        ),
+        ("The SDK supports streaming uploads since 2.3", "The SDK supports streaming uploads"),
+        ("Kenji joined the platform team in May", "Kenji works on the platform team"),
+        ("The trial license expires in 30 days", "The trial license covers five seats"),
+        ("Only billing uses the EU region", "Billing runs in the EU region"),
+        ("All services log to Loki; only billing also logs to Datadog", "All services log to Loki"),
+        ("Temporary credentials last one hour", "Permanent credentials are banned for CI"),
+        (
+            "We often rotate the signing keys and rarely the root CA",
+            "We often rotate the signing keys",
+        ),
+        ("Only the on-call engineer gets paged at night", "Everyone gets paged for sev1 incidents"),
+        ("Only admins can delete projects", "All members can create projects"),
+        ("The read-only replica serves all dashboards", "All dashboards read from the replica"),
+        ("Only Go services use the shared linter config", "All Python services use ruff"),
+        (
+            "The old contract expired and a new one covers all environments",
+            "Our contract covers all environments",
+        ),
+        (
+            "Access to prod is granted only through the bastion",
+            "Every engineer reaches prod through the bastion",
+        ),
+    ],
+)
+def test_the_same_words_in_compatible_statements_are_not_flagged(fact, existing):
+    assert not detect(fact, existing).flagged
+
+
+def test_a_scope_names_its_two_words_and_which_side_narrows():
+    found = detect(
+        "Only the ops team can read the runbooks", "Anyone in the company can read the runbooks"
+    )
+    assert (found.kind, found.negated_side, found.antonym_pair) == (
+        "scope",
+        "fact",
+        ("only", "anyone"),
+    )
+    assert (
+        found.reason == 'The new fact narrows the scope: "only" on one side, "anyone" on the other'
+    )
+    widened = detect(
+        "Everyone can deploy to staging", "Only the release managers can deploy to staging"
+    )
+    assert (widened.kind, widened.negated_side) == ("scope", "existing")
+    assert widened.reason.startswith("The new fact widens the scope")
+
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
@@ -749,10 +857,13 @@ def test_precision_and_recall_on_the_labelled_pair_files(name):
 # blind set, "others_third", written before that rule and measured only before and after it,
 # from 0.941 / 0.400 to 0.957 / 0.550; after a second reviewer's false alarms were fixed (what
 # an active verb ended must be what the memory says; plans, states and falling values are no
-# end) it reads 0.955 / 0.525, the others unchanged.
+# end) it reads 0.955 / 0.525, the others unchanged. More antonyms, a narrowed scope and an end
+# said of its subject (tuned on examples of our own, the figures of these sets watched for false
+# alarms, never their pairs) left others_tune and others_third as they were and took
+# others_heldout to 0.922 / 0.691.
 OTHERS_FLOORS = {
     "others_tune": (0.94, 0.82),
-    "others_heldout": (0.91, 0.64),
+    "others_heldout": (0.92, 0.69),
     "others_third": (0.95, 0.52),
 }
 
@@ -767,14 +878,25 @@ def test_precision_and_recall_on_pairs_written_by_others(name):
     assert (precision >= low_precision, recall >= low_recall) == (True, True), (precision, recall)
 
 
-def test_precision_and_recall_on_a_fourth_blind_set_measured_once():
+def test_precision_and_recall_on_a_fourth_blind_set():
     """20 pairs (16 contradictions) a QA helper wrote to attack full mode, measured once when
-    they came and never tuned on: 1.000 / 0.5625. Its misses are antonyms the word lists lack
-    (prefers / dislikes, supports / lacks, restricted to / anyone, only in / outside), a scope
-    narrowed without a negation ("skips them on draft PRs") and an end said as a date
-    ("ended on Dec 20"): a reviewer sees them only if the model flags them."""
+    they came: 1.000 / 0.5625. Its misses were antonyms the word lists lacked, a scope narrowed
+    without a negation and an end said as a date; the next round wrote examples of its own of
+    those three kinds (not this set's pairs) and tuned on them: 1.000 / 0.8125. This set is no
+    longer blind: it named what to work on."""
     precision, recall = _precision_recall(_labelled("others_fourth"))
-    assert (precision >= 0.99, recall >= 0.56) == (True, True), (precision, recall)
+    assert (precision >= 0.99, recall >= 0.81) == (True, True), (precision, recall)
+
+
+def test_precision_and_recall_on_a_fifth_blind_set_measured_before_and_after_tuning():
+    """160 pairs (80 contradictions, none a mere changed value) a helper wrote before the
+    round's tuning, blind to the detector and to every set, and measured only before and after
+    it, never read: 0.795 / 0.388 before, 0.837 / 0.512 after. Recall on sets written by
+    others stays near half: a reviewer sees the rest only when the model flags them."""
+    rows = _labelled("others_fifth")
+    assert len(rows) == 160 and sum(r["contradicts"] for r in rows) == 80
+    precision, recall = _precision_recall(rows)
+    assert (precision >= 0.83, recall >= 0.51) == (True, True), (precision, recall)
 
 
 @pytest.mark.parametrize(
