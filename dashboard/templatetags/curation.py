@@ -280,6 +280,13 @@ def waiting(proposal, banner=None):
     return wording.waiting(proposal, bool(banner and banner.get("brake")))
 
 
+@register.simple_tag
+def waiting_both(proposal):
+    """(why it waits with the brake on, without it): the banner's refresh shows the one that
+    holds when the brake changes while the page is open."""
+    return wording.waiting(proposal, True), wording.waiting(proposal, False)
+
+
 @register.simple_tag(takes_context=True)
 def claim_state(context, proposal):
     """Who is reviewing this proposal, as the signed-in reviewer sees it (pipeline.claims)."""

@@ -342,6 +342,28 @@
     refreshedFrom = null;
     if (row && !row.classList.contains("focused")) focusRow(row, false);
   });
+  // The emergency brake changed while the page is open (the banner's refresh says so): hold or
+  // free every apply button, and say why rows wait, as a page drawn now would. A QA pass saw
+  // every Approve stay disabled after the brake was lifted, until a reload. Only a change acts:
+  // the refresh comes every 30 s, and a button htmx disabled for its own request stays so.
+  const bannerNow = document.getElementById("mode-banner");
+  let brakeShown = bannerNow ? bannerNow.dataset.brake : null;
+  document.addEventListener("htmx:load", (event) => {
+    const banner = event.detail.elt;
+    if (!banner || banner.id !== "mode-banner" || banner.dataset.brake === brakeShown) return;
+    brakeShown = banner.dataset.brake;
+    const on = brakeShown === "on";
+    document.querySelectorAll("[data-brake-held]").forEach((button) => {
+      button.disabled = on;
+      const title = on ? button.dataset.brakeHeld : button.dataset.freeTitle;
+      if (title) button.title = title; else button.removeAttribute("title");
+    });
+    document.querySelectorAll("[data-brake-on]").forEach((note) => {
+      note.textContent = on ? note.dataset.brakeOn : note.dataset.brakeOff;
+      note.hidden = !note.textContent;
+    });
+    document.querySelectorAll("[data-brake-note]").forEach((note) => { note.hidden = !on; });
+  });
   // A new list of rows (<section data-review-list>: a filter change, another page) swapped in:
   // focus its first open row, so the first "a" decides something; bring the list's top into view
   // when the reviewer had scrolled past it.

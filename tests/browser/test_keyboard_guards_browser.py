@@ -211,3 +211,32 @@ def test_enter_in_a_rows_edit_box_applies_nothing_under_the_brake(page, live_ser
     expect(page.locator(f"#{first} [data-testid=row-note]")).to_have_count(0)
     expect(box).to_have_value(re.compile(r"\(checked\)$"))
     assert applied() == 0
+
+
+def test_a_brake_lifted_or_set_while_the_queue_is_open_frees_or_holds_its_rows(
+    page, live_server, login, queue
+):
+    """Found by a day of reviewing: after an admin lifted the brake, an open queue kept every
+    Approve disabled and its rows said "held: the emergency brake is on" until a reload; "a" did
+    nothing. The banner's refresh now carries the change to the rows, both ways."""
+    update_config({"mutationsFrozen": True}, changed_by="t", reason="brake")
+    rows = open_queue(page, live_server, login)
+    first = rows.first
+    approve = first.locator("button[data-action=approve]")
+    expect(approve).to_be_disabled()
+    expect(first.locator("[data-testid=waiting]")).to_have_text(re.compile("emergency brake is on"))
+    update_config({"mutationsFrozen": False}, changed_by="t", reason="lifted")
+    page.evaluate("htmx.trigger(document.body, 'review-changed')")  # the 30 s refresh, now
+    expect(page.locator("#mode-banner")).to_have_attribute("data-brake", "off")
+    expect(approve).to_be_enabled()
+    expect(approve).not_to_have_attribute("title", re.compile("brake"))
+    expect(first.locator("[data-testid=waiting]")).to_have_text(re.compile("shadow mode"))
+    page.keyboard.press("a")
+    expect(first.locator("[data-testid=row-note]")).to_contain_text(re.compile("approved|added"))
+    assert applied() == 1
+    update_config({"mutationsFrozen": True}, changed_by="t", reason="brake again")
+    page.evaluate("htmx.trigger(document.body, 'review-changed')")
+    expect(page.locator("#mode-banner")).to_have_attribute("data-brake", "on")
+    second = rows.nth(1).locator("button[data-action=approve]")
+    expect(second).to_be_disabled()
+    expect(second).to_have_attribute("title", re.compile("emergency brake is on"))
