@@ -342,6 +342,34 @@
     refreshedFrom = null;
     if (row && !row.classList.contains("focused")) focusRow(row, false);
   });
+  // An action that redraws a whole area (<div data-keep-typed>: a memory's page) keeps what was
+  // typed in its other boxes: a QA pass typed an edit, pinned the memory, and the edit was gone.
+  // A box comes back as typed only when the page draws it as before (the text an edit started
+  // from is the same) and the server put nothing of its own in it.
+  let typedBefore = null;
+  document.addEventListener("htmx:beforeSwap", (event) => {
+    const target = event.detail.target;
+    if (!event.detail.shouldSwap || !target || !target.matches || !target.matches("[data-keep-typed]")) return;
+    const elt = event.detail.requestConfig && event.detail.requestConfig.elt;
+    const sent = elt && elt.closest ? elt.closest("form") : null;
+    const boxes = Array.from(target.querySelectorAll("textarea[id], input[id]"))
+      .filter((box) => box.type !== "hidden" && box.type !== "checkbox" && box.type !== "radio")
+      .filter((box) => box.value !== box.defaultValue && !(sent && sent.contains(box)))
+      .map((box) => ({ id: box.id, value: box.value, from: box.defaultValue }));
+    typedBefore = { xhr: event.detail.xhr, boxes };
+  });
+  document.addEventListener("htmx:afterSettle", (event) => {
+    if (!typedBefore || event.detail.xhr !== typedBefore.xhr) return;  // another swap (the banner)
+    const typed = typedBefore.boxes;
+    typedBefore = null;
+    typed.forEach((was) => {
+      const box = document.getElementById(was.id);
+      if (!box || box.defaultValue !== was.from || box.value !== box.defaultValue) return;
+      box.value = was.value;
+      const details = box.closest("details");
+      if (details) details.open = true;
+    });
+  });
   // The emergency brake changed while the page is open (the banner's refresh says so): hold or
   // free every apply button, and say why rows wait, as a page drawn now would. A QA pass saw
   // every Approve stay disabled after the brake was lifted, until a reload. Only a change acts:

@@ -1,0 +1,67 @@
+"""A memory's page in a real browser: an action redraws the page in place and keeps what was
+typed in its other boxes."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from memory import writes
+from memory.models import Memory
+from memory.writes import Actor
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_pinning_keeps_an_edit_typed_but_not_saved_and_the_edit_then_saves(
+    page, live_server, login
+):
+    """Found by a day of reviewing: an edit typed, then a pin, and the edit box came back closed
+    with the old text: the edit was gone."""
+    memory = writes.remember(
+        "Billing deploys on Tuesdays", actor=Actor("x", "agent"), create_job=False
+    ).memory
+    login("reviewer")
+    page.goto(f"{live_server.url}/memories/{memory.id}/")
+    page.locator("summary", has_text="Edit content").click()
+    page.fill("#edit-content", "Billing deploys on Wednesdays")
+    page.fill("#edit-reason", "moved with the release train")
+    page.fill("#pin-reason", "the release calendar depends on it")
+    page.get_by_role("button", name="Pin", exact=True).click()
+    expect(page.get_by_role("button", name="Unpin", exact=True)).to_be_visible()
+    expect(page.locator("#edit-content")).to_be_visible()  # its box is open again
+    expect(page.locator("#edit-content")).to_have_value("Billing deploys on Wednesdays")
+    expect(page.locator("#edit-reason")).to_have_value("moved with the release train")
+    expect(page.locator("#pin-reason")).to_have_value("")  # the sent form's own box is not
+    page.get_by_role("button", name="Save as v3").click()
+    expect(page.locator("#actions .row-note")).to_be_visible()
+    memory.refresh_from_db()
+    assert (memory.content, memory.pinned, memory.version) == (
+        "Billing deploys on Wednesdays",
+        True,
+        3,
+    )
+
+
+def test_an_edit_typed_on_a_text_changed_meanwhile_is_not_put_back_on_the_new_text(
+    page, live_server, login
+):
+    """What was typed starts from the text the page showed: when another edit changed that text
+    before the redraw, the box shows the new text (saving the old draft would undo that edit)."""
+    memory = writes.remember(
+        "Billing deploys on Tuesdays", actor=Actor("x", "agent"), create_job=False
+    ).memory
+    login("reviewer")
+    page.goto(f"{live_server.url}/memories/{memory.id}/")
+    page.locator("summary", has_text="Edit content").click()
+    page.fill("#edit-content", "Billing deploys on Wednesdays")
+    writes.modify(
+        memory.id,
+        {"content": "Billing deploys on Thursdays"},
+        actor=Actor("ada", "operator"),
+        reason="someone else",
+    )
+    page.get_by_role("button", name="Pin", exact=True).click()
+    expect(page.get_by_role("button", name="Unpin", exact=True)).to_be_visible()
+    assert Memory.objects.get(id=memory.id).pinned
+    expect(page.locator("#edit-content")).to_have_value("Billing deploys on Thursdays")
