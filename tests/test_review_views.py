@@ -213,6 +213,20 @@ def test_the_bulk_bars_counts_are_asked_again_after_a_decision_elsewhere(
     assert "<tr" not in counts  # the counts alone, not the page
 
 
+def test_a_rejection_refused_because_someone_decided_meanwhile_gives_its_reason_back(
+    reviewer_client, admin_client_role, queue, decide
+):
+    """Found by a day of reviewing: the row came back "already applied (by ada)" and the
+    reason typed for the rejection was gone from the page (cards gave it back already)."""
+    proposal = queue.filter(action="add").first()
+    decide(admin_client_role, proposal, decision="approve")
+    typed = "the fact is a one-off <remark> from a chat, not a durable rule"
+    body = decide(reviewer_client, proposal, decision="reject", reason=typed).content.decode()
+    assert "already applied (by ada" in body
+    kept = re.search(r'data-testid="kept-edit".*?<textarea[^>]*>([^<]*)</textarea>', body, re.S)
+    assert kept and kept.group(1).strip() == typed.replace("<", "&lt;").replace(">", "&gt;")
+
+
 def test_a_second_reviewer_is_told_who_decided(reviewer_client, admin_client_role, queue, decide):
     proposal = queue.filter(action="add").first()
     decide(admin_client_role, proposal, decision="approve")
