@@ -30,7 +30,7 @@ NEXT_STEPS = {
     "no_snapshot": "Open the memory and edit it by hand.",
     "pinned_requires_force": "Tick “pinned: apply anyway” and decide again to confirm.",
     "same_approver": "Ask another reviewer to approve it, or reject it.",
-    "approval_differs": "Approve it as it is, or reject it to start over.",
+    # approval_differs: its message says what to do.
 }
 
 # Why a pending proposal was held when the pipeline recorded it (Proposal.blocked_reason).

@@ -132,5 +132,8 @@ def standing(
     current = tuple(open_approvals(proposal))
     action = Action.DELETE if retires else proposal.action
     two = proposal.is_destructive and needs_two(action, proposal.target_memory, setting)
-    needed = 2 if two or current else 1
-    return Standing(needed, current, any(a.by == reviewer for a in current))
+    # As the approval itself counts (pipeline.writes.review): by the setting now. A round opened
+    # before the rule was turned off is completed by any approval, its first approver's too
+    # (a QA pass: the queue said "1 of 2" and offered no Approve, while the card applied it).
+    mine = two and any(a.by == reviewer for a in current)
+    return Standing(2 if two else 1, current, mine)

@@ -427,7 +427,7 @@ def test_replace_as_the_second_approval_of_a_delete_the_old_one_is_refused_not_a
     Memory.objects.filter(id=target).update(asserted_by=Authority.PERSON)  # needs two
     Proposal.objects.filter(id=update.id).update(review_needed=True)  # on the workbench
     review.decide(update.id, RITA, "delete_old")
-    card = reviewer_client.get("/contradictions/").content.decode()
+    card = sam_client.get("/contradictions/").content.decode()
     assert "rita approved this as DELETE (1 of 2)" in card
     assert 'name="decision" value="replace"' in card  # Replace says the UPDATE by name
     with pytest.raises(Refused) as refused:
@@ -722,3 +722,49 @@ def test_the_changed_memorys_own_trail_names_both_approvers(pending, store):
     steps = lineage.build(Memory.objects.get(id=store.staging.id))
     forgotten = next(s for s in steps if s.kind == "deleted")
     assert "approved by rita, then sam (two approvals)" in forgotten.text
+
+
+def test_a_card_of_your_own_first_approval_offers_withdraw_and_refuses_a_second_as_yours(
+    pending, store, reviewer_client, hx
+):
+    """Found by a day of reviewing: the workbench's card of rita's own first approval was
+    focused first, offered Replace, Keep both, Merge and Delete the old one, and pressing them
+    answered that "rita approved this as DELETE", twice over, instead of "you already approved"."""
+    update = pending["update"]
+    Memory.objects.filter(id=update.target_memory_id).update(asserted_by=Authority.PERSON)
+    Proposal.objects.filter(id=update.id).update(review_needed=True)
+    review.decide(update.id, RITA, "delete_old")
+    page = reviewer_client.get("/contradictions/").content.decode()
+    card = page[page.index(f'id="c-{update.id}"') :]
+    card = card[: card.index("</article>")]
+    assert 'data-open="1"' not in card[:200]  # the keyboard passes it by
+    assert "You approved this as DELETE (1 of 2)" in card and 'data-testid="withdraw"' in card
+    assert 'value="replace"' not in card and 'value="delete_old"' not in card
+    assert 'value="reject"' in card  # Keep existing still ends the round
+    answer = reviewer_client.post(
+        f"/proposals/{update.id}/decide/", {"decision": "replace", "from": "card"}, **hx
+    ).content.decode()
+    assert "You already approved this proposal" in answer
+    assert "rita approved this as DELETE with the text shown" not in answer
+    withdrawn = reviewer_client.post(
+        f"/proposals/{update.id}/undo/", **{**hx, "HTTP_HX_TARGET": f"c-{update.id}"}
+    )
+    assert withdrawn.status_code == 200 and not Approval.objects.filter(outcome="open").exists()
+
+
+def test_a_round_opened_under_the_rule_is_approvable_once_the_rule_is_off(
+    pending, store, reviewer_client, hx
+):
+    """Found by a day of reviewing: after the rule was turned off, the queue kept rita's row at
+    "1 of 2" with no Approve, while the workbench's card applied it at once: the page and the
+    write counted differently. Both count by the setting now."""
+    delete = pending["delete"]
+    review.decide(delete.id, RITA, "approve")
+    configure(review__destructiveApprovals=1)
+    row = reviewer_client.get("/review/?action=delete").content.decode()
+    row = row[row.index(f'id="p-{delete.id}"') :]
+    row = row[: row.index("</tr>")]
+    assert 'data-action="approve"' in row and "(1 of 2)" not in row
+    assert "the two-person rule is off now, and an approval applies it" in row
+    assert "Approved by rita" in decide(reviewer_client, delete, hx).content.decode()
+    assert Memory.objects.get(id=store.staging.id).is_deleted

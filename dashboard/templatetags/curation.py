@@ -295,13 +295,6 @@ def claim_state(context, proposal):
     return claims.state_of(proposal, user.get_username() if user else None)
 
 
-@register.filter
-def first_approval(proposal):
-    """The first of two approvals the proposal waits on, if any (uses the page's prefetch)."""
-    waiting = approvals.open_approvals(proposal)
-    return waiting[0] if waiting else None
-
-
 @register.simple_tag(takes_context=True)
 def approval_standing(context, proposal):
     """Where the proposal stands under the two-person rule for the signed-in reviewer."""

@@ -73,6 +73,11 @@ def approve(
         proposal, config = _locked_for_approval(proposal_id, redecide, reviewer)
         now = timezone.now()
         first = _open_round(proposal, redecide, reviewer, now)
+        # Your own first approval: say so, before saying another action or text is not it.
+        if first is not None and needs_two(
+            first.action, proposal.target_memory, config.destructive_approvals
+        ):
+            approval_writes.refuse_same_approver(first, reviewer)
         if action == approval_writes.AS_PROPOSED:
             action = proposal.action
         action, content = approval_writes.as_approved(first, action, content)
