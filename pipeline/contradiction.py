@@ -39,11 +39,13 @@ from pipeline.contradiction_words import (
     OBJECT_ENDS,
     ORDERING,
     PASSIVE_DONE,
+    PAST_HELPERS,
     PHRASAL_ENDINGS,
     PLACE_WORDS,
     POSITIONAL_PAIRS,
     RECURRING,
     RESTRICTIVE,
+    RESUMING,
     SUBJECT_ENDINGS,
     SYNONYMS,
     UNIVERSAL,
@@ -426,6 +428,7 @@ def _antonym(fact: _Side, existing: _Side, overlap: list[str]) -> Contradiction 
 
 
 _SUBJECT_ENDING = frozenset(stem(w) for w in SUBJECT_ENDINGS)
+_RESUMED = frozenset(stem(w) for w in RESUMING)
 _ENDING = frozenset(stem(w) for w in ENDING_VERBS) | _SUBJECT_ENDING
 _PHRASAL = {
     particle: frozenset(stem(v) for v in verbs) for particle, verbs in PHRASAL_ENDINGS.items()
@@ -477,7 +480,11 @@ def _retraction(fact: _Side, existing: _Side, overlap: list[str]) -> Contradicti
     not when the memory is negated or speaks of an end itself."""
     if existing.negations or _ended(existing) or existing.stem_set & _ENDING:
         return None
+    if fact.stem_set & _RESUMED:  # "expired and we renewed it": it goes on
+        return None
     for start, at, passive in _ended(fact):
+        if fact.stems[at] in _SUBJECT_ENDING and _told_as_past(existing):
+            continue  # "the internship ended in August" / "its project was the CLI"
         if _apart(fact, existing, set(range(start, at + 1)), set(), range(start)):
             continue
         if not passive and not _object_stated(fact, existing, at):
@@ -487,6 +494,17 @@ def _retraction(fact: _Side, existing: _Side, overlap: list[str]) -> Contradicti
         reason = f'The new fact says it ended ("{word}") while the existing memory says it holds'
         return Contradiction(True, "retraction", overlap, "fact", None, reason, word)
     return None
+
+
+def _told_as_past(side: _Side) -> bool:
+    """Whether the text tells of what was ("was the CLI", "moved the billing data"): an end of
+    its subject since then is no conflict with it."""
+    tokens = side.tokens
+    return any(
+        token in PAST_HELPERS
+        or (i and token.endswith("ed") and tokens[i - 1] not in AUXILIARIES | BE_OR_GET)
+        for i, token in enumerate(tokens)
+    )
 
 
 def _object_stated(fact: _Side, existing: _Side, at: int) -> bool:
@@ -535,6 +553,17 @@ def _scope(fact: _Side, existing: _Side, overlap: list[str]) -> Contradiction | 
     for side_, skip in ((narrow, skip_narrow), (wide, skip_wide)):
         if any(side_.roots[i] not in shared for i in side_.content() if i not in skip):
             return None
+    # The narrow side names what it narrows to ("only on *release* PRs", "only the *ops* team"):
+    # without it, "only" says "merely" or "just then" ("needs only one approval", "runs only at
+    # 02:00" / "always runs at 02:00"), which every other word agreeing leaves compatible.
+    wide_words = {t.removesuffix("s") for t in wide.tokens}
+    named = {
+        narrow.roots[i]
+        for i in skip_narrow
+        if narrow.tokens[i].removesuffix("s") not in wide_words  # "PRs" / "every PR"
+    }
+    if not named & (narrow.content_roots() - shared):
+        return None
     word = narrow.said[_scopes(narrow)[1][0]]
     everything = wide.said[_scopes(wide)[0][0]]
     reason = f'The new fact {said} the scope: "{word}" on one side, "{everything}" on the other'
@@ -542,11 +571,14 @@ def _scope(fact: _Side, existing: _Side, overlap: list[str]) -> Contradiction | 
 
 
 def _scope_words(side: _Side, at: list[int], shared: set[str]) -> set[int]:
-    """The quantifiers at `at` and the words after each, up to the next word both sides say."""
-    words = set()
+    """The quantifiers at `at` and the words after each, up to the next word both sides say.
+    Each word is read once, however many quantifiers run together ("only only only ...")."""
+    words: set[int] = set()
     for start in at:
         j = start
-        while j < len(side.tokens) and (j == start or side.roots[j] not in shared):
+        while j < len(side.tokens) and (j == start or j not in words):
+            if j != start and side.roots[j] in shared:
+                break
             words.add(j)
             j += 1
     return words

@@ -179,6 +179,10 @@ ENDING_VERBS: tuple[str, ...] = (
 # Verbs that say their subject ended ("the freeze ended on December 20", "the contract
 # expired"): the detector reads them as it reads a passive end; the offline model does not.
 SUBJECT_ENDINGS: tuple[str, ...] = ("end", "expire", "conclude", "lapse")
+# Said with an end, these say it goes on: "expired and was renewed", "ended, then resumed".
+RESUMING: tuple[str, ...] = ("renew", "extend", "restart", "resume", "reopen", "reinstate")
+# A memory that tells of what was ("its project was the CLI"): an end since is no conflict.
+PAST_HELPERS = frozenset(["was", "were", "had", "did"])
 # A verb and a particle that end something: "phased out", "wound down", "taken offline".
 PHRASAL_ENDINGS: dict[str, tuple[str, ...]] = {
     "off": ("turn", "switch", "take", "took", "taken"),

@@ -791,6 +791,43 @@ def test_the_same_words_in_compatible_statements_are_not_flagged(fact, existing)
     assert not detect(fact, existing).flagged
 
 
+# Found by a second reviewer, in their own words: "only" that says "merely" or "just then"
+# against "every" or "always", and an end of what the memory tells of as past, or that went on.
+@pytest.mark.parametrize(
+    ("fact", "existing"),
+    [
+        ("CI runs the linter on every PR", "CI runs the linter only on PRs"),
+        ("All PRs need one approval", "PRs need only one approval"),
+        (
+            "The nightly backup job always runs at 02:00",
+            "The nightly backup job runs only at 02:00",
+        ),
+        ("We deploy only on weekdays", "We always deploy on weekdays"),
+        (
+            "The release manager always tags the release",
+            "Only the release manager tags the release",
+        ),
+        ("The job retries only twice", "The job always retries twice"),
+        ("The cron job runs only once a day", "The cron job always runs once a day"),
+        ("Everyone agreed to use Postgres", "Only Postgres is used"),
+        ("Every deploy goes through staging", "Deploys go through staging only"),
+        ("Only staging deploys are automatic", "Staging deploys are always automatic"),
+        ("The trial expired for Acme and we renewed it", "The trial for Acme covers ten seats"),
+        (
+            "The lease on the build server expired and was renewed",
+            "The lease on the build server is paid by IT",
+        ),
+        (
+            "The migration to Postgres concluded in May",
+            "The migration to Postgres moved the billing data",
+        ),
+        ("Kenji's internship ended in August", "Kenji's internship project was the CLI"),
+    ],
+)
+def test_only_as_merely_and_an_end_of_what_was_or_goes_on_are_not_flagged(fact, existing):
+    assert not detect(fact, existing).flagged
+
+
 def test_a_scope_names_its_two_words_and_which_side_narrows():
     found = detect(
         "Only the ops team can read the runbooks", "Anyone in the company can read the runbooks"
