@@ -175,7 +175,8 @@ def _models() -> dict:
     request (see ollama_status); 'auto' stays unresolved while that probe is still out."""
     configured = settings.MEMORY_LLM_PROVIDER
     embedding_configured = settings.MEMORY_EMBEDDING_PROVIDER or configured
-    uses_ollama = {configured, embedding_configured} & {"auto", "ollama"}
+    named = {configured.strip().lower(), embedding_configured.strip().lower()}
+    uses_ollama = named & {"auto", "ollama"}  # as the providers read it: "Ollama" is ollama
     reachable = ollama_status() if uses_ollama else None
     models = {
         "configured": configured,
@@ -214,7 +215,8 @@ _probes_lock = threading.Lock()
 
 
 def ollama_status(wait: float = PROBE_WAIT_SECONDS) -> bool | None:
-    """Whether Ollama answers, or None when its probe is still out after `wait` seconds.
+    """Whether Ollama answers, or None when its probe is still out after `wait` seconds (False
+    when the last probe's answer was no).
 
     The probe (cached by the transport for a while) runs in a daemon thread, at most one per URL:
     a hung server costs a health request `wait` seconds at most, and the answer lands in the
@@ -229,7 +231,11 @@ def ollama_status(wait: float = PROBE_WAIT_SECONDS) -> bool | None:
             _probes[url] = probe
             probe.start()
     probe.join(wait)
-    return None if probe.is_alive() else _answers.get(url)
+    if probe.is_alive():
+        # Still out: a server that did not answer the last probe is taken as still not
+        # answering (a hung one otherwise read "unknown" to every poll a minute apart).
+        return False if _answers.get(url) is False else None
+    return _answers.get(url)
 
 
 def _probe(url: str) -> None:

@@ -142,3 +142,34 @@ def test_health_names_a_provider_that_cannot_be_made_and_a_nearly_full_disk(
     assert body["ok"] is False
     assert "the data folder's disk has" in body["problems"][0]
     assert "507 storage_full" in body["problems"][0]
+
+
+@pytest.mark.django_db
+def test_health_names_a_hung_ollama_on_every_poll_once_a_probe_said_no(
+    settings, client, ingest_auth
+):
+    """A second review: a server that takes connections and never answers read "unknown" (ok)
+    to every poll a minute apart, each starting a probe that outlived the request; and
+    "Ollama" spelt with a capital was not taken for ollama at all."""
+    import socket
+    import time
+
+    from pipeline.llm import transport
+
+    hung = socket.socket()
+    hung.bind(("127.0.0.1", 0))
+    hung.listen(8)  # connections wait in its backlog: nothing ever answers
+    settings.OLLAMA_URL = f"http://127.0.0.1:{hung.getsockname()[1]}"
+    settings.MEMORY_PROBE_TIMEOUT_SECONDS = 1
+    settings.MEMORY_LLM_PROVIDER = "Ollama"
+    try:
+        first = client.get("/api/health", **ingest_auth).json()
+        assert first["llm"]["ollamaReachable"] is None and first["problems"] == []
+        time.sleep(1.5)  # the probe gives up: no
+        assert client.get("/api/health", **ingest_auth).json()["ok"] is False
+        transport._probe_cache.clear()  # a minute later: the answer has aged out, a probe is out
+        later = client.get("/api/health", **ingest_auth).json()
+        assert later["llm"]["ollamaReachable"] is False and later["ok"] is False
+        assert "does not answer" in later["problems"][0]
+    finally:
+        hung.close()
