@@ -28,6 +28,7 @@ from memory.models import (
     Job,
     JobStatus,
     Memory,
+    MemoryHistory,
 )
 from memory.writes import Actor, Refused, Triple
 from pipeline import memory_ops
@@ -43,6 +44,7 @@ TAG_CHARS = 100
 MAX_TRIPLES = 50
 TRIPLE_NAME_CHARS = 200
 TRIPLE_TYPE_CHARS = 40
+CHANGED_BY_CHARS = MemoryHistory._meta.get_field("changed_by").max_length
 
 
 def require_scope(token: ApiToken, scope: str) -> None:
@@ -52,12 +54,15 @@ def require_scope(token: ApiToken, scope: str) -> None:
 
 def actor(token: ApiToken, body: dict | None = None, default_type: str = ActorType.AGENT) -> Actor:
     """Who a change is by: an agent's write is its token's; an operator's edit, forget or
-    recover is the token's holder's when it has one (as its reviews are). An explicit
-    changedBy only adds detail: "<changedBy> via <name>"."""
-    name = token.reviewer_name if default_type == ActorType.OPERATOR else token.name
+    recover through a token with a holder is "<holder> via <token>" (the person, and the token
+    that carried it: after a leak its changes are told apart from the dashboard's). An explicit
+    changedBy names who asked: "<changedBy> via <token>". At most the column's 200 characters."""
+    name = token.name
+    if default_type == ActorType.OPERATOR and token.owner:
+        name = f"{token.owner} via {token.name}"
     if body and isinstance(body.get("changedBy"), str) and body["changedBy"].strip():
-        name = f"{body['changedBy'].strip()[:80]} via {name}"
-    return Actor(name, default_type)
+        name = f"{body['changedBy'].strip()[:80]} via {token.name}"
+    return Actor(name[:CHANGED_BY_CHARS], default_type)
 
 
 # --- validation of body fields --------------------------------------------------------------------
@@ -155,14 +160,15 @@ def short_string(body: dict, key: str, limit: int = 200) -> str | None:
 
 
 def type_field(body: dict) -> str | None:
-    """A memory's type, surrounding blanks taken off; None when unsaid. A blank one is a 400:
-    it was stored as is, and no type filter could find the memory again."""
-    value = short_string(body, "type", 40)
+    """A memory's type, surrounding blanks taken off (then at most 40 characters); None when
+    unsaid. A blank one (invisible characters too) is a 400: it was stored as is, and no type
+    filter could find the memory again."""
+    value = optional(body, "type", str, "a string")
     if value is None:
         return None
-    if not value.strip():
+    if is_effectively_empty(value):
         raise BadRequest("type must not be blank: leave it out (remember stores 'fact')")
-    return value.strip()
+    return short_string({"type": value.strip()}, "type", 40)
 
 
 def source_type_field(body: dict) -> str:
@@ -296,8 +302,10 @@ def memory_or_404(token: ApiToken, memory_id: str) -> Memory:
 def filters_field(body: dict) -> dict:
     """Optional filters: type, who (substring), tags (all of them), pinned, includeDeleted,
     includeExpired (the last two for lists: recall never finds either)."""
+    # As remember stores it: " preference " finds "preference"; a blank one filters nothing.
+    typed = (optional(body, "type", str, "a string") or "").strip()
     return {
-        "type": short_string(body, "type", 40),
+        "type": short_string({"type": typed}, "type", 40) if typed else None,
         "who": short_string(body, "who"),
         "tags": tags_field(body) or [],
         "pinned": optional(body, "pinned", bool, "a boolean"),

@@ -267,6 +267,23 @@ def test_a_type_is_stored_without_surrounding_blanks_and_an_edit_to_a_blank_one_
         url, {"type": " decision", "reason": "tidy"}, content_type="application/json", **admin_auth
     )
     assert response.status_code == 200 and response.json()["memory"]["type"] == "decision"
+    # A second review: a zero-width space passed for a type; the length counted the padding;
+    # and a filter padded as a remember may be no longer found what it stored.
+    for blank in ("\u200b", "\u3164 "):
+        refused = client.patch(
+            url, {"type": blank, "reason": "tidy"}, content_type="application/json", **admin_auth
+        )
+        assert refused.status_code == 400, blank
+    padded = client.patch(
+        url,
+        {"type": "fact" + " " * 40, "reason": "t"},
+        content_type="application/json",
+        **admin_auth,
+    )
+    assert padded.status_code == 200 and padded.json()["memory"]["type"] == "fact"
+    query = {"query": "Dana short reviews", "type": " fact "}
+    found = post(client, "/api/memory/recall", query, admin_auth).json()
+    assert [m["id"] for m in found["results"]] == [made["id"]]
 
 
 def test_patch_needs_a_reason_honours_if_version_and_reports_duplicates(client, admin_auth):

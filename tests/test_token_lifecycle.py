@@ -414,11 +414,12 @@ def test_a_token_owner_is_one_active_user_named_exactly_when_names_differ_only_i
 
 
 @pytest.mark.django_db
-def test_an_owned_tokens_edit_forget_and_recover_are_its_holders_and_its_writes_the_tokens(
+def test_an_owned_tokens_edit_forget_and_recover_name_its_holder_and_itself(
     client,
 ):
     """A token's reviews were its owner's but its edits, forgets and recovers were audited under
-    the token's name, so a memory's trail named a reviewer who does not exist as a person."""
+    the token's name alone; they now name the person and the token (a second review: the person
+    alone hid which changes came through the token, after a leak)."""
     from django.contrib.auth.models import User
 
     from memory.models import MemoryHistory
@@ -446,7 +447,7 @@ def test_an_owned_tokens_edit_forget_and_recover_are_its_holders_and_its_writes_
     )
     assert trail == {
         "created": "rita-cli",
-        "updated": "cli via rita",
-        "deleted": "rita",
-        "recovered": "rita",
+        "updated": "cli via rita-cli",
+        "deleted": "rita via rita-cli",  # the person, and the token that carried it
+        "recovered": "rita via rita-cli",
     }
