@@ -13,7 +13,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from memory.models import ApiToken
-from memory.reviewer_names import check_token_name
+from memory.reviewer_names import check_token_name, holder_is_active
 
 # `assert`: a remember may say a person asserted it (assertedBy "person"), for an agent that
 # relays its user's explicit instruction.
@@ -109,7 +109,7 @@ def authenticate(header: str | None) -> ApiToken | None:
     or None; a use is recorded in its last_used_at."""
     token = _unrevoked(header)
     now = timezone.now()
-    if token is None or token.expired(now):
+    if token is None or token.expired(now) or not holder_is_active(token):
         return None
     _record_use(token, now)
     return token
@@ -117,8 +117,14 @@ def authenticate(header: str | None) -> ApiToken | None:
 
 def refusal(header: str | None, message: str) -> tuple[str, str]:
     """(error code, message) of the 401 for a header authenticate refused: `token_expired` saying
-    when, for an expired token; else `unauthorized` with the caller's message."""
+    when, for an expired token; `token_holder_inactive` for a token whose holder is no longer an
+    active dashboard user; else `unauthorized` with the caller's message."""
     token = _unrevoked(header)
+    if token is not None and not token.expired() and not holder_is_active(token):
+        return "token_holder_inactive", (
+            f"this API token ('{token.name}') is held by {token.owner!r}, who is no longer an "
+            "active dashboard user: an admin creates a new token for whoever holds it now"
+        )
     if token is None or not token.expired():
         return "unauthorized", message
     return "token_expired", (

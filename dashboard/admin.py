@@ -20,7 +20,7 @@ from memory.models import (
     MemoryHistory,
     Relation,
 )
-from memory.reviewer_names import check_user_name
+from memory.reviewer_names import check_rename, check_user_name
 from pipeline.models import ConfigChange, LlmCall, PipelineConfig, Proposal
 from pipeline.team import DigestRun, SavedQueue
 
@@ -198,6 +198,11 @@ class NamedUserChangeForm(UserChangeForm):
         username = self.cleaned_data["username"]
         if self.instance.pk and username == self.instance.username:
             return username  # unchanged: not a new name
+        if self.instance.pk:
+            try:
+                check_rename(self.instance.username)
+            except ValueError as refused:
+                raise forms.ValidationError(str(refused)) from None
         return _not_a_tokens_name(username)
 
 

@@ -139,6 +139,33 @@ def test_a_user_is_not_named_as_a_live_token_acts(admin_client_role, role_users)
     assert User.objects.get(pk=newbie.pk).username == "newbie"
 
 
+def test_a_token_holder_keeps_the_name_and_a_new_user_never_takes_a_holders_name(
+    admin_client_role, role_users
+):
+    """Found by a QA pass: rita renamed rita2 approved first in the dashboard, and her token,
+    still held by "rita", gave the second approval (two names, one person); a new user named
+    rita would have reviewed as the old rita's tokens."""
+    from django.contrib.auth.models import User
+
+    from api.auth import create_token
+
+    nadia = User.objects.create_user("nadia", password="a long pass phrase")
+    create_token("nadia-cli", scopes=["review"], owner="nadia")
+    form = {"is_active": "on", "date_joined_0": "2025-01-01", "date_joined_1": "00:00:00"}
+    renamed = admin_client_role.post(
+        f"/admin/auth/user/{nadia.pk}/change/", {**form, "username": "nadia2"}
+    )
+    assert "holds live API tokens (nadia-cli)" in renamed.content.decode()
+    assert User.objects.get(pk=nadia.pk).username == "nadia"
+    nadia.delete()  # deleted: her tokens stop working (test_token_lifecycle), their name stays
+    added = admin_client_role.post(
+        "/admin/auth/user/add/",
+        {"username": "Nadia", "password1": "a long pass phrase", "password2": "a long pass phrase"},
+    )
+    assert "Live API tokens are held by &#x27;Nadia&#x27; (nadia-cli)" in added.content.decode()
+    assert not User.objects.filter(username__iexact="nadia").exists()
+
+
 def test_the_admin_group_cannot_touch_superusers_and_other_roles_stay_out(
     admin_client_role, reviewer_client
 ):

@@ -451,3 +451,23 @@ def test_an_owned_tokens_edit_forget_and_recover_name_its_holder_and_itself(
         "deleted": "rita via rita-cli",  # the person, and the token that carried it
         "recovered": "rita via rita-cli",
     }
+
+
+@pytest.mark.django_db
+def test_a_token_whose_holder_is_deactivated_or_deleted_stops_working_and_says_why(client):
+    """Found by a QA pass: a deactivated holder's token still approved and rejected."""
+    from django.contrib.auth.models import User
+
+    rita = User.objects.create_user("rita", password="pw-rita-12345")
+    _, plain = make("rita-cli", scopes=["review"], owner="rita")
+    assert client.get("/api/proposals", **bearer(plain)).status_code == 200
+    User.objects.filter(pk=rita.pk).update(is_active=False)
+    refused = client.get("/api/proposals", **bearer(plain))
+    assert refused.status_code == 401 and refused.json()["error"] == "token_holder_inactive"
+    assert "held by 'rita', who is no longer an active dashboard user" in refused.json()["message"]
+    User.objects.filter(pk=rita.pk).update(is_active=True)
+    assert client.get("/api/proposals", **bearer(plain)).status_code == 200
+    rita.delete()
+    assert client.get("/api/proposals", **bearer(plain)).json()["error"] == "token_holder_inactive"
+    _, bot = make("deploy-bot", scopes=["review"])  # no holder: its own name, unaffected
+    assert client.get("/api/proposals", **bearer(bot)).status_code == 200
