@@ -30,6 +30,7 @@ from memory.models import (
     Memory,
     MemoryHistory,
 )
+from memory.moments import iso
 from memory.writes import Actor, Refused, Triple
 from pipeline import memory_ops
 from pipeline.config import get_config, mode_of
@@ -220,7 +221,7 @@ def expires_at_field(body: dict, *, past: bool) -> datetime | None:
         raise BadRequest(str(exc)) from None
     if not past and moment <= timezone.now():
         raise BadRequest(
-            f"expiresAt {expiry.iso(moment)} is in the past: the memory would never be "
+            f"expiresAt {iso(moment)} is in the past: the memory would never be "
             "recalled (give a moment to come, or leave expiresAt out for no expiry)",
             code="expiry_in_past",
         )

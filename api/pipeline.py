@@ -11,9 +11,10 @@ from django.http import JsonResponse
 from api.auth import only_agent
 from api.http import MAX_INT, BadRequest, api, bool_param, json_body, no_misspelt_fields, optional
 from api.memory_service import require_agent
-from api.serializers import approvals_json, iso, job_json, proposal_json
+from api.serializers import approvals_json, job_json, proposal_json
 from memory.content import is_effectively_empty
 from memory.models import ActorType, Job
+from memory.moments import iso
 from memory.writes import Actor, Refused
 from pipeline import review
 from pipeline.config import ConfigError, config_json, get_config, mode_of

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from memory.erasure_details import for_one_agent
 from memory.models import Job, Memory, MemoryHistory
+from memory.moments import iso
 from pipeline.approvals import open_approvals
 from pipeline.models import Proposal
-
-
-def iso(value):
-    return value.isoformat().replace("+00:00", "Z") if value else None
 
 
 def memory_json(memory: Memory) -> dict:

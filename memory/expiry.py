@@ -61,11 +61,6 @@ def within_range(moment: datetime, name: str = "expiresAt") -> datetime:
     return moment
 
 
-def iso(moment: datetime | None) -> str | None:
-    """An expiry as the API writes it (UTC, with Z), or None."""
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z") if moment else None
-
-
 def unexpired(now: datetime | None = None, *, through: str = "") -> Q:
     """Memories not expired at `now` (default: this moment): no expiry, or one still ahead;
     `through` names the memory from another model ("memory_mentions__memory__")."""

@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from datetime import datetime
 
 from django.utils import timezone
 
 from memory.erasure_details import for_one_agent
 from memory.models import Memory, MemoryEntityMention, MemoryHistory
+from memory.moments import iso
 
 FORMAT = "memory-curation-export"
 VERSION = 1
@@ -57,10 +57,6 @@ _HISTORY_COLUMNS = (
     ("metadata", "metadata"),
     ("created_at", "createdAt"),
 )
-
-
-def iso(value: datetime | None) -> str | None:
-    return value.isoformat().replace("+00:00", "Z") if value else None
 
 
 def file_name(agent: str | None, at=None) -> str:

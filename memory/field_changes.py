@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from memory.expiry import iso
+from memory.moments import iso
 
 
 def as_json(value: Any) -> Any:

@@ -1,8 +1,7 @@
 """Every write to the store. Each public function is one short transaction; none does network I/O.
 
-Callers compute vectors (model calls) first; refusals raise `Refused` with a stable code the API
-maps to an HTTP status. Rows are built and written in memory.batch (re-exported here), the Job's
-status in memory.jobs."""
+Callers compute vectors (model calls) first. A refusal raises `Refused`, with a stable code the API
+maps to a status; rows are built in memory.batch (re-exported here), a job's status in memory.jobs."""
 
 from __future__ import annotations
 
@@ -37,7 +36,7 @@ from memory.batch import (  # noqa: F401
     write_mentions,
 )
 from memory.content import normalize
-from memory.expiry import as_changed, iso
+from memory.expiry import as_changed
 from memory.field_changes import field_changes
 from memory.graph import Triple, persist_triples  # noqa: F401
 from memory.jobs import set_extraction_status  # noqa: F401
@@ -53,6 +52,7 @@ from memory.models import (
     RowRead,
     holding,
 )
+from memory.moments import iso
 from memory.refused import Refused
 from memory.vectors import Vector  # noqa: F401
 

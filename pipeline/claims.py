@@ -12,6 +12,7 @@ from enum import StrEnum
 from django.core.exceptions import ObjectDoesNotExist
 from django.utils import timezone
 
+from memory.moments import iso
 from memory.writes import Refused
 from pipeline.models import Claim, Proposal
 
@@ -83,7 +84,7 @@ def refusal(proposal_id: str, reviewer: str, now: datetime) -> Refused | None:
         f"this proposal is being reviewed by {claim.by} (until {claim.expires_at:%H:%M} UTC): "
         "take it over to decide it",
         claimedBy=claim.by,
-        claimedUntil=claim.expires_at.isoformat(),
+        claimedUntil=iso(claim.expires_at),
     )
 
 

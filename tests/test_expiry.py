@@ -17,6 +17,7 @@ from django.utils import timezone
 from memory import expiry, keyword, search, vectors, writes
 from memory.backend import list_holds
 from memory.models import Memory, MemoryHistory
+from memory.moments import iso
 from memory.search import hybrid_search
 from memory.writes import Actor
 from pipeline.decision import find_candidates_many, keyword_candidates
@@ -76,7 +77,7 @@ def store():
 def test_parse_reads_iso_8601_with_a_zone_and_answers_utc():
     assert expiry.parse("2027-01-31T00:00:00Z") == datetime(2027, 1, 31, tzinfo=UTC)
     assert expiry.parse(" 2027-01-31T02:30:00+02:00 ") == datetime(2027, 1, 31, 0, 30, tzinfo=UTC)
-    assert expiry.iso(expiry.parse("2027-01-31T02:30:00+02:00")) == "2027-01-31T00:30:00Z"
+    assert iso(expiry.parse("2027-01-31T02:30:00+02:00")) == "2027-01-31T00:30:00Z"
 
 
 @pytest.mark.parametrize(

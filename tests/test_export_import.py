@@ -27,6 +27,7 @@ from memory.models import (
     MemoryHistory,
     Relation,
 )
+from memory.moments import iso
 from memory.writes import Actor, Refused, Triple, forget, modify, recover, remember
 from pipeline import purge
 from pipeline.imports.models import ImportRun
@@ -132,7 +133,7 @@ def test_export_then_import_into_an_empty_store_then_export_gives_the_same_memor
     assert tombstone.is_purged and tombstone.content == PURGED
     with pytest.raises(Refused, match="purged"):
         recover(tombstone.id, actor=AGENT, reason="oops")
-    assert lapsed.is_expired and export.iso(lapsed.expires_at) == expiries[lapsed.content]
+    assert lapsed.is_expired and iso(lapsed.expires_at) == expiries[lapsed.content]
     for before, after in zip(memories, second, strict=True):
         assert after["history"][:-1] == before["history"]  # ids and order kept
         assert after["history"][-1]["event"] == "imported"

@@ -768,3 +768,17 @@ def test_a_round_opened_under_the_rule_is_approvable_once_the_rule_is_off(
     assert "the two-person rule is off now, and an approval applies it" in row
     assert "Approved by rita" in decide(reviewer_client, delete, hx).content.decode()
     assert Memory.objects.get(id=store.staging.id).is_deleted
+
+
+def test_a_first_approval_says_what_it_did_though_a_second_lands_right_after_it(pending, store):
+    """Found by a QA pass on PostgreSQL: two reviewers approving at once, the first was told 200
+    "pending" with no approvals (or "applied"): its answer read the proposal after the second
+    approval had committed. The answer is read under the first approval's own lock."""
+    from api.serializers import approvals_json
+
+    delete = pending["delete"]
+    first = review.approve(delete.id, RITA, force=True)
+    review.approve(delete.id, SAM, force=True)  # lands before the first's answer is written
+    assert first.awaiting_second_approval
+    assert [a["by"] for a in approvals_json(first)] == ["rita"]
+    assert Proposal.objects.get(id=delete.id).status == "applied"

@@ -5,6 +5,7 @@ round closed with how it ended. Which changes the rule holds: pipeline.approvals
 
 from __future__ import annotations
 
+from memory.moments import iso
 from memory.writes import Actor, Refused
 from pipeline.approvals import open_approvals
 from pipeline.models import Approval, ApprovalOutcome, Proposal
@@ -33,7 +34,7 @@ def as_approved(
             "approval_differs",
             f"{first.by} approved this as {first.action.upper()} with the text shown, and a second "
             "approval applies exactly that: approve it as it is, or reject it to start over",
-            firstApproval={"by": first.by, "at": first.at.isoformat(), "action": first.action},
+            firstApproval={"by": first.by, "at": iso(first.at), "action": first.action},
         )
     return first.action, first.content
 
@@ -44,7 +45,7 @@ def refuse_same_approver(first: Approval | None, reviewer: Actor) -> None:
             "same_approver",
             f"you already approved this proposal ({first.at:%Y-%m-%d %H:%M} UTC): the two-person "
             "rule needs a second, different reviewer to approve it",
-            approvals=[{"by": first.by, "at": first.at.isoformat()}],
+            approvals=[{"by": first.by, "at": iso(first.at)}],
         )
 
 

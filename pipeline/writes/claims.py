@@ -8,6 +8,7 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from memory.moments import iso
 from memory.writes import Actor, Refused
 from pipeline import approvals, claims
 from pipeline.config import get_config
@@ -52,7 +53,7 @@ def claim(
                 reviewer,
                 "taken_over",
                 f"took the review over from {current.by}",
-                {"from": current.by, "claimedUntil": current.expires_at.isoformat()},
+                {"from": current.by, "claimedUntil": iso(current.expires_at)},
                 now,
             )
         Claim.objects.filter(by=reviewer.name).exclude(proposal=proposal).delete()

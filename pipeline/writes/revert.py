@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from memory import writes
 from memory.models import Memory
+from memory.moments import iso
 from memory.writes import Actor, Refused
 from pipeline.config import get_config
 from pipeline.models import APPROVABLE, Proposal, ProposalStatus, RejectionFingerprint
@@ -148,7 +149,7 @@ def revert_once(
                     f"this proposal was already reverted by {proposal.reverted_by} at "
                     f"{proposal.reverted_at:%Y-%m-%d %H:%M:%S} UTC",
                     revertedBy=proposal.reverted_by,
-                    revertedAt=proposal.reverted_at.isoformat(),
+                    revertedAt=iso(proposal.reverted_at),
                 )
         return revert(proposal_id, reviewer=reviewer, reason=reason)
 

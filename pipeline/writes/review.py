@@ -73,14 +73,7 @@ def approve(
         proposal, config = _locked_for_approval(proposal_id, redecide, reviewer)
         now = timezone.now()
         first = _open_round(proposal, redecide, reviewer, now)
-        # Your own first approval: say so, before saying another action or text is not it.
-        if first is not None and needs_two(
-            first.action, proposal.target_memory, config.destructive_approvals
-        ):
-            approval_writes.refuse_same_approver(first, reviewer)
-        if action == approval_writes.AS_PROPOSED:
-            action = proposal.action
-        action, content = approval_writes.as_approved(first, action, content)
+        action, content = _as_approved(proposal, first, config, reviewer, action, content)
         effective = action or proposal.action
         if effective not in {"add", "update", "delete"}:
             raise Refused("invalid_action", f"cannot approve a '{effective}' proposal")
@@ -127,9 +120,24 @@ def approve(
             approval_writes.applied(proposal, first, reviewer, effective, text, note, now)
             audited = {**extra, "outcome": status, "appliedAs": effective}
             review_audit(proposal, reviewer, "approved", note, audited, now)
+        # Read under this write's lock: what this approval did, not what a second reviewer's,
+        # committed a moment later, made of it (a QA pass: 200 "pending" for a first approval).
+        decided = Proposal.objects.prefetch_related("approvals").get(id=proposal_id)
     if stale_refusal is not None:
         raise stale_refusal
-    return Proposal.objects.get(id=proposal_id)
+    return decided
+
+
+def _as_approved(proposal: Proposal, first, config, reviewer: Actor, action, content):
+    """(action, text) this approval applies: under the two-person rule, what the first approved.
+    Your own first approval is said to be yours before another action or text is refused."""
+    if first is not None and needs_two(
+        first.action, proposal.target_memory, config.destructive_approvals
+    ):
+        approval_writes.refuse_same_approver(first, reviewer)
+    if action == approval_writes.AS_PROPOSED:
+        action = proposal.action
+    return approval_writes.as_approved(first, action, content)
 
 
 def _locked_for_approval(

@@ -5,6 +5,7 @@ refusal that says who decided a proposal (and when) when it is no longer open.""
 from __future__ import annotations
 
 from memory.models import MemoryHistory
+from memory.moments import iso
 from memory.writes import Actor, Refused, audit
 from pipeline.models import Action, Proposal, ProposalStatus
 
@@ -30,7 +31,7 @@ def already_decided(proposal: Proposal) -> Refused:
         # Not `status`: the API's error() already takes the HTTP status under that name.
         currentStatus=proposal.status,
         decidedBy=proposal.decided_by,
-        decidedAt=proposal.decided_at.isoformat() if proposal.decided_at else None,
+        decidedAt=iso(proposal.decided_at),
     )
 
 
