@@ -79,6 +79,9 @@ def test_a_delete_needs_two_different_token_approvals_through_the_api(
     again = approve(client, first_bot, delete)
     assert again.status_code == 409 and again.json()["error"] == "same_approver"
     assert "second, different reviewer" in again.json()["message"]
+    # The same moment written the same way in both answers (a QA pass: "+00:00" in the 409).
+    assert again.json()["approvals"][0]["at"] == body["approvals"][0]["at"]
+    assert body["approvals"][0]["at"].endswith("Z")
     assert not Memory.objects.get(id=store.staging.id).is_deleted
     listed = client.get(f"/api/proposals?sourceMemoryId={delete.source_memory_id}", **first_bot)
     shown = {p["id"]: p for p in listed.json()["proposals"]}[delete.id]
