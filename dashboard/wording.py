@@ -83,7 +83,9 @@ def bulk_toast(decision: str, progress: dict) -> str:
     if progress["awaiting"]:
         parts.append(f"{progress['awaiting']} of them as the first of two approvals")
     if failed:
-        parts.append(f"{failed} left for one by one")
+        # Refused, each for its reason (the bulk panel lists them): a brake, a stale target, a
+        # secret; not all of them wait for a decision one by one (a QA pass).
+        parts.append(f"{failed} not {BULK_DONE[decision]}: the panel says why")
     if claimed:
         parts.append(
             f"{claimed} skipped: someone else is reviewing {'it' if claimed == 1 else 'them'}"

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, QuerySet, TextChoices
+from django.db.models import Count, F, Q, QuerySet, TextChoices
 
 from memory.models import Job
 from memory.writes import CHANGE_EVENTS, Actor, Refused
@@ -101,8 +101,9 @@ class BulkOutcome:
 
     @property
     def yours(self) -> bool:
-        """Left out: this reviewer gave it the first of two approvals, and it waits for another's."""
-        return self.code == "approved_by_you"
+        """Left out: this reviewer gave it the first of two approvals, and it waits for another's
+        (found so before the write, or by it: the same reviewer's token approved it meanwhile)."""
+        return self.code in ("approved_by_you", "same_approver")
 
 
 def approve(
@@ -224,11 +225,12 @@ def bulk_summary(proposals: QuerySet[Proposal], reviewer: str = "") -> dict:
         elif rule == safety.Bulk.OPT_IN:
             opt_in.add(proposal_id)
     pinned = set(changes_pinned(proposals))
+    moved = set(_moved(proposals))
     claimed = set(claims.ids_held_by_others(proposals, reviewer))
     # Approved already by this reviewer, waiting for another: approving again is refused.
     mine = awaiting_another(proposals, reviewer)
     # What each decision would decide: a proposal left out for several reasons counts once.
-    left_out = never | pinned | claimed
+    left_out = never | pinned | claimed | moved
     return {
         "by_action": by_action,
         "total": total,
@@ -238,6 +240,7 @@ def bulk_summary(proposals: QuerySet[Proposal], reviewer: str = "") -> dict:
         "opt_in": len(opt_in),
         "opt_in_words": safety.words_of(safety.Bulk.OPT_IN),
         "pinned": len(pinned),
+        "moved": len(moved - never - pinned - claimed),
         "claimed": len(claimed),
         "approved_by_you": len(mine - left_out),
         # Of those a bulk approval touches: one it leaves out is not approved at all.
@@ -246,6 +249,17 @@ def bulk_summary(proposals: QuerySet[Proposal], reviewer: str = "") -> dict:
         "approves_with_opt_in": total - len(left_out | mine),
         "rejects": total - len(claimed),
     }
+
+
+def _moved(proposals: QuerySet[Proposal]):
+    """Ids of those whose memories changed since the decision (the target's or the raw memory's
+    version moved on, or the target is gone): an approval marks them stale, to re-decide one by
+    one. A QA pass saw the preview count one as approved, and the result not."""
+    target_moved = Q(target_memory__isnull=False) & (
+        ~Q(target_memory__version=F("target_version")) | Q(target_memory__is_deleted=True)
+    )
+    source_moved = Q(source_version__isnull=False) & ~Q(source_memory__version=F("source_version"))
+    return proposals.filter(target_moved | source_moved).values_list("id", flat=True)
 
 
 def _two_person(proposals: QuerySet[Proposal]) -> set[str]:

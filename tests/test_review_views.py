@@ -406,6 +406,34 @@ def test_bulk_preview_shows_counts_per_action_and_apply_runs_in_chunks(
     assert Proposal.objects.filter(status="pending").exclude(action="add").count() == total - adds
 
 
+def test_the_bulk_preview_leaves_out_a_proposal_whose_memory_was_edited_since(
+    reviewer_client, queue, hx
+):
+    """Found by a day of reviewing: the preview said "Approve 2 proposals?" for two UPDATEs, one
+    of whose targets had been edited since the decision; the result was "1 approved, 1 not
+    applied: target memory changed"."""
+    from memory import writes
+
+    updates = list(queue.filter(action="update", target_memory__isnull=False)[:2])
+    assert len(updates) == 2
+    moved = updates[0]
+    writes.modify(
+        moved.target_memory_id,
+        {"content": moved.target_memory.content + " (checked)"},
+        actor=Actor("ada", "operator"),
+        reason="edited meanwhile",
+    )
+    form = {"decision": "approve", "scope": "selected", "ids": [u.id for u in updates]}
+    body = reviewer_client.post("/review/bulk/", {**form, "step": "preview"}, **hx)
+    body = body.content.decode()
+    assert "Approve 1 of the 2 proposals?" in body
+    assert 'data-testid="bulk-moved">1 changes a memory that was edited since the decision' in body
+    rejecting = reviewer_client.post(
+        "/review/bulk/", {**form, "decision": "reject", "reason": "no", "step": "preview"}, **hx
+    ).content.decode()
+    assert 'data-testid="bulk-moved"' not in rejecting  # a rejection needs no current memory
+
+
 def _bulk_run(client, hx, data: dict) -> str:
     """A bulk apply posted chunk after chunk, as its panel does; the last answer."""
     body = client.post("/review/bulk/", data, **hx).content.decode()
@@ -1201,6 +1229,23 @@ def test_a_row_refused_for_its_status_but_decided_by_nobody_is_still_left_for_on
     stale = BulkOutcome("p1", "this proposal is stale: re-decide", "already_decided")
     taken = BulkOutcome("p2", "already rejected (by ada)", "already_decided", decided_by="ada")
     assert (stale.decided_elsewhere, taken.decided_elsewhere) == (False, True)
+
+
+def test_a_bulk_row_your_own_token_approved_meanwhile_waits_for_another_and_refusals_say_so():
+    """A QA pass: rows the same reviewer's token approved first while the bulk ran (refused
+    inside the write as same_approver) were "left for one by one"; and rows the brake refused
+    were too, where the panel said why."""
+    from dashboard import wording
+    from pipeline.review import BulkOutcome
+
+    mine = BulkOutcome("p1", "you already approved this proposal", "same_approver")
+    assert mine.yours and not mine.done
+    progress = {"done": 0, "failed": 28, "claimed": 0, "awaiting": 0, "yours": 2}
+    toast = wording.bulk_toast("approve", progress)
+    assert toast == (
+        "Bulk: 0 approved, 28 not approved: the panel says why, "
+        "2 you approved already wait for another reviewer."
+    )
 
 
 def test_a_bulk_chunk_draws_its_rows_again_with_one_run_of_the_context_processors(
