@@ -44,3 +44,22 @@ def test_back_and_forward_set_the_filters_from_the_address(page, live_server, lo
     expect(page).to_have_url(re.compile(r"q=runbook.*type=fact|type=fact.*q=runbook"))
     expect(page.locator("#results")).to_contain_text("billing incidents")
     expect(page.locator("#results")).not_to_contain_text("Kenji")
+
+
+def test_a_searchs_first_result_is_focused_so_o_opens_it(page, live_server, login):
+    """Found by a day of reviewing: "/", a search, Esc, "o" did nothing, no row being focused
+    after the results came (the review queue focuses its first row)."""
+    for text in ("The ledger restore runbook lives in the wiki", "Kenji owns the ingest worker"):
+        writes.remember(text, actor=Actor("x", "agent"), create_job=False)
+    login("viewer")
+    page.goto(f"{live_server.url}/memories/")
+    page.keyboard.press("/")
+    expect(page.locator("#mb-q")).to_be_focused()
+    page.keyboard.type("ledger")
+    expect(page).to_have_url(re.compile(r"q=ledger"))
+    first = page.locator("#results tr[data-row]").first
+    expect(first).to_contain_text("ledger restore")
+    expect(first).to_have_class(re.compile("focused"))
+    page.keyboard.press("Escape")
+    page.keyboard.press("o")
+    expect(page).to_have_url(re.compile(r"/memories/[0-9a-f-]+/$"))
