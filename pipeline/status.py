@@ -63,19 +63,36 @@ def recent_volume(days: int = 7) -> dict[str, int]:
     )
 
 
-def mode_words(key: str, *, mutations_frozen: bool) -> tuple[str, str]:
+# Full mode under the two-person rule (review.destructiveApprovals 2): a DELETE is never applied
+# by the pipeline alone (pipeline.writes.apply), so the banner does not say it is (a QA pass).
+FULL_TWO_PERSON = (
+    "ADD and UPDATE are applied automatically; DELETE waits for two reviewers (the two-person "
+    "rule), and pinned, person-asserted and contradicting changes wait too."
+)
+
+
+def mode_words(
+    key: str, *, mutations_frozen: bool, destructive_approvals: int = 1
+) -> tuple[str, str]:
     """(label, meaning) of a banner mode `key` (banner_mode), with the brake said when disabled
-    shows first (nothing runs) and the brake still stops every reviewer's apply."""
+    shows first (nothing runs) and the brake still stops every reviewer's apply, and full
+    mode's DELETE said to wait under the two-person rule."""
     label, meaning = BANNERS[key]
     if key == Mode.DISABLED and mutations_frozen:
         meaning += " The emergency brake is on too: no reviewer's approval is applied."
+    if key == Mode.FULL and destructive_approvals >= 2:
+        meaning = FULL_TWO_PERSON
     return label, meaning
 
 
 def banner_context() -> dict:
     config = get_config()
     key = banner_mode(config)
-    label, meaning = mode_words(key, mutations_frozen=config.mutations_frozen)
+    label, meaning = mode_words(
+        key,
+        mutations_frozen=config.mutations_frozen,
+        destructive_approvals=config.destructive_approvals,
+    )
     return {
         "pipeline_config": config,
         # brake: the emergency brake holds every reviewer's apply, whatever the mode shown.

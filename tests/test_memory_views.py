@@ -100,7 +100,7 @@ def test_the_list_renders_as_a_page_and_as_a_results_fragment(viewer_client, hx)
     fragment = viewer_client.get("/memories/", **hx)
     text = fragment.content.decode()
     assert fragment.status_code == 200 and "<html" not in text
-    assert text.lstrip().startswith('<section id="results">')
+    assert text.lstrip().startswith('<section id="results"')
     assert "Billing runs on Postgres 16" in text
     assert fragment["Vary"] and "HX-Request" in fragment["Vary"]
 

@@ -85,6 +85,14 @@ def test_every_page_shows_the_mode_banner_for_each_mode(viewer_client, queue):
     assert "The emergency brake is on too" in viewer_client.get("/review/").content.decode()
     update_config({"mutationsFrozen": False}, changed_by="t", reason="t")
     assert "The emergency brake is on too" not in viewer_client.get("/review/").content.decode()
+    # Full mode under the two-person rule applies no DELETE by itself (a QA pass: the banner
+    # and the Settings preview said "ADD, UPDATE and DELETE are applied automatically").
+    update_config(
+        {"enabled": True, "review": {"destructiveApprovals": 2}}, changed_by="t", reason="t"
+    )
+    page = viewer_client.get("/review/").content.decode()
+    assert '<strong class="banner-label">FULL</strong>' in page
+    assert "DELETE waits for two reviewers (the two-person rule)" in page
 
 
 def test_the_queue_lists_pending_proposals_riskiest_first_with_the_targets_text(
@@ -117,6 +125,10 @@ def test_the_queue_fragment_is_served_to_htmx(viewer_client, queue, hx):
 
 
 def test_a_viewer_cannot_decide_anything(viewer_client, queue, decide):
+    page = viewer_client.get("/review/").content.decode()
+    # Nothing offered that only a reviewer may do (a QA pass: boxes to tick, keys to approve).
+    assert "data-select" not in page and "Approve <kbd>a</kbd>" not in page
+    assert "deciding needs the reviewer role" in page
     proposal = queue.first()
     response = decide(viewer_client, proposal, decision="approve")
     assert response.status_code == 403

@@ -65,7 +65,11 @@ def display_mode(config: dict) -> str:
 
 def mode_info(config: dict) -> dict:
     key = display_mode(config)
-    label, meaning = mode_words(key, mutations_frozen=config["mutationsFrozen"])
+    label, meaning = mode_words(
+        key,
+        mutations_frozen=config["mutationsFrozen"],
+        destructive_approvals=config["review"]["destructiveApprovals"],
+    )
     return {"key": key, "label": label, "meaning": meaning}
 
 
