@@ -743,6 +743,7 @@ def test_a_card_of_your_own_first_approval_offers_withdraw_and_refuses_a_second_
     assert 'data-open="1"' not in card[:200]  # the keyboard passes it by
     assert "You approved this as DELETE (1 of 2)" in card and 'data-testid="withdraw"' in card
     assert 'value="replace"' not in card and 'value="delete_old"' not in card
+    assert "Merge: edit the text first" not in card
     assert 'value="reject"' in card  # Keep existing still ends the round
     answer = reviewer_client.post(
         f"/proposals/{update.id}/decide/", {"decision": "replace", "from": "card"}, **hx
