@@ -28,13 +28,13 @@ def test_pinning_keeps_an_edit_typed_but_not_saved_and_the_edit_then_saves(
     page.fill("#edit-reason", "moved with the release train")
     page.fill("#pin-reason", "the release calendar depends on it")
     page.get_by_role("button", name="Pin", exact=True).click()
-    expect(page.get_by_role("button", name="Unpin", exact=True)).to_be_visible()
+    expect(page.get_by_test_id("version")).to_contain_text("version 2")  # the pin's answer
     expect(page.locator("#edit-content")).to_be_visible()  # its box is open again
     expect(page.locator("#edit-content")).to_have_value("Billing deploys on Wednesdays")
     expect(page.locator("#edit-reason")).to_have_value("moved with the release train")
     expect(page.locator("#pin-reason")).to_have_value("")  # the sent form's own box is not
     page.get_by_role("button", name="Save as v3").click()
-    expect(page.locator("#actions .row-note")).to_be_visible()
+    expect(page.get_by_test_id("version")).to_contain_text("version 3")  # the save's answer
     memory.refresh_from_db()
     assert (memory.content, memory.pinned, memory.version) == (
         "Billing deploys on Wednesdays",
