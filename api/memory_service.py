@@ -57,13 +57,15 @@ def actor(token: ApiToken, body: dict | None = None, default_type: str = ActorTy
     """Who a change is by: an agent's write is its token's; an operator's edit, forget or
     recover through a token with a holder is "<holder> via <token>" (the person, and the token
     that carried it: after a leak its changes are told apart from the dashboard's). An explicit
-    changedBy names who asked: "<changedBy> via <token>". At most the column's 200 characters."""
+    changedBy names who asked, before them: "<changedBy> via <holder> via <token>" (the holder
+    stays accountable). At most the column's 200 characters, the token's part kept whole."""
     name = token.name
     if default_type == ActorType.OPERATOR and token.owner:
         name = f"{token.owner} via {token.name}"
     if body and isinstance(body.get("changedBy"), str) and body["changedBy"].strip():
-        name = f"{body['changedBy'].strip()[:80]} via {token.name}"
-    return Actor(name[:CHANGED_BY_CHARS], default_type)
+        asked = body["changedBy"].strip()[:80]
+        name = f"{asked[: max(0, CHANGED_BY_CHARS - len(name) - 5)]} via {name}"
+    return Actor(name[-CHANGED_BY_CHARS:], default_type)
 
 
 # --- validation of body fields --------------------------------------------------------------------

@@ -131,9 +131,13 @@ def standing(
         return Standing(1, (), False)  # decided (or only rejectable): nothing to count
     current = tuple(open_approvals(proposal))
     action = Action.DELETE if retires else proposal.action
-    two = proposal.is_destructive and needs_two(action, proposal.target_memory, setting)
-    # As the approval itself counts (pipeline.writes.review): by the setting now. A round opened
-    # before the rule was turned off is completed by any approval, its first approver's too
-    # (a QA pass: the queue said "1 of 2" and offered no Approve, while the card applied it).
+    # As the approval itself counts (pipeline.writes.review): a round the rule opened (whatever
+    # the first approved: "delete the old one", a text that retires the target) needs a second,
+    # different reviewer while the rule is on; once it is turned off, any approval completes
+    # it, its first approver's too (a QA pass: the queue said "1 of 2" and offered no Approve,
+    # while the card applied it).
+    two = (bool(current) and setting >= 2) or (
+        proposal.is_destructive and needs_two(action, proposal.target_memory, setting)
+    )
     mine = two and any(a.by == reviewer for a in current)
     return Standing(2 if two else 1, current, mine)

@@ -427,6 +427,7 @@ def _antonym(fact: _Side, existing: _Side, overlap: list[str]) -> Contradiction 
 
 _SUBJECT_ENDING = frozenset(stem(w) for w in SUBJECT_ENDINGS)
 _RESUMED = frozenset(stem(w) for w in RESUMING)
+PAST_STEMS = frozenset(stem(w) for w in PAST_HELPERS)
 _ENDING = frozenset(stem(w) for w in ENDING_VERBS) | _SUBJECT_ENDING
 _PHRASAL = {
     particle: frozenset(stem(v) for v in verbs) for particle, verbs in PHRASAL_ENDINGS.items()
@@ -495,14 +496,10 @@ def _retraction(fact: _Side, existing: _Side, overlap: list[str]) -> Contradicti
 
 
 def _told_as_past(side: _Side) -> bool:
-    """Whether the text tells of what was ("was the CLI", "moved the billing data"): an end of
-    its subject since then is no conflict with it."""
-    tokens = side.tokens
-    return any(
-        token in PAST_HELPERS
-        or (i and token.endswith("ed") and tokens[i - 1] not in AUXILIARIES | BE_OR_GET)
-        for i, token in enumerate(tokens)
-    )
+    """Whether the text tells of what was ("its project was the CLI"): an end of its subject
+    since then is no conflict with it. Only by its helpers: a word in "-ed" is as often a
+    state ("unlimited", "a managed database"), and a missed end is applied in full mode."""
+    return bool(side.stem_set & PAST_STEMS)
 
 
 def _object_stated(fact: _Side, existing: _Side, at: int) -> bool:

@@ -447,7 +447,7 @@ def test_an_owned_tokens_edit_forget_and_recover_name_its_holder_and_itself(
     )
     assert trail == {
         "created": "rita-cli",
-        "updated": "cli via rita-cli",
+        "updated": "cli via rita via rita-cli",  # who asked, and the holder stays named
         "deleted": "rita via rita-cli",  # the person, and the token that carried it
         "recovered": "rita via rita-cli",
     }

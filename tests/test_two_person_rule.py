@@ -786,3 +786,22 @@ def test_a_first_approval_says_what_it_did_though_a_second_lands_right_after_it(
     assert first.awaiting_second_approval
     assert [a["by"] for a in approvals_json(first)] == ["rita"]
     assert Proposal.objects.get(id=delete.id).status == "applied"
+
+
+def test_a_round_the_rule_opened_for_a_delete_instead_of_a_plain_update_stays_two_on_the_pages(
+    pending, store, reviewer_client
+):
+    """A second review: after rita's "Delete the old one" of an UPDATE the rule does not hold
+    by itself (its target neither pinned nor a person's), the pages said "the two-person rule
+    is off now" and offered her Approve, which the write refused. The open round counts."""
+    update = pending["update"]
+    Proposal.objects.filter(id=update.id).update(review_needed=True)
+    review.decide(update.id, RITA, "delete_old")
+    row = reviewer_client.get("/review/?action=update").content.decode()
+    row = row[row.index(f'id="p-{update.id}"') :]
+    row = row[: row.index("</tr>")]
+    assert "(1 of 2): a second reviewer's approval applies it" in row
+    assert 'data-testid="withdraw"' in row and "rule is off now" not in row
+    assert 'data-open="1"' not in row[:300]
+    page = reviewer_client.get(f"/proposals/{update.id}/").content.decode()
+    assert 'data-testid="withdraw"' in page and "rule is off now" not in page

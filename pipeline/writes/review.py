@@ -130,10 +130,9 @@ def approve(
 
 def _as_approved(proposal: Proposal, first, config, reviewer: Actor, action, content):
     """(action, text) this approval applies: under the two-person rule, what the first approved.
-    Your own first approval is said to be yours before another action or text is refused."""
-    if first is not None and needs_two(
-        first.action, proposal.target_memory, config.destructive_approvals
-    ):
+    Your own first approval, while the rule is on, is said to be yours before another action or
+    text is refused (pipeline.approvals.standing reads the same)."""
+    if first is not None and config.destructive_approvals >= 2:
         approval_writes.refuse_same_approver(first, reviewer)
     if action == approval_writes.AS_PROPOSED:
         action = proposal.action

@@ -344,9 +344,14 @@
   });
   // An action that redraws a whole area (<div data-keep-typed>: a memory's page) keeps what was
   // typed in its other boxes: a QA pass typed an edit, pinned the memory, and the edit was gone.
-  // A box comes back as typed only when the page draws it as before (the text an edit started
-  // from is the same) and the server put nothing of its own in it.
+  // A box comes back as typed only when the page draws it as before: in a form that does the
+  // same thing (a Pin reason never lands in the Unpin form someone's pin made of it), from the
+  // same text (an edit's draft), and the server put nothing of its own in it.
   let typedBefore = null;
+  const doing = (box) => {
+    const action = box.form && box.form.querySelector("input[name=action]");
+    return action ? action.value : "";
+  };
   document.addEventListener("htmx:beforeSwap", (event) => {
     const target = event.detail.target;
     if (!event.detail.shouldSwap || !target || !target.matches || !target.matches("[data-keep-typed]")) return;
@@ -355,7 +360,7 @@
     const boxes = Array.from(target.querySelectorAll("textarea[id], input[id]"))
       .filter((box) => box.type !== "hidden" && box.type !== "checkbox" && box.type !== "radio")
       .filter((box) => box.value !== box.defaultValue && !(sent && sent.contains(box)))
-      .map((box) => ({ id: box.id, value: box.value, from: box.defaultValue }));
+      .map((box) => ({ id: box.id, value: box.value, from: box.defaultValue, does: doing(box) }));
     typedBefore = { xhr: event.detail.xhr, boxes };
   });
   document.addEventListener("htmx:afterSettle", (event) => {
@@ -365,6 +370,7 @@
     typed.forEach((was) => {
       const box = document.getElementById(was.id);
       if (!box || box.defaultValue !== was.from || box.value !== box.defaultValue) return;
+      if (doing(box) !== was.does) return;
       box.value = was.value;
       const details = box.closest("details");
       if (details) details.open = true;

@@ -240,3 +240,19 @@ def test_a_brake_lifted_or_set_while_the_queue_is_open_frees_or_holds_its_rows(
     second = rows.nth(1).locator("button[data-action=approve]")
     expect(second).to_be_disabled()
     expect(second).to_have_attribute("title", re.compile("emergency brake is on"))
+
+
+def test_a_proposals_page_says_why_it_waits_as_the_brake_is_now(page, live_server, login, queue):
+    """A second review: the proposal page freed its Approve when the brake was lifted but still
+    said "held: the emergency brake is on"."""
+    update_config({"mutationsFrozen": True}, changed_by="t", reason="brake")
+    proposal = Proposal.objects.filter(status="pending", action="add").first()
+    login("reviewer")
+    page.goto(f"{live_server.url}/proposals/{proposal.id}/")
+    waiting = page.get_by_test_id("waiting")
+    expect(waiting).to_contain_text("emergency brake is on")
+    update_config({"mutationsFrozen": False}, changed_by="t", reason="lifted")
+    page.evaluate("htmx.trigger(document.body, 'review-changed')")
+    expect(page.locator("#mode-banner")).to_have_attribute("data-brake", "off")
+    expect(waiting).to_contain_text("shadow mode writes nothing by itself")
+    expect(page.locator("button[name=decision][value=approve]")).to_be_enabled()

@@ -65,3 +65,25 @@ def test_an_edit_typed_on_a_text_changed_meanwhile_is_not_put_back_on_the_new_te
     expect(page.get_by_role("button", name="Unpin", exact=True)).to_be_visible()
     assert Memory.objects.get(id=memory.id).pinned
     expect(page.locator("#edit-content")).to_have_value("Billing deploys on Thursdays")
+
+
+def test_a_pin_reason_is_not_put_into_the_unpin_form_someone_elses_pin_made_of_it(
+    page, live_server, login
+):
+    """A second review: a Pin reason typed, another reviewer pinned the memory, and after any
+    other action the reason sat in the Unpin box beside its button."""
+    memory = writes.remember(
+        "Billing deploys on Tuesdays", actor=Actor("x", "agent"), create_job=False
+    ).memory
+    login("reviewer")
+    page.goto(f"{live_server.url}/memories/{memory.id}/")
+    page.fill("#pin-reason", "the release calendar depends on it")
+    writes.modify(memory.id, {"pinned": True}, actor=Actor("ada", "operator"), reason="pinned")
+    expiry = page.get_by_test_id("expiry-action")
+    expiry.locator("summary").click()
+    page.fill("#expiry-at", "2099-01-31T09:30")
+    expiry.get_by_role("button", name="Save expiry").click()
+    # The answer (the expiry refused: the memory changed since the page was drawn) shows the
+    # memory as it is now, pinned; the reason typed for a Pin is not the Unpin's.
+    expect(page.get_by_role("button", name="Unpin", exact=True)).to_be_visible()
+    expect(page.locator("#pin-reason")).to_have_value("")
