@@ -13,16 +13,22 @@ from memory.writes import Actor
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_pinning_keeps_an_edit_typed_but_not_saved_and_the_edit_then_saves(
-    page, live_server, login
-):
-    """Found by a day of reviewing: an edit typed, then a pin, and the edit box came back closed
-    with the old text: the edit was gone."""
+def open_a_memory(page, live_server, login):
+    """A reviewer on the page of a fresh memory ("Billing deploys on Tuesdays")."""
     memory = writes.remember(
         "Billing deploys on Tuesdays", actor=Actor("x", "agent"), create_job=False
     ).memory
     login("reviewer")
     page.goto(f"{live_server.url}/memories/{memory.id}/")
+    return memory
+
+
+def test_pinning_keeps_an_edit_typed_but_not_saved_and_the_edit_then_saves(
+    page, live_server, login
+):
+    """Found by a day of reviewing: an edit typed, then a pin, and the edit box came back closed
+    with the old text: the edit was gone."""
+    memory = open_a_memory(page, live_server, login)
     page.locator("summary", has_text="Edit content").click()
     page.fill("#edit-content", "Billing deploys on Wednesdays")
     page.fill("#edit-reason", "moved with the release train")
@@ -48,11 +54,7 @@ def test_an_edit_typed_on_a_text_changed_meanwhile_is_not_put_back_on_the_new_te
 ):
     """What was typed starts from the text the page showed: when another edit changed that text
     before the redraw, the box shows the new text (saving the old draft would undo that edit)."""
-    memory = writes.remember(
-        "Billing deploys on Tuesdays", actor=Actor("x", "agent"), create_job=False
-    ).memory
-    login("reviewer")
-    page.goto(f"{live_server.url}/memories/{memory.id}/")
+    memory = open_a_memory(page, live_server, login)
     page.locator("summary", has_text="Edit content").click()
     page.fill("#edit-content", "Billing deploys on Wednesdays")
     writes.modify(
@@ -72,11 +74,7 @@ def test_a_pin_reason_is_not_put_into_the_unpin_form_someone_elses_pin_made_of_i
 ):
     """A second review: a Pin reason typed, another reviewer pinned the memory, and after any
     other action the reason sat in the Unpin box beside its button."""
-    memory = writes.remember(
-        "Billing deploys on Tuesdays", actor=Actor("x", "agent"), create_job=False
-    ).memory
-    login("reviewer")
-    page.goto(f"{live_server.url}/memories/{memory.id}/")
+    memory = open_a_memory(page, live_server, login)
     page.fill("#pin-reason", "the release calendar depends on it")
     writes.modify(memory.id, {"pinned": True}, actor=Actor("ada", "operator"), reason="pinned")
     expiry = page.get_by_test_id("expiry-action")
