@@ -274,17 +274,12 @@ def marked(text, span):
 
 
 @register.simple_tag
-def waiting(proposal, banner=None):
-    """Why a proposal waits, in words, as it is now under the page's `banner` (see
-    dashboard.wording.waiting)."""
-    return wording.waiting(proposal, bool(banner and banner.get("brake")))
-
-
-@register.simple_tag
-def waiting_both(proposal):
-    """(why it waits with the brake on, without it): the banner's refresh shows the one that
-    holds when the brake changes while the page is open."""
-    return wording.waiting(proposal, True), wording.waiting(proposal, False)
+def waiting(proposal, banner=None) -> dict:
+    """Why a proposal waits, in words (dashboard.wording.waiting): `now`, under the page's
+    `banner`, and `brake_on` / `brake_off`, what the banner's refresh shows when the brake
+    changes while the page is open."""
+    on, off = wording.waiting(proposal, True), wording.waiting(proposal, False)
+    return {"now": on if banner and banner.get("brake") else off, "brake_on": on, "brake_off": off}
 
 
 @register.simple_tag(takes_context=True)

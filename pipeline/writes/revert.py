@@ -195,11 +195,6 @@ def undo_decision(proposal_id: str, *, reviewer: Actor, reason: str | None = Non
             if memory.id == proposal.target_memory_id:
                 memory.refresh_from_db(fields=["version", "content"])
                 rebase = {"target_version": memory.version, "target_content": memory.content}
-        elif proposal.status == ProposalStatus.REJECTED:
-            approval_writes.reopened(proposal.id)
-            RejectionFingerprint.objects.filter(
-                agent_id=proposal.agent_id, fingerprint=proposal.fingerprint, proposal=proposal
-            ).update(active=False, updated_at=now)
         Proposal.objects.filter(id=proposal.id, status=proposal.status).update(
             status=ProposalStatus.PENDING,
             applied_as=None,
@@ -219,8 +214,19 @@ def undo_decision(proposal_id: str, *, reviewer: Actor, reason: str | None = Non
         review_audit(proposal, reviewer, "undone", note, {"undoneStatus": proposal.status}, now)
         _undo_keep_both_audit(proposal, reviewer, note, now)
         if proposal.status == ProposalStatus.REJECTED:
-            kept_undone_audit(proposal, reviewer, now)
+            rejection_undone(proposal, reviewer, now)
     return Proposal.objects.get(id=proposal_id)
+
+
+def rejection_undone(proposal: Proposal, reviewer: Actor, at) -> None:
+    """What follows once a rejection no longer holds (its undo, or a reopen), inside the
+    caller's transaction: its fingerprint suppresses nothing, its approval rounds settled
+    nothing, and the memory it kept says so on its own trail."""
+    RejectionFingerprint.objects.filter(
+        agent_id=proposal.agent_id, fingerprint=proposal.fingerprint, proposal=proposal
+    ).update(active=False, updated_at=at)
+    approval_writes.reopened(proposal.id)
+    kept_undone_audit(proposal, reviewer, at)
 
 
 def _undo_keep_both_audit(proposal: Proposal, reviewer: Actor, note: str, at) -> None:

@@ -37,8 +37,8 @@ from pipeline.writes.apply import (
     source_refusal,
     target_refusal,
 )
-from pipeline.writes.revert import revert, revert_once, undo_decision  # noqa: F401
-from pipeline.writes.reviewed import already_decided, kept_audit, kept_undone_audit, review_audit
+from pipeline.writes.revert import rejection_undone, revert, revert_once, undo_decision  # noqa: F401
+from pipeline.writes.reviewed import already_decided, kept_audit, review_audit
 from pipeline.writes.triples import decide_triple  # noqa: F401  (its callers still reach it here)
 
 # The reason a replace by retiring is audited with when the reviewer gave no note.
@@ -477,10 +477,6 @@ def reopen(proposal_id: str, *, reviewer: Actor) -> Proposal:
             review_note=None,
             updated_at=now,
         )
-        RejectionFingerprint.objects.filter(
-            agent_id=proposal.agent_id, fingerprint=proposal.fingerprint, proposal=proposal
-        ).update(active=False, updated_at=now)
-        approval_writes.reopened(proposal.id)
         review_audit(proposal, reviewer, "reopened", "rejection undone", {}, now)
-        kept_undone_audit(proposal, reviewer, now)
+        rejection_undone(proposal, reviewer, now)
     return Proposal.objects.get(id=proposal_id)
