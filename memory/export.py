@@ -1,5 +1,6 @@
 """The store as JSON Lines: a header line naming the format and its version, then one object per
-memory (its text, fields, entity mentions and, when asked, its history), read a page at a time.
+memory (its text, fields, entity mentions and, when asked, its history), then one per relation
+between the entities those memories mention (`"kind": "relation"`), read a page at a time.
 
 Reads only. Memories come in id order, a keyset page of PAGE rows per query with their mentions
 and history in one query each, so the memory an export holds never grows with the store: the
@@ -14,15 +15,19 @@ import json
 import re
 from collections.abc import Iterator
 
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from memory.erasure_details import for_one_agent
-from memory.models import Memory, MemoryEntityMention, MemoryHistory
+from memory.models import Memory, MemoryEntityMention, MemoryHistory, Relation
 from memory.moments import iso
 
 FORMAT = "memory-curation-export"
 VERSION = 1
 PAGE = 1000
+# A line's `kind`: a memory's record carries none (files written before relations were exported
+# hold only memories), a relation's carries this.
+RELATION = "relation"
 
 # Memory columns an export reads (values_list order) and the record keys they become.
 _COLUMNS = (
@@ -158,6 +163,59 @@ def _history(ids: list[str], every_agent: bool = True) -> dict[str, list[dict]]:
     return found
 
 
+def relation_records(
+    *, agent: str | None = None, include_deleted: bool = False, page: int | None = None
+) -> Iterator[dict]:
+    """Every relation (of `agent`'s entities, or of all agents') whose two entities are each
+    mentioned by a memory the export holds, in id order: a relation belongs to no memory, and
+    one that only memories left out of the export named would carry their names out with it."""
+    page = page or PAGE
+    # An entity is its agent's, and so are the memories mentioning it: the agent is the
+    # relation's source's, and only forgotten memories may be left out.
+    by_exported = {} if include_deleted else {"memory__is_deleted": False}
+
+    def mentioned(side: str) -> Exists:
+        return Exists(MemoryEntityMention.objects.filter(entity_id=OuterRef(side), **by_exported))
+
+    query = Relation.objects.filter(mentioned("source_id"), mentioned("target_id"))
+    if agent is not None:
+        query = query.filter(source__agent_id=agent)
+    columns = (
+        "id",
+        "source__agent_id",
+        "source__name",
+        "source__entity_type",
+        "target__name",
+        "target__entity_type",
+        "relation_type",
+        "confidence",
+        "mentions",
+        "created_at",
+        "updated_at",
+    )
+    after = 0
+    while True:
+        rows = list(query.filter(id__gt=after).order_by("id").values_list(*columns)[:page])
+        for _, agent_id, source, source_type, target, target_type, kind, *rest in rows:
+            confidence, mentions, created, updated = rest
+            yield {
+                "kind": RELATION,
+                "agentId": agent_id,
+                "source": source,
+                "sourceType": source_type,
+                "target": target,
+                "targetType": target_type,
+                "relation": kind,
+                "confidence": confidence,
+                "mentions": mentions,
+                "createdAt": iso(created),
+                "updatedAt": iso(updated),
+            }
+        if len(rows) < page:
+            return
+        after = rows[-1][0]
+
+
 def dumps(value: dict) -> str:
     """One line of the file (no newline inside: JSON escapes every line break it holds)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
@@ -171,7 +229,8 @@ def lines(
     page: int | None = None,
     every_agent: bool = True,
 ) -> Iterator[str]:
-    """The whole file, line by line (each ends with a newline): the header, then the records."""
+    """The whole file, line by line (each ends with a newline): the header, the memories' records,
+    then the relations between the entities they mention."""
     first = header(agent=agent, include_history=include_history, include_deleted=include_deleted)
     yield dumps(first) + "\n"
     for record in records(
@@ -181,4 +240,6 @@ def lines(
         page=page,
         every_agent=every_agent,
     ):
+        yield dumps(record) + "\n"
+    for record in relation_records(agent=agent, include_deleted=include_deleted, page=page):
         yield dumps(record) + "\n"

@@ -103,6 +103,7 @@ class Outcome:
     # Deduplicated by its id into a memory whose text is another (edited since the export, say):
     # the stored text was kept, the file's not taken.
     text_differs: bool = False
+    relation: str = ""  # a relation's line (memory_id ""): the relation, in words
 
 
 DONE, DEDUPED = "imported", "deduped"

@@ -105,8 +105,11 @@ def test_export_then_import_into_an_empty_store_then_export_gives_the_same_memor
     a_lived_in_store(pipeline_run)
     first = export_records("--include-history", "--include-deleted")
     assert first[0]["format"] == export.FORMAT and first[0]["version"] == export.VERSION
-    memories = first[1:]
+    memories = [r for r in first[1:] if "kind" not in r]
+    relations = [r for r in first[1:] if r.get("kind") == export.RELATION]
+    assert first[1:] == memories + relations  # the relations come after every memory
     assert len(memories) == Memory.objects.count() >= 6
+    assert len(relations) == Relation.objects.count() >= 1
     assert any(r["isDeleted"] for r in memories) and any(r["entities"] for r in memories)
     expiries = {r["content"]: r["expiresAt"] for r in memories if r["expiresAt"]}
     assert len(expiries) == 2  # one to come, one already past
@@ -117,9 +120,12 @@ def test_export_then_import_into_an_empty_store_then_export_gives_the_same_memor
     empty_the_store()
     out, err = run_import(path)
     assert err == ""
-    assert f"{len(memories)} imported, 0 deduplicated, 0 refused" in out
+    assert f"{len(first) - 1} imported, 0 deduplicated, 0 refused" in out
 
-    second = export_records("--include-history", "--include-deleted")[1:]
+    again = export_records("--include-history", "--include-deleted")[1:]
+    second = [r for r in again if "kind" not in r]
+    # The same relations between the same entities (names, types, counts, times).
+    assert [r for r in again if "kind" in r] == relations
     # The same memories: ids, text, fields, times, versions, agents, sources, mentions. Who
     # asserted them is now the import (the original authority is kept in the import's audit).
     assert without(second, "assertedBy", "history") == without(memories, "assertedBy", "history")
@@ -141,12 +147,12 @@ def test_export_then_import_into_an_empty_store_then_export_gives_the_same_memor
     derived = next(r for r in second if r["sourceType"] == "pipeline-v2")
     assert Memory.objects.filter(id=derived["sourceId"]).exists()  # its raw memory came too
 
-    counts = [m.objects.count() for m in (Memory, MemoryHistory, MemoryEntityMention, Entity)]
+    tables = (Memory, MemoryHistory, MemoryEntityMention, Entity, Relation)
+    counts = [m.objects.count() for m in tables]
     out, _ = run_import(path)
-    assert f"0 imported, {len(memories)} deduplicated, 0 refused" in out
-    assert [m.objects.count() for m in (Memory, MemoryHistory, MemoryEntityMention, Entity)] == (
-        counts
-    )
+    assert f"0 imported, {len(first) - 1} deduplicated, 0 refused" in out
+    assert [m.objects.count() for m in tables] == counts
+    assert [r for r in export_records()[1:] if "kind" in r] == relations  # no count grew
 
 
 def test_a_file_with_bad_lines_imports_the_good_ones_and_names_each_bad_line_and_field(tmp_path):
@@ -505,7 +511,8 @@ def test_the_export_command_writes_each_page_as_it_reads_it(monkeypatch):
     # The first memory's line went out before the last page was read: nothing waits for the
     # whole store, and each page is one query for its memories and one for their mentions.
     assert written[1] < written[-1]
-    assert len(queries.captured_queries) == 3 * 2
+    # Then one query for the relations (there are none), after the last memory's line.
+    assert len(queries.captured_queries) == 3 * 2 + 1
 
 
 def test_the_export_filters_by_agent_and_leaves_forgotten_memories_out_unless_asked():

@@ -20,8 +20,9 @@ from datetime import UTC, date, datetime, time, timedelta
 from memory import export
 from memory.erasure import PURGED, PURGED_EVENT, text_values_purged
 from memory.imported import HistoryEntry, Incoming, Mention
+from memory.imported_relations import IncomingRelation
 from memory.models import DERIVED_SOURCE_TYPE, ActorType, Authority
-from pipeline.imports import copies
+from pipeline.imports import copies, relations
 from pipeline.imports.fields import (
     NAME_CHARS,
     TYPE_CHARS,
@@ -94,8 +95,11 @@ def detect(first_line: bytes) -> str:
     return MEM0 if _JSON_LIST.match(text) else TEXT
 
 
-def items(lines: Iterable[bytes], fmt: str, options: Options) -> Iterator[Incoming | Refusal]:
-    """The file's items in order, each a memory to write or a refusal."""
+def items(
+    lines: Iterable[bytes], fmt: str, options: Options
+) -> Iterator[Incoming | IncomingRelation | Refusal]:
+    """The file's items in order, each a memory (or, in our export, a relation) to write, or a
+    refusal."""
     if fmt == EXPORT:
         return _export_items(lines, options)
     if fmt == MEM0:
@@ -143,7 +147,9 @@ def _json_lines(lines: Iterable[bytes]) -> Iterator[tuple[int, dict | Refusal]]:
         yield number, value
 
 
-def _export_items(lines: Iterable[bytes], options: Options) -> Iterator[Incoming | Refusal]:
+def _export_items(
+    lines: Iterable[bytes], options: Options
+) -> Iterator[Incoming | IncomingRelation | Refusal]:
     parsed = _json_lines(lines)
     first = next(parsed, None)
     if first is None:
@@ -167,9 +173,19 @@ def _export_items(lines: Iterable[bytes], options: Options) -> Iterator[Incoming
             yield value
             continue
         try:
-            yield from_export(number, value, options)
+            yield _export_record(number, value, options)
         except Bad as bad:
             yield Refusal(number, bad.field, bad.message)
+
+
+def _export_record(line: int, obj: dict, options: Options) -> Incoming | IncomingRelation:
+    """A line of our export: a memory (no `kind`), or a relation between two entities."""
+    kind = obj.get("kind")
+    if kind == export.RELATION:
+        return relations.from_export(line, obj, _agent(obj, ("agentId",), options))
+    if kind is not None and kind != "memory":
+        raise Bad("kind", f"must be {export.RELATION!r}, or left out for a memory")
+    return from_export(line, obj, options)
 
 
 def from_export(line: int, obj: dict, options: Options) -> Incoming:

@@ -14,8 +14,9 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from memory import imported
+from memory import imported, imported_relations
 from memory.imported import Incoming, Outcome
+from memory.imported_relations import IncomingRelation
 from memory.writes import Actor
 from pipeline.imports.formats import Refusal
 from pipeline.imports.models import COMMAND, ImportRun
@@ -67,14 +68,15 @@ def set_format(run_id: str, fmt: str) -> None:
 def record_batch(
     run_id: str,
     worker: str,
-    batch: list[Incoming | Refusal],
+    batch: list[Incoming | IncomingRelation | Refusal],
     progress: Progress,
     *,
     actor: Actor,
     process: bool,
     metadata: dict,
 ) -> tuple[Progress, list[Outcome | Refusal]] | None:
-    """Write the batch's memories (memory.imported) and the run's progress and heartbeat in one
+    """Write the batch's memories (memory.imported), its relations (memory.imported_relations)
+    and the run's progress and heartbeat in one
     transaction; returns the progress with the batch in it and each item's outcome, in file
     order. None: the run is no longer this worker's (finished, or taken over after its
     heartbeat went stale): nothing is written."""
@@ -94,8 +96,21 @@ def record_batch(
         if not held:
             return None
         written = iter(imported.write_in_transaction(prepared, at=now))
-        # In file order: each memory's outcome where it was, each refusal where it was.
-        handled = [item if isinstance(item, Refusal) else next(written) for item in batch]
+        # After the memories: the entities the file's relations join are theirs.
+        related = iter(
+            imported_relations.write_in_transaction(
+                [item for item in batch if isinstance(item, IncomingRelation)], at=now
+            )
+        )
+        # In file order: each item's outcome where it was, each refusal where it was.
+        handled = [
+            item
+            if isinstance(item, Refusal)
+            else next(related)
+            if isinstance(item, IncomingRelation)
+            else next(written)
+            for item in batch
+        ]
         progress = progress.after(handled)
         ImportRun.objects.filter(id=run_id).update(**progress.columns())
     return progress, handled

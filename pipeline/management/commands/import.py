@@ -63,6 +63,9 @@ class Command(BaseCommand):
         for item in handled:
             if isinstance(item, Refusal):
                 self.stderr.write(f"line {item.line}: refused: {item.field}: {item.message}")
+            elif self.verbose and item.relation:
+                verb = "already stored:" if item.status == DEDUPED else "imported"
+                self.stdout.write(f"line {item.line}: {verb} relation {item.relation}")
             elif self.verbose:
                 verb = (
                     "deduplicated, the same memory as" if item.status == DEDUPED else "imported as"
