@@ -19,6 +19,7 @@ from api.auth import authenticate, refusal
 from api.http import api
 from memory import backend, processes, queue_beat, vectors
 from memory.models import Job, JobStatus
+from memory.moments import iso
 from pipeline.config import get_config, mode_of
 from pipeline.llm import ProviderError, get_chat_client, get_embedder
 from pipeline.llm.ollama import ollama_reachable
@@ -100,7 +101,7 @@ def _queue_movement(report: dict) -> float | None:
     quiet = queue_beat.stalled(running_since, time.time())
     last = queue_beat.last_task_at()
     report["queue"]["lastTaskAt"] = (
-        datetime.fromtimestamp(last, UTC).isoformat() if last is not None else None
+        iso(datetime.fromtimestamp(last, UTC)) if last is not None else None
     )
     report["queue"]["stalled"] = quiet is not None
     return quiet

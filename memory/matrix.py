@@ -57,6 +57,7 @@ from memory.matrix_file import (
     quantise,
     unit_rows,
 )
+from memory.moments import iso
 
 log = logging.getLogger(__name__)
 
@@ -65,9 +66,7 @@ STATE: dict = {"lastDamage": None, "damagedAt": None, "rebuilds": 0, "unavailabl
 
 
 def _note_damage(reason: str) -> None:
-    STATE.update(
-        lastDamage=reason, damagedAt=timezone.now().isoformat(), rebuilds=STATE["rebuilds"] + 1
-    )
+    STATE.update(lastDamage=reason, damagedAt=iso(timezone.now()), rebuilds=STATE["rebuilds"] + 1)
     log.error("the shared vector matrix is damaged (%s): rebuilding it from the database", reason)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from django.conf import settings
 
 from memory.models import DERIVED_SOURCE_TYPE, ActorType, RowRead
+from memory.moments import iso
 from memory.writes import Actor
 from pipeline.models import Action, PipelineConfig
 
@@ -268,7 +269,7 @@ def config_json(config: PipelineConfig) -> dict[str, Any]:
         },
         "retention": {"expiredPurgeDays": config.expired_purge_days},
         "mode": mode_of(config),
-        "updatedAt": config.updated_at.isoformat() if config.updated_at else None,
+        "updatedAt": iso(config.updated_at),
     }
 
 

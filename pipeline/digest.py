@@ -20,6 +20,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from memory.guard import ensure_outside_transaction
+from memory.moments import iso
 from pipeline import queues
 from pipeline.llm.transport import ProviderError, post_notice
 from pipeline.models import DigestRun, Proposal, ProposalStatus
@@ -29,10 +30,6 @@ log = logging.getLogger(__name__)
 
 DAILY = timedelta(days=1)
 LISTED = 20  # the oldest stale proposals named in the digest
-
-
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat().replace("+00:00", "Z") if value else None
 
 
 def _hours(now: datetime, then: datetime | None) -> float | None:
@@ -53,7 +50,7 @@ def report(now: datetime, stale_hours: int) -> tuple[dict, list[int]]:
     listed = [c for c in per_queue if c.pending]
     payload = {
         "kind": "staleness_digest",
-        "generatedAt": _iso(now),
+        "generatedAt": iso(now),
         "staleHours": stale_hours,
         "stale": total,
         "queues": [
@@ -61,7 +58,7 @@ def report(now: datetime, stale_hours: int) -> tuple[dict, list[int]]:
                 "name": c.queue.name,
                 "slug": c.queue.slug,
                 "stale": c.pending,
-                "oldestCreatedAt": _iso(c.oldest),
+                "oldestCreatedAt": iso(c.oldest),
                 "oldestAgeHours": _hours(now, c.oldest),
             }
             for c in listed
@@ -71,7 +68,7 @@ def report(now: datetime, stale_hours: int) -> tuple[dict, list[int]]:
                 "id": row["id"],
                 "action": row["action"],
                 "agentId": row["agent_id"],
-                "createdAt": _iso(row["created_at"]),
+                "createdAt": iso(row["created_at"]),
                 "ageHours": _hours(now, row["created_at"]),
             }
             for row in oldest[:LISTED]

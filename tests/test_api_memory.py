@@ -1,11 +1,13 @@
 """The memory JSON API: every endpoint, every error, and no write on bad input."""
 
 import json
+from datetime import UTC, datetime
 
 import pytest
 from django.db import connection
 
 from memory.models import ApiToken, Entity, Job, Memory, MemoryHistory
+from memory.moments import iso
 
 pytestmark = pytest.mark.django_db
 
@@ -572,6 +574,9 @@ def test_health_says_a_queue_that_runs_no_task_while_tasks_wait_is_stalled(
     os.utime(queue_beat.beat_path(), (long_ago, long_ago))
     body = client.get("/api/health", **ingest_auth).json()
     assert body["queue"]["stalled"] is True and body["ok"] is False
+    # Written as every moment of the API is (it was "+00:00").
+    assert body["queue"]["lastTaskAt"] == iso(datetime.fromtimestamp(long_ago, UTC))
+    assert body["queue"]["lastTaskAt"].endswith("Z")
     assert "the queue has run no task for" in body["problems"][0]
     # The file of a worker killed mid-task counts for nothing (its process is gone).
     dead = queue_beat.busy_path(2**22 + 12345)

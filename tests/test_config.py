@@ -250,6 +250,7 @@ def test_patch_takes_partial_nested_keys_and_returns_the_whole_object(client, ad
     assert body["autonomous"]["enabled"] is False
     assert body["autonomous"]["intervalMinutes"] == 30  # untouched siblings stay
     assert body["mode"] == "shadow" and body["shadowMode"] is True
+    assert body["updatedAt"].endswith("Z")  # as every moment of the API (it was "+00:00")
     change = ConfigChange.objects.get()
     assert (change.changed_by, change.reason) == ("admin-bot", "quiet week")
 
