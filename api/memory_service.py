@@ -276,13 +276,17 @@ def require_agent(token: ApiToken, agent_id: str) -> None:
         )
 
 
-def require_every_agent(token: ApiToken, doing: str) -> None:
+ERASURE_REACH = "looks for copies in every agent's data and rewrites them"
+
+
+def require_every_agent(token: ApiToken, doing: str, because: str = ERASURE_REACH) -> None:
     """403 unless the token may act for any agent: an erasure looks for copies of its text in
     every agent's data and rewrites them, and its answer (found, repaired, the rows it would
-    write) would tell a token of one agent what the others hold."""
+    write) would tell a token of one agent what the others hold; a settings change governs
+    every agent's pipeline (`because` says which)."""
     if not token.multi_agent:
         raise BadRequest(
-            f"{doing} looks for copies in every agent's data and rewrites them, and this token "
+            f"{doing} {because}, and this token "
             f"belongs to agent '{token.agent_id}': use a token that may act for any agent "
             "(create_api_token --multi-agent)",
             403,

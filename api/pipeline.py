@@ -10,7 +10,7 @@ from django.http import JsonResponse
 
 from api.auth import only_agent
 from api.http import MAX_INT, BadRequest, api, bool_param, json_body, no_misspelt_fields, optional
-from api.memory_service import require_agent
+from api.memory_service import require_agent, require_every_agent
 from api.serializers import approvals_json, job_json, proposal_json
 from memory.content import is_effectively_empty
 from memory.models import ActorType, Job
@@ -165,6 +165,8 @@ def undo(request, proposal_id: str):
 def pipeline_config(request):
     if request.method == "GET":
         return JsonResponse(config_json(get_config()))
+    # Read by every agent's jobs and reviews: a token bound to one agent may not change it.
+    require_every_agent(request.api_token, "a settings change", "governs every agent's pipeline")
     body = json_body(request)
     reason = body.pop("reason", None)
     if not isinstance(reason, str) or not reason.strip():

@@ -72,12 +72,12 @@ def test_non_finite_or_oversized_numbers_anywhere_in_a_body_are_a_400(client, in
     assert "finite" in body["message"] or "integers must be" in body["message"]
 
 
-def test_non_finite_numbers_in_the_config_are_a_400(client, admin_auth):
+def test_non_finite_numbers_in_the_config_are_a_400(client, multi_admin):
     response = client.patch(
         "/api/pipeline/config",
         '{"reason": "x", "search": {"alpha": NaN}}',
         content_type="application/json",
-        **admin_auth,
+        **multi_admin,
     )
     assert_json_error(response, 400, "invalid_request")
 

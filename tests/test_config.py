@@ -243,8 +243,20 @@ def test_get_returns_the_flags_and_the_mode(client, admin_auth):
     assert (body["search"]["alpha"], body["search"]["minScore"]) == (0.7, 0.1)
 
 
-def test_patch_takes_partial_nested_keys_and_returns_the_whole_object(client, admin_auth):
-    response = patch(client, {"autonomous": {"enabled": False}, "reason": "quiet week"}, admin_auth)
+def test_a_token_bound_to_one_agent_may_read_the_config_but_not_change_it(client, admin_auth):
+    before = client.get(URL, **admin_auth).json()
+    response = patch(client, {"shadowMode": False, "reason": "go"}, admin_auth)
+    assert response.status_code == 403
+    assert response.json()["error"] == "forbidden"
+    assert "governs every agent's pipeline" in response.json()["message"]
+    assert client.get(URL, **admin_auth).json() == before
+    assert not ConfigChange.objects.exists()
+
+
+def test_patch_takes_partial_nested_keys_and_returns_the_whole_object(client, multi_admin):
+    response = patch(
+        client, {"autonomous": {"enabled": False}, "reason": "quiet week"}, multi_admin
+    )
     assert response.status_code == 200
     body = response.json()
     assert body["autonomous"]["enabled"] is False
@@ -252,18 +264,18 @@ def test_patch_takes_partial_nested_keys_and_returns_the_whole_object(client, ad
     assert body["mode"] == "shadow" and body["shadowMode"] is True
     assert body["updatedAt"].endswith("Z")  # as every moment of the API (it was "+00:00")
     change = ConfigChange.objects.get()
-    assert (change.changed_by, change.reason) == ("admin-bot", "quiet week")
+    assert (change.changed_by, change.reason) == ("ops-admin", "quiet week")
 
     response = patch(
-        client, {"shadowMode": False, "allowUpdateDelete": True, "reason": "go"}, admin_auth
+        client, {"shadowMode": False, "allowUpdateDelete": True, "reason": "go"}, multi_admin
     )
     assert response.status_code == 200 and response.json()["mode"] == "full"
 
 
-def test_patch_accepts_a_round_trip_of_get(client, admin_auth):
-    body = client.get(URL, **admin_auth).json()
+def test_patch_accepts_a_round_trip_of_get(client, multi_admin):
+    body = client.get(URL, **multi_admin).json()
     body.update(shadowMode=False, reason="edit what GET returned")
-    response = patch(client, body, admin_auth)
+    response = patch(client, body, multi_admin)
     assert response.status_code == 200, response.json()
     assert response.json()["mode"] == "controlled-write"
 
@@ -278,11 +290,11 @@ def test_patch_accepts_a_round_trip_of_get(client, admin_auth):
     ],
 )
 def test_patch_of_another_mode_says_which_flags_make_it_and_saves_nothing(
-    client, admin_auth, mode, says
+    client, multi_admin, mode, says
 ):
     """`mode` is derived: sent alone, another one is refused with the flags that make it (the
     refusal said no setting was given); beside settings it is ignored (below)."""
-    response = patch(client, {"mode": mode, "reason": "switch"}, admin_auth)
+    response = patch(client, {"mode": mode, "reason": "switch"}, multi_admin)
     assert response.status_code == 400
     assert response.json()["error"] == "invalid_request"
     assert "mode is read-only" in response.json()["message"] and says in response.json()["message"]
@@ -301,15 +313,15 @@ def test_patch_of_another_mode_says_which_flags_make_it_and_saves_nothing(
         ({"reason": "nothing to change"}, "invalid_request"),
     ],
 )
-def test_patch_rejects_bad_bodies_with_400_and_saves_nothing(client, admin_auth, body, code):
-    response = patch(client, body, admin_auth)
+def test_patch_rejects_bad_bodies_with_400_and_saves_nothing(client, multi_admin, body, code):
+    response = patch(client, body, multi_admin)
     assert response.status_code == 400
     assert response.json()["error"] == code
     assert get_config().shadow_mode is True and not ConfigChange.objects.exists()
 
 
-def test_patch_ignores_the_derived_mode(client, admin_auth):
-    response = patch(client, {"mode": "full", "enabled": True, "reason": "x"}, admin_auth)
+def test_patch_ignores_the_derived_mode(client, multi_admin):
+    response = patch(client, {"mode": "full", "enabled": True, "reason": "x"}, multi_admin)
     assert response.status_code == 200 and response.json()["mode"] == "shadow"
 
 

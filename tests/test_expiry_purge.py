@@ -53,16 +53,16 @@ def purged(memory: Memory) -> bool:
 
 
 def test_expired_purge_days_is_30_by_default_and_a_config_key_like_the_others(
-    client, admin_auth, admin_client_role
+    client, multi_admin, admin_client_role
 ):
     assert get_config().expired_purge_days == 30
-    body = client.get("/api/pipeline/config", **admin_auth).json()
+    body = client.get("/api/pipeline/config", **multi_admin).json()
     assert body["retention"] == {"expiredPurgeDays": 30}
     response = client.patch(
         "/api/pipeline/config",
         json.dumps({"retention": {"expiredPurgeDays": 0}, "reason": "keep expired memories"}),
         content_type="application/json",
-        **admin_auth,
+        **multi_admin,
     )
     assert response.status_code == 200 and response.json()["retention"]["expiredPurgeDays"] == 0
     for bad in (-1, 3651, 1.5, "soon"):
@@ -70,7 +70,7 @@ def test_expired_purge_days_is_30_by_default_and_a_config_key_like_the_others(
             "/api/pipeline/config",
             json.dumps({"retention": {"expiredPurgeDays": bad}, "reason": "r"}),
             content_type="application/json",
-            **admin_auth,
+            **multi_admin,
         )
         assert refused.status_code == 400, bad
     assert get_config().expired_purge_days == 0

@@ -468,20 +468,20 @@ def test_full_mode_leaves_a_delete_for_two_reviewers(fake_ollama, store, approva
     assert Memory.objects.get(id=store.staging.id).is_deleted == (approvals == 1)
 
 
-def test_the_setting_is_one_or_two(admin_auth, client, db):
+def test_the_setting_is_one_or_two(multi_admin, client, db):
     for bad in (0, 3, 1.5):
         response = client.patch(
             "/api/pipeline/config",
             json.dumps({"review": {"destructiveApprovals": bad}, "reason": "t"}),
             content_type="application/json",
-            **admin_auth,
+            **multi_admin,
         )
         assert response.status_code == 400
     response = client.patch(
         "/api/pipeline/config",
         json.dumps({"review": {"destructiveApprovals": 2, "claimMinutes": 3}, "reason": "team"}),
         content_type="application/json",
-        **admin_auth,
+        **multi_admin,
     )
     assert response.json()["review"] == {
         "staleHours": 24,
