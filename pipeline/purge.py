@@ -16,11 +16,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from django.db.models import Q
+
 from memory import vectors
 from memory.backend import erasure as files
 from memory.erasure import MIN_NEEDLE, Texts, find_copies
 from memory.erasure_rows import store_leftovers, texts_of
-from memory.models import DERIVED_SOURCE_TYPE, Memory
+from memory.models import DERIVED_SOURCE_TYPE, Memory, MemoryHistory
 from memory.writes import Actor, Refused
 from pipeline import safety
 from pipeline.erasure import PLACES, reasons_left
@@ -124,12 +126,45 @@ def memory_ids_for(request: Request) -> list[str]:
         ids = list(agents.filter(purged_at__isnull=True).values_list("id", flat=True))
     elif request.scope == Scope.TEXT:
         ids = holding_text(request.text)
+        if not ids:
+            raise _held_earlier(request.text.strip())
     else:
         raise Refused("invalid_scope", f"unknown scope '{request.scope}'")
     ids = sorted(set(ids))
     if not ids:
         raise Refused("nothing_to_purge", "no memory that is not purged already matches")
     return ids
+
+
+NAMED = 5  # memories a refusal names by id
+
+
+def _held_earlier(text: str) -> Refused:
+    """The refusal of a text no memory holds now: naming the memories that held it in an
+    earlier version (an edit took it out; their history keeps it), when some do, since the
+    text is then still in the store (a QA pass read "nothing to purge" as "nothing kept")."""
+    rows = (
+        MemoryHistory.objects.filter(
+            Q(old_content__contains=text) | Q(new_content__contains=text),
+            memory__purged_at__isnull=True,
+        )
+        .order_by("memory_id")
+        .values_list("memory_id", "old_content", "new_content")
+    )
+    held = sorted({pk for pk, old, new in rows if text in (old or "") or text in (new or "")})
+    if not held:
+        return Refused("nothing_to_purge", "no memory that is not purged already matches")
+    named = ", ".join(held[:NAMED]) + (
+        f" and {len(held) - NAMED} more" if len(held) > NAMED else ""
+    )
+    return Refused(
+        "nothing_to_purge",
+        "no memory holds this text now, but an earlier version of "
+        f"{'this memory' if len(held) == 1 else f'these {len(held)} memories'} did (an edit "
+        f"took it out; the history keeps it): {named}. Purge "
+        f"{'it' if len(held) == 1 else 'them'} by id, or redact the text from "
+        f"{'it' if len(held) == 1 else 'them'}",
+    )
 
 
 def lineage_of(memory_id: str) -> list[str]:

@@ -307,3 +307,27 @@ def test_a_purged_memory_cannot_be_purged_again_or_recovered(client, multi_admin
 def test_purge_is_not_an_mcp_tool():
     """Agents connect over MCP too; none of them may erase: only an admin's token or session."""
     assert not [name for name in TOOLS if "purge" in name or "erase" in name]
+
+
+def test_a_text_an_edit_took_out_is_a_409_naming_the_memories_whose_history_still_holds_it(
+    client, multi_admin
+):
+    memory = remember(f"The billing key is {KEY} for the staging cluster.")
+    writes.modify(
+        memory.id,
+        {"content": "The billing key is in the vault for the staging cluster."},
+        actor=Actor("rita", "operator"),
+        reason="took the key out",
+    )
+    before = snapshot()
+    response = post(client, multi_admin, "/api/purge", {"reason": "leaked key", "text": KEY})
+    assert (response.status_code, response.json()["error"]) == (409, "nothing_to_purge")
+    message = response.json()["message"]
+    assert "an earlier version of this memory did" in message and memory.id in message
+    assert "Purge it by id, or redact the text from it" in message
+    assert snapshot() == before
+    # Purged by id as the refusal says, the key is gone from its history too.
+    receipt = post(client, multi_admin, f"/api/memory/{memory.id}/purge", {"reason": "leaked"})
+    assert receipt.status_code == 200 and receipt.json()["verified"] is True
+    again = post(client, multi_admin, "/api/purge", {"reason": "leaked key", "text": KEY})
+    assert again.json()["message"] == "no memory that is not purged already matches"
