@@ -213,6 +213,8 @@ def _decision_of(
     flagged = None
     if decision.action in DESTRUCTIVE and target is not None:
         flagged = contradiction.check(decision.action, fact.content, target.candidate.content)
+    elif decision.action == Action.NONE:
+        target, flagged = _none_against(fact, target, candidates)
     decided = Decided(
         index,
         fact,
@@ -225,6 +227,21 @@ def _decision_of(
         call,
     )
     return DecisionRun(decided, warnings, call, index)
+
+
+def _none_against(
+    fact: Fact, target: ScoredCandidate | None, candidates: list[ScoredCandidate]
+) -> tuple[ScoredCandidate | None, contradiction.Contradiction | None]:
+    """A NONE ("the store already says this") is checked like an UPDATE: against the memory it
+    names, else the most similar one. A fact that contradicts it would otherwise be dropped
+    unseen, the memory it negates kept as true (a review found a NONE on "Kenji no longer
+    deploys billing-api"). Flagged, the proposal names that memory and waits for a reviewer;
+    not flagged, it stays as the model gave it."""
+    checked = target or (candidates[0] if candidates else None)
+    if checked is None:
+        return target, None
+    flagged = contradiction.check(Action.NONE, fact.content, checked.candidate.content)
+    return (checked, flagged) if flagged.flagged else (target, None)
 
 
 def decide_all(

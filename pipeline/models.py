@@ -229,6 +229,12 @@ class Proposal(models.Model):
         return self.action in DESTRUCTIVE
 
     @property
+    def contradicting_none(self) -> bool:
+        """A NONE whose fact contradicts the memory it names (pipeline.decision): approved as
+        another action (the workbench's Replace, Keep both, Delete the old one), never as is."""
+        return self.action == Action.NONE and self.review_needed
+
+    @property
     def applied_action(self) -> str:
         """The action applied (or to apply): a reviewer's `applied_as`, else the proposed one."""
         return self.applied_as or self.action
@@ -292,7 +298,9 @@ class Proposal(models.Model):
     def needs_force(self) -> bool:
         """It would change or delete a pinned memory: applied only with the reviewer's `force`."""
         return (
-            self.is_destructive and self.target_memory_id is not None and self.target_memory.pinned
+            (self.is_destructive or self.contradicting_none)
+            and self.target_memory_id is not None
+            and self.target_memory.pinned
         )
 
     @property

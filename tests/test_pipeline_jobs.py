@@ -332,6 +332,61 @@ def test_a_flagged_contradiction_waits_for_review_in_every_mode(fake_ollama, sto
         assert audit.metadata["contradictionRisk"] is True
 
 
+@pytest.mark.parametrize(
+    ("mode", "why"),
+    [
+        ("shadow", "shadow_mode"),
+        ("controlled-write", "contradiction_review"),
+        ("full", "contradiction_review"),
+    ],
+)
+def test_a_none_on_a_fact_that_contradicts_its_memory_waits_for_review_in_every_mode(
+    fake_ollama, store, mode, why
+):
+    # The model said the store already says it; the fact negates it. Recorded, no reviewer
+    # would ever have seen it, and the memory it negates stayed as true (a line-by-line review).
+    set_mode(mode)
+    ScriptedModel(
+        fake_ollama,
+        facts=[CONTRADICTING_FACT],
+        decisions={CONTRADICTING_FACT: decision("none", store.postgres)},
+    )
+    _, job = run()
+    proposal = Proposal.objects.get(job=job)
+    assert (proposal.action, proposal.status, proposal.blocked_reason) == ("none", "pending", why)
+    assert proposal.review_needed and proposal.contradiction["kind"] == "negation"
+    assert proposal.target_memory_id == store.postgres.id
+    assert unchanged(store.postgres)
+    assert job.result["writeStats"]["reviewNeeded"] == 1
+    assert job.result["writeStats"]["recorded"] == 0
+
+
+def test_a_none_naming_no_memory_is_checked_against_the_most_similar_and_names_it(
+    fake_ollama, store
+):
+    set_mode("full")
+    ScriptedModel(
+        fake_ollama,
+        facts=[CONTRADICTING_FACT],
+        decisions={CONTRADICTING_FACT: decision("none")},
+    )
+    _, job = run()
+    proposal = Proposal.objects.get(job=job)
+    assert (proposal.status, proposal.review_needed) == ("pending", True)
+    assert proposal.target_memory_id == store.postgres.id
+    assert proposal.target_content == store.postgres.content
+
+
+def test_a_none_on_a_fact_the_memory_already_says_is_recorded_as_before(fake_ollama, store):
+    set_mode("full")
+    same = "The billing service runs on Postgres 14 in production"
+    ScriptedModel(fake_ollama, facts=[same], decisions={same: decision("none", store.postgres)})
+    _, job = run()
+    proposal = Proposal.objects.get(job=job)
+    assert (proposal.status, proposal.review_needed) == ("recorded", False)
+    assert proposal.contradiction is None
+
+
 def _full_mode_job_on_an_end(fake_ollama, store, action: str) -> Proposal:
     """The proposal of a full-mode job whose one fact says the billing memory's subject ended."""
     set_mode("full")

@@ -405,8 +405,13 @@ def write_proposal(decided, write: JobWrite) -> Proposal:
         stats["reviewNeeded"] += 1
     rejected = write.rejected.get(proposal.fingerprint) if proposal.action != "none" else None
     if write_policy(write.policy, decided.action).outcome == "recorded":
-        proposal.status = ProposalStatus.RECORDED
-        stats["recorded"] += 1
+        if proposal.review_needed:
+            # A NONE whose fact contradicts the memory it names: a reviewer decides whether the
+            # store still holds (pipeline.decision._none_against), in every mode.
+            _hold(proposal, _held_none_reason(write.policy))
+        else:
+            proposal.status = ProposalStatus.RECORDED
+            stats["recorded"] += 1
     elif rejected is not None:
         # A reviewer already rejected this exact proposal: record it, do not queue it again.
         proposal.status = ProposalStatus.SUPPRESSED
@@ -425,6 +430,14 @@ def write_proposal(decided, write: JobWrite) -> Proposal:
         stats["pending"] += 1
     _decision_audit(proposal, actor, write)
     return proposal
+
+
+def _held_none_reason(policy: str) -> str:
+    """Why a flagged NONE waits: the mode's own reason where nothing is applied (shadow, the
+    brake), else the contradiction."""
+    if _writes_anything(policy):
+        return "contradiction_review"
+    return write_policy(policy, "update").blocked_reason or "contradiction_review"
 
 
 def _writes_anything(policy: str) -> bool:

@@ -76,7 +76,7 @@ def approve(
         action, content = _as_approved(proposal, first, config, reviewer, action, content)
         effective = action or proposal.action
         if effective not in {"add", "update", "delete"}:
-            raise Refused("invalid_action", f"cannot approve a '{effective}' proposal")
+            raise Refused("invalid_action", _unapprovable(proposal, effective))
         if effective != "add" and not proposal.target_memory_id:
             raise Refused(
                 "invalid_action",
@@ -128,6 +128,17 @@ def approve(
     return decided
 
 
+def _unapprovable(proposal: Proposal, action: str) -> str:
+    """Why approving as `action` applies nothing, and what would."""
+    if action == "none" and proposal.review_needed:
+        return (
+            "the model proposed no change, but the fact contradicts the memory it names: approve "
+            "it as an update (Replace), an add (Keep both) or a delete (Delete the old one), or "
+            "reject it to keep the memory as it is"
+        )
+    return f"cannot approve a '{action}' proposal"
+
+
 def _as_approved(proposal: Proposal, first, config, reviewer: Actor, action, content):
     """(action, text) this approval applies: under the two-person rule, what the first approved.
     Your own first approval, while the rule is on, is said to be yours before another action or
@@ -135,7 +146,8 @@ def _as_approved(proposal: Proposal, first, config, reviewer: Actor, action, con
     if first is not None and config.destructive_approvals >= 2:
         approval_writes.refuse_same_approver(first, reviewer)
     if action == approval_writes.AS_PROPOSED:
-        action = proposal.action
+        # A flagged NONE's fact replaces the memory it contradicts: the workbench's Replace.
+        action = "update" if proposal.action == "none" else proposal.action
     return approval_writes.as_approved(first, action, content)
 
 

@@ -1,0 +1,119 @@
+"""A NONE decision whose fact contradicts the memory it names waits for a reviewer (DESIGN §5's
+detector, run on NONE too): the workbench's Replace applies the fact as an UPDATE, Keep both as
+an ADD, Keep existing rejects it; approving it as it is applies nothing and says what would; an
+applied Replace is undone like any UPDATE. Through the fake model server, on either engine."""
+
+import json
+
+import pytest
+
+from memory.models import Memory
+from memory.writes import Actor, Refused
+from pipeline import review, tasks
+from pipeline.models import Proposal
+from tests.pipeline_support import (
+    CONTRADICTING_FACT,
+    ScriptedModel,
+    decision,
+    raw,
+    seed_store,
+    set_mode,
+)
+
+pytestmark = pytest.mark.django_db
+
+RITA = Actor("rita", "operator")
+
+
+@pytest.fixture
+def flagged_none(fake_ollama) -> Proposal:
+    store = seed_store()
+    set_mode("full")
+    ScriptedModel(
+        fake_ollama,
+        facts=[CONTRADICTING_FACT],
+        decisions={CONTRADICTING_FACT: decision("none", store.postgres)},
+    )
+    raw("The team says the billing service does not run on Postgres 14 any more.")
+    tasks.process_pending()
+    proposal = Proposal.objects.get(action="none")
+    assert proposal.status == "pending" and proposal.review_needed
+    return proposal
+
+
+def test_replace_applies_the_fact_as_an_update_of_the_memory_it_contradicts(flagged_none):
+    decided = review.decide(flagged_none.id, RITA, "replace")
+    assert (decided.status, decided.applied_as) == ("applied", "update")
+    target = Memory.objects.get(id=flagged_none.target_memory_id)
+    assert target.content == CONTRADICTING_FACT and target.version == 2
+    assert decided.updated_memory_id == target.id
+
+    undone = review.undo(flagged_none.id, RITA, reason="the model was right")
+    assert undone.status == "pending"
+    target.refresh_from_db()
+    assert target.content == flagged_none.target_content
+
+
+def test_keep_both_adds_the_fact_beside_the_memory(flagged_none):
+    decided = review.decide(flagged_none.id, RITA, "keep_both")
+    assert (decided.status, decided.applied_as) == ("applied", "add")
+    assert Memory.objects.get(id=decided.created_memory_id).content == CONTRADICTING_FACT
+    assert Memory.objects.get(id=flagged_none.target_memory_id).version == 1
+
+
+def test_keep_existing_rejects_it_and_changes_nothing(flagged_none):
+    decided = review.decide(flagged_none.id, RITA, "reject", reason="still on 14")
+    assert decided.status == "rejected"
+    assert Memory.objects.get(id=flagged_none.target_memory_id).version == 1
+
+
+def test_approving_it_as_it_is_applies_nothing_and_says_what_would(flagged_none):
+    with pytest.raises(Refused) as refused:
+        review.decide(flagged_none.id, RITA, "approve")
+    assert refused.value.code == "invalid_action"
+    assert "approve it as an update (Replace)" in refused.value.message
+    flagged_none.refresh_from_db()
+    assert flagged_none.status == "pending"
+
+
+def test_the_api_approves_it_as_an_update_and_refuses_it_as_it_is(
+    client, review_auth, flagged_none
+):
+    url = f"/api/proposals/{flagged_none.id}/approve"
+    plain = client.post(url, "{}", content_type="application/json", **review_auth)
+    assert plain.status_code == 400
+    assert plain.json()["error"] == "invalid_action"
+    assert "contradicts the memory it names" in plain.json()["message"]
+    body = json.dumps({"action": "update"})
+    applied = client.post(url, body, content_type="application/json", **review_auth)
+    assert applied.status_code == 200, applied.json()
+    assert applied.json()["appliedAs"] == "update" and applied.json()["action"] == "none"
+    assert Memory.objects.get(id=flagged_none.target_memory_id).content == CONTRADICTING_FACT
+
+
+def test_the_queue_row_shows_the_memory_and_sends_the_reviewer_to_the_workbench(
+    reviewer_client, flagged_none
+):
+    page = reviewer_client.get("/review/").content.decode()
+    row = page[page.index(f'id="p-{flagged_none.id}"') :]
+    row = row[: row.index("</tr>")]
+    assert "the model kept this memory, which the fact contradicts" in row
+    assert flagged_none.target_content in row
+    assert 'data-testid="to-workbench"' in row and f"#c-{flagged_none.id}" in row
+    assert 'data-action="approve"' not in row  # "a" would apply nothing
+    assert 'data-reveal="edit"' not in row
+
+
+def test_the_workbench_card_says_the_model_proposed_no_change_and_replace_applies_it(
+    reviewer_client, hx, flagged_none
+):
+    page = reviewer_client.get("/contradictions/").content.decode()
+    card = page[page.index(f'id="c-{flagged_none.id}"') :]
+    assert "The model proposed no change, but:" in card[: card.index("</article>")]
+    answer = reviewer_client.post(
+        f"/proposals/{flagged_none.id}/decide/", {"decision": "replace", "from": "card"}, **hx
+    )
+    assert answer.status_code == 200
+    flagged_none.refresh_from_db()
+    assert (flagged_none.status, flagged_none.applied_as) == ("applied", "update")
+    assert Memory.objects.get(id=flagged_none.target_memory_id).content == CONTRADICTING_FACT
