@@ -19,6 +19,7 @@ from memory.reviewer_names import check_token_name, holder_is_active
 # relays its user's explicit instruction.
 SCOPES = ("ingest", "review", "assert", "admin")
 TOKEN_PREFIX = "mcd_"
+PREFIX_CHARS = len(TOKEN_PREFIX) + 6  # the start of a token that is stored and shown
 # last_used_at is written at most this often per token: one small UPDATE, not one per request.
 LAST_USED_EVERY = timedelta(minutes=1)
 
@@ -57,7 +58,7 @@ def create_token(
     row = ApiToken.objects.create(
         name=name,
         token_hash=hash_token(plain),
-        prefix=plain[: len(TOKEN_PREFIX) + 6],
+        prefix=plain[:PREFIX_CHARS],
         agent_id=agent_id,
         multi_agent=multi_agent,
         scopes=scopes,
@@ -152,12 +153,21 @@ def revoke(name_or_prefix: str) -> ApiToken:
     lists it) or plain value; LookupError when none or several match."""
     live = ApiToken.objects.filter(revoked=False)
     matches = list(live.filter(name=name_or_prefix))
-    if not matches and name_or_prefix.startswith(TOKEN_PREFIX):
-        matches = list(live.filter(token_hash=hash_token(name_or_prefix))) or list(
-            live.filter(prefix__startswith=name_or_prefix)
-        )
+    # As the admin and the commands show it: the prefix and an ellipsis.
+    wanted = name_or_prefix.strip().removesuffix("…").removesuffix("...")
+    if not matches and wanted.startswith(TOKEN_PREFIX):
+        # Only the prefix is stored, so a longer start of a token (a QA pass pasted 12 of its
+        # characters) matches the tokens whose prefix it begins with.
+        matches = list(live.filter(token_hash=hash_token(wanted))) or [
+            token
+            for token in live.filter(prefix__startswith=wanted[:PREFIX_CHARS])
+            if token.prefix.startswith(wanted) or wanted.startswith(token.prefix)
+        ]
     if not matches:
-        raise LookupError(f"no unrevoked token is named or starts with {name_or_prefix!r}")
+        raise LookupError(
+            f"no unrevoked token is named {name_or_prefix!r}, nor has a prefix (mcd_ and the 6 "
+            "characters the admin's token list shows) that matches its start"
+        )
     if len(matches) > 1:
         listed = "; ".join(f"{t.prefix}… '{t.name}' (agent {t.agent_id})" for t in matches)
         raise LookupError(

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import logging
 import os
 import threading
@@ -63,11 +64,54 @@ log = logging.getLogger(__name__)
 
 # What this process last met, for health (the log says it too); a good rebuild ends "unavailable".
 STATE: dict = {"lastDamage": None, "damagedAt": None, "rebuilds": 0, "unavailable": None}
+# Beside the matrices: the last damage any process of the store met, and the rebuilds counted by
+# all of them. Health is answered by whichever web worker takes the request, and the process that
+# met the damage may be another (a QA pass read "no damage" from 1 worker of 2, and from all of
+# them when it was met while a process opened the file).
+SHARED_DAMAGE = "last-damage.json"
+_DAMAGE_KEYS = ("lastDamage", "damagedAt", "rebuilds")
 
 
-def _note_damage(reason: str) -> None:
-    STATE.update(lastDamage=reason, damagedAt=iso(timezone.now()), rebuilds=STATE["rebuilds"] + 1)
+def _note_damage(reason: str, folder: Path | None = None) -> None:
+    at = iso(timezone.now())
+    STATE.update(lastDamage=reason, damagedAt=at, rebuilds=STATE["rebuilds"] + 1)
     log.error("the shared vector matrix is damaged (%s): rebuilding it from the database", reason)
+    if folder is not None:
+        shared = _shared_damage(folder) or {"rebuilds": 0}
+        _write_shared(
+            folder, {"lastDamage": reason, "damagedAt": at, "rebuilds": shared["rebuilds"] + 1}
+        )
+
+
+def _shared_damage(folder: Path) -> dict | None:
+    try:
+        found = json.loads((folder / SHARED_DAMAGE).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(found, dict) or not isinstance(found.get("rebuilds"), int):
+        return None
+    return {key: found.get(key) for key in _DAMAGE_KEYS}
+
+
+def _write_shared(folder: Path, record: dict) -> None:
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        scratch = folder / f".{SHARED_DAMAGE}.{os.getpid()}"
+        scratch.write_text(json.dumps(record))
+        os.replace(scratch, folder / SHARED_DAMAGE)  # readers see the old record or the new
+    except OSError as exc:  # a full disk: this process's own record still says it
+        log.warning("the vector matrix damage could not be recorded for other processes: %s", exc)
+
+
+def damage_report() -> dict:
+    """lastDamage, damagedAt, rebuilds for health: the newest record of any process of this
+    store (the file beside the matrices), else this process's own."""
+    own = {key: STATE[key] for key in _DAMAGE_KEYS}
+    folder = INDEX.folder_now()
+    shared = _shared_damage(folder) if folder is not None else None
+    if shared is None or (own["damagedAt"] or "") > (shared["damagedAt"] or ""):
+        return own
+    return shared
 
 
 CHUNK = 500
@@ -112,6 +156,14 @@ class MatrixIndex:
         except OSError:
             return 0, 0
 
+    def folder_now(self) -> Path | None:
+        """The folder of the matrices of the database this connection uses (None in memory)."""
+        name = str(connection.settings_dict["NAME"])
+        return None if self._in_memory(name) else self._folder(name)
+
+    def _damaged(self, reason: str) -> None:
+        _note_damage(reason, self.folder_now())
+
     def path_for(self, model: str, dims: int) -> Path | None:
         name = str(connection.settings_dict["NAME"])
         if self._in_memory(name):
@@ -130,13 +182,14 @@ class MatrixIndex:
             cursor.execute("SELECT MAX(seq) FROM embedding_changes")
             high = cursor.fetchone()[0] or 0
             current = self.mapping
+            noted = False  # one damage, one record: the open below meets it again
             if current is not None:
                 try:
                     current.check()  # before any page of it is read
                 except MatrixDamaged as exc:
-                    _note_damage(str(exc))
+                    self._damaged(str(exc))
                     self._drop()
-                    current = None
+                    current, noted = None, True
             if current is not None and not current.superseded and current.seq == high:
                 return
             path = self.path_for(model, dims)
@@ -150,7 +203,10 @@ class MatrixIndex:
                 current.index_identity() if current is not None and current.path == path else None
             )
             with self._exclusive(path):
-                writable = _Mapping.open(path, writable=True, summed=summed)
+                refused: list[str] = []
+                writable = _Mapping.open(path, writable=True, summed=summed, refused=refused)
+                if refused and not noted:  # met on opening it (a process started on a cut file)
+                    self._damaged(f"the file was not used: {refused[0]}")
                 if writable is not None and not self._belongs(writable, model, dims, name):
                     writable.close()
                     writable = None
@@ -420,7 +476,7 @@ class MatrixIndex:
             damage = damage or differences(cursor, mapping, count, moving, model, dims)
         if damage is None:
             return None
-        _note_damage(damage)
+        self._damaged(damage)
         self.rebuild(model, dims)
         return damage
 
@@ -444,7 +500,7 @@ class MatrixIndex:
         try:
             return self._search(queries, model, k)
         except MatrixDamaged as exc:
-            _note_damage(str(exc))
+            self._damaged(str(exc))
         try:
             self.rebuild(model, dims)
             return self._search(queries, model, k)

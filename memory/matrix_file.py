@@ -174,7 +174,14 @@ class _Mapping:
         return mapping
 
     @classmethod
-    def open(cls, path: Path, *, writable: bool, summed: tuple | None = None) -> _Mapping | None:
+    def open(
+        cls,
+        path: Path,
+        *,
+        writable: bool,
+        summed: tuple | None = None,
+        refused: list[str] | None = None,
+    ) -> _Mapping | None:
         """The file mapped, or None when it is missing, short or not a matrix (it is rebuilt).
         `summed`: the index_identity of a mapping of this file whose sections this process has
         already summed; the same sections (the same file, sealed alike) are not summed again."""
@@ -199,6 +206,8 @@ class _Mapping:
         except (OSError, ValueError, MatrixUnavailable) as exc:
             if not isinstance(exc, FileNotFoundError):
                 log.warning("vector matrix file %s not used: %s", path, exc)
+                if refused is not None:  # the caller records why (health shows it)
+                    refused.append(str(exc))
             if mapping is not None:
                 mapping.close()  # its views go with it
             elif buffer is not None:

@@ -150,6 +150,25 @@ def test_a_rebuild_is_said_in_the_health_report_and_the_log(
     assert report["degraded"] is None  # rebuilt: searches use the file again
 
 
+def test_a_file_cut_while_no_process_maps_it_is_said_in_health_by_every_process(
+    folder, stored, client, ingest_auth
+):
+    # A process that starts on a cut file meets the damage when it opens it (a QA pass: it was
+    # rebuilt and logged, and health said nothing); a web worker that never met it reads it too.
+    matrix.INDEX._drop()
+    query = stored[1][5]
+    vectors.nearest(query, model="m1", k=5)
+    matrix.INDEX._drop()
+    with open(the_file(folder), "r+b") as handle:
+        handle.truncate(100_000)
+    assert [i for i, _ in vectors.nearest(query, model="m1", k=5)] == exact_top(stored, query)
+    report = client.get("/api/health", **ingest_auth).json()["vector"]["matrix"]
+    assert report["lastDamage"].startswith("the file was not used:")
+    assert report["rebuilds"] == 1 and report["damagedAt"].endswith("Z")
+    matrix.STATE.update(lastDamage=None, damagedAt=None, rebuilds=0)  # another worker
+    assert client.get("/api/health", **ingest_auth).json()["vector"]["matrix"] == report
+
+
 def overwrite(folder, rows, garbage):
     mapping = matrix_file._Mapping.open(the_file(folder), writable=True)
     rng = np.random.default_rng(7)

@@ -227,6 +227,23 @@ def test_revoke_api_token_by_name_or_prefix_makes_the_token_401(client):
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize(
+    "given",
+    [
+        lambda row, plain: f"{row.prefix}…",  # as the admin and the commands show it
+        lambda row, plain: plain[:16],  # a longer start of the token than its stored prefix
+        lambda row, plain: plain,  # the whole token
+    ],
+    ids=["shown-with-ellipsis", "longer-start", "whole-token"],
+)
+def test_revoke_api_token_takes_the_prefix_as_shown_or_a_longer_start_of_the_token(given):
+    row, plain = make("ci-bot")
+    make("laptop")
+    assert "Revoked token 'ci-bot'" in manage("revoke_api_token", given(row, plain))
+    assert list(ApiToken.objects.filter(revoked=True)) == [row]
+
+
+@pytest.mark.django_db
 def test_revoke_api_token_refuses_an_ambiguous_name_listing_the_matches():
     first, _ = make("ci", agent_id="alpha")
     second, _ = make("ci", agent_id="beta")

@@ -35,11 +35,7 @@ def describe() -> dict:
     state = matrix.STATE
     # Set while the shared matrix cannot be used: searches run exactly on vec0 (or SQL) meanwhile.
     report["degraded"] = f"exact scan: {state['unavailable']}" if state["unavailable"] else None
-    report["matrix"] = {
-        "lastDamage": state["lastDamage"],
-        "damagedAt": state["damagedAt"],
-        "rebuilds": state["rebuilds"],
-    }
+    report["matrix"] = matrix.damage_report()
     return report
 
 
