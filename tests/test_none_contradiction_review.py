@@ -101,7 +101,7 @@ def test_the_queue_row_shows_the_memory_and_sends_the_reviewer_to_the_workbench(
     assert flagged_none.target_content in row
     assert 'data-testid="to-workbench"' in row and f"#c-{flagged_none.id}" in row
     assert 'data-action="approve"' not in row  # "a" would apply nothing
-    assert 'data-reveal="edit"' not in row
+    assert 'data-reveal="edit"' not in row and 'data-reveal-button="edit"' not in row
 
 
 def test_the_workbench_card_says_the_model_proposed_no_change_and_replace_applies_it(
@@ -109,7 +109,7 @@ def test_the_workbench_card_says_the_model_proposed_no_change_and_replace_applie
 ):
     page = reviewer_client.get("/contradictions/").content.decode()
     card = page[page.index(f'id="c-{flagged_none.id}"') :]
-    assert "The model proposed no change, but:" in card[: card.index("</article>")]
+    assert "The model proposed no change. The new fact" in card[: card.index("</article>")]
     answer = reviewer_client.post(
         f"/proposals/{flagged_none.id}/decide/", {"decision": "replace", "from": "card"}, **hx
     )
@@ -117,3 +117,13 @@ def test_the_workbench_card_says_the_model_proposed_no_change_and_replace_applie
     flagged_none.refresh_from_db()
     assert (flagged_none.status, flagged_none.applied_as) == ("applied", "update")
     assert Memory.objects.get(id=flagged_none.target_memory_id).content == CONTRADICTING_FACT
+
+
+def test_the_proposal_page_offers_the_workbench_not_an_approval_that_applies_nothing(
+    reviewer_client, flagged_none
+):
+    page = reviewer_client.get(f"/proposals/{flagged_none.id}/").content.decode()
+    assert 'data-testid="to-workbench"' in page
+    assert 'name="decision" value="approve"' not in page and 'id="content"' not in page
+    assert "The model said this memory already covers it:" in page
+    assert 'value="reject"' in page  # keeping the memory as it is stays one click
