@@ -2,8 +2,9 @@
 
 Storage content is the caller's text with whitespace collapsed, hidden characters included (the
 safety lint must still see them). Normalized content and the hash are of the *visible* text: NFC,
-without zero-width, byte-order-mark, soft-hyphen, bidi-control or tag characters, so the same
-visible words dedupe to one memory however they were encoded.
+without zero-width, byte-order-mark, soft-hyphen, bidi-control or tag characters, controls,
+variation selectors and blank fillers, so the same visible words dedupe to one memory however
+they were encoded.
 """
 
 from __future__ import annotations
@@ -30,13 +31,24 @@ class NormalizedContent:
     hash: str
 
 
+# More characters that show nothing, which no text is made of alone: controls, the combining
+# grapheme joiner, the Arabic letter mark, Hangul fillers, Khmer inherent vowels, the blank braille
+# pattern and variation selectors. The comparable text drops them too, so a text padded with them
+# dedupes into the same memory (migration 0015 rehashed the stored texts that held them; an emoji
+# with or without its U+FE0F is one text).
+_BLANK = re.compile(
+    "[\x00-\x08\x0e-\x1f\x7f-\x9f\u034f\u061c\u115f\u1160\u17b4\u17b5\u2800\u3164"
+    "\ufe00-\ufe0f\uffa0\U000e0100-\U000e01ef]"
+)
+
+
 def visible_text(text: str) -> str:
     """The text a reader sees: hidden characters removed, then composed to NFC."""
     return unicodedata.normalize("NFC", _INVISIBLE.sub("", text))
 
 
 def _comparable(text: str) -> str:
-    return _WHITESPACE.sub(" ", visible_text(text)).strip().lower()
+    return _WHITESPACE.sub(" ", _BLANK.sub("", visible_text(text))).strip().lower()
 
 
 def normalize(text: str) -> NormalizedContent:
@@ -52,19 +64,9 @@ def normalize(text: str) -> NormalizedContent:
     )
 
 
-# More characters that show nothing, which no text is made of alone: controls, the combining
-# grapheme joiner, the Arabic letter mark, Hangul fillers, Khmer inherent vowels, the blank braille
-# pattern and variation selectors. Only the empty check drops them: taking them out of the
-# normalized text would change the hash of every stored text that has them (an emoji's U+FE0F).
-_BLANK = re.compile(
-    "[\x00-\x08\x0e-\x1f\x7f-\x9f\u034f\u061c\u115f\u1160\u17b4\u17b5\u2800\u3164"
-    "\ufe00-\ufe0f\uffa0\U000e0100-\U000e01ef]"
-)
-
-
 def is_effectively_empty(text: str) -> bool:
     """True when no visible character but trailing punctuation remains after normalisation, or
     only blank characters and combining marks with nothing to combine with (a QA pass wrote
     memories of U+0001, U+3164 and a lone accent)."""
-    left = _TRAILING_PUNCTUATION.sub("", _BLANK.sub("", _comparable(text))).strip()
+    left = _TRAILING_PUNCTUATION.sub("", _comparable(text)).strip()
     return not left or all(unicodedata.category(char)[0] in "MZ" for char in left)

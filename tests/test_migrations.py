@@ -182,3 +182,72 @@ def test_two_memories_holding_each_others_new_hash_swap_without_a_merge():
         stored = Memory.objects.get(id=row.id)
         assert stored.content_hash == normalize(row.content).hash and not stored.is_deleted
     assert not MemoryHistory.objects.filter(event="deleted").exists()
+
+
+def _previous_hash(text):
+    """The hash of the release before 0015: visible text (no zero-width or bidi characters, NFC)
+    with controls, variation selectors and blank fillers kept."""
+    import hashlib
+    import re
+
+    from memory.content import visible_text
+
+    comparable = re.sub(r"\s+", " ", visible_text(text)).strip().lower()
+    normalized = re.sub(r"[.,!?;:]+$", "", comparable).strip() or comparable
+    return normalized, hashlib.sha256(normalized.encode("utf-8")).hexdigest()
+
+
+def _as_before_0015(text, *, minutes):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from memory.models import Memory
+
+    row = writes_remember(f"placeholder {minutes} {text}")
+    normalized, old_hash = _previous_hash(text)
+    at = timezone.now() - timedelta(days=1) + timedelta(minutes=minutes)
+    Memory.objects.filter(id=row.id).update(
+        content=text, normalized_content=normalized, content_hash=old_hash, created_at=at
+    )
+    return Memory.objects.get(id=row.id)
+
+
+@pytest.mark.django_db
+def test_texts_padded_with_blank_characters_are_rehashed_and_dedupe_into_their_visible_words():
+    import importlib
+
+    from django.apps import apps
+
+    from memory import writes
+    from memory.content import normalize
+    from memory.erasure import PURGED
+    from memory.models import Memory
+    from pipeline import purge
+
+    plain = _as_before_0015("The deploy window opens at nine", minutes=0)
+    padded = _as_before_0015("The deploy window opens at nine\u2800\u3164", minutes=1)
+    emoji = _as_before_0015("Ship it on Fridays \u2764\ufe0f", minutes=2)
+    leaked = writes_remember("The staging password is hunter2-prod-77")
+    purge.purge(
+        purge.Request(purge.Scope.MEMORY, memory_id=leaked.id),
+        reason="a leaked password",
+        actor=writes.Actor("ops", "operator"),
+    )
+    assert padded.content_hash != plain.content_hash  # what let the padded copy in
+
+    module = importlib.import_module("memory.migrations.0015_rehash_blank_characters")
+    stats = module.rehash_blank_characters(apps, None)
+
+    rows = {m.id: m for m in Memory.objects.all()}
+    assert rows[padded.id].content_hash == rows[plain.id].content_hash
+    assert rows[padded.id].is_deleted and not rows[plain.id].is_deleted  # the oldest is kept
+    assert rows[emoji.id].content_hash == normalize("Ship it on Fridays \u2764").hash
+    assert (rows[leaked.id].content, rows[leaked.id].content_hash) == (PURGED, "")
+    assert stats == {"rehashed": 2, "merged": 1}
+    assert module.rehash_blank_characters(apps, None) == {"rehashed": 0, "merged": 0}
+    # And from now on a remember padded so is the memory already there.
+    again = writes.remember(
+        "The deploy window opens at nine\u0001\ufe0f", actor=writes.Actor("agent-a", "agent")
+    )
+    assert again.deduped and again.memory.id == plain.id
