@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from memory.words import NEGATIONS, STOP_WORDS
 from pipeline.contradiction_scope import narrowed_scope
-from pipeline.contradiction_text import joined, root, stem, switched, tokenize
+from pipeline.contradiction_text import joined, root, stem, switched, tokenize, written_as_names
 from pipeline.contradiction_words import (
     ADVERBS,
     ANTONYM_PAIRS,
@@ -116,6 +116,9 @@ class _Side:
     triggers: frozenset[int]
     # Each token as the text says it: "switched off" where the token reads "disabled".
     said: list[str]
+    # Stems of the words written as names ("Instatus", "Unleash": capitalised, not the first
+    # word): a product's name is no negated word ("Instatus" / "Statuspage" is no "in-status").
+    names: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, text: str, other: frozenset[str] = frozenset()) -> _Side:
@@ -135,6 +138,7 @@ class _Side:
             negations,
             frozenset(triggers),
             said,
+            frozenset(stem(name) for name in written_as_names(text)),
         )
 
     def content(self) -> list[int]:
@@ -372,10 +376,10 @@ def _prefixed_pairs(fact: _Side, existing: _Side) -> list[tuple[str, str]]:
     fact_stems, existing_stems = fact.stem_set, existing.stem_set
     pairs = []
     for prefix in NEGATING_PREFIXES:
-        for prefixed in sorted(existing_stems):
+        for prefixed in sorted(existing_stems - existing.names):
             if _unprefixed(prefixed, prefix) in fact_stems:
                 pairs.append((prefixed[len(prefix) :], prefixed))
-        for prefixed in sorted(fact_stems):
+        for prefixed in sorted(fact_stems - fact.names):
             if _unprefixed(prefixed, prefix) in existing_stems:
                 pairs.append((prefixed, prefixed[len(prefix) :]))
     return pairs

@@ -31,6 +31,17 @@ def tokenize(text: str) -> list[str]:
     return [token for token in _WORD.findall(text) if len(token) >= 2]
 
 
+_NAME = re.compile(r"(?<![.!?:]\s)(?<!^)\b[A-Z][a-z]+\b")
+
+
+def written_as_names(text: str) -> list[str]:
+    """The lowercase words the text writes as names: a capital and then small letters, not at
+    the start of a sentence ("The public status page is hosted on Instatus": "instatus")."""
+    if not isinstance(text, str):
+        return []
+    return [word.lower() for word in _NAME.findall(text.strip())]
+
+
 def stem(word: str) -> str:
     """A light suffix stemmer for comparison only: allows / allowed / allowing -> "allow",
     denies / denied -> "deny", enables / enabled -> "enabl". Not a dictionary form."""

@@ -1105,3 +1105,19 @@ def test_full_mode_holds_a_one_sided_negation_for_review(fake_ollama, existing, 
     else:
         assert proposal.status == "applied" and not proposal.review_needed
         assert Memory.objects.get(id=target.id).content == fact
+
+
+@pytest.mark.parametrize(
+    ("fact", "existing"),
+    [
+        # A name that begins like a negating prefix is a name: the eval set's pinned target
+        # ("Instatus" read as "in-status") was flagged once NONE decisions were checked.
+        (
+            "The public status page is hosted on Instatus",
+            "The public status page is hosted on Statuspage",
+        ),
+    ],
+)
+def test_a_product_name_that_starts_like_a_negating_prefix_is_no_antonym(fact, existing):
+    assert not detect(fact, existing).flagged
+    assert detect("The checkout flags are unavailable", "The checkout flags are available").flagged
