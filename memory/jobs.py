@@ -23,6 +23,7 @@ from memory import queue
 from memory.backend import commit_unflushed, pipelined
 from memory.batch import insert_rows, update_rows
 from memory.models import ExtractionStatus, Job, JobStatus, Memory, RowRead
+from memory.moments import iso
 
 log = logging.getLogger(__name__)
 
@@ -270,7 +271,11 @@ def mark_handed_off(job_ids: list[str]) -> None:
 
 
 def complete_in_transaction(job: Job, result: dict, *, at) -> None:
-    """The job's completion with its result, in one UPDATE (pipelined writes wait for no answer)."""
+    """The job's completion with its result, in one UPDATE (pipelined writes wait for no answer).
+    The last failed attempt's error moves into the result (`earlierFailure`): the error column
+    is cleared, and a disk that filled up once left no trace of it (a QA pass)."""
+    if job.error:  # added to the caller's result too: it returns what was stored
+        result["earlierFailure"] = {"error": job.error, "failedAt": iso(job.failed_at)}
     update_rows(
         Job,
         [job.id],

@@ -76,6 +76,10 @@ def test_a_crash_inside_the_write_leaves_nothing_of_the_job_and_the_retry_writes
     )  # the failed attempt's and the retry's
     job.refresh_from_db()
     assert job.status == "completed" and job.attempts == 2
+    # The failed attempt stays readable (the error column is cleared by the completion).
+    assert job.error is None
+    assert job.result["earlierFailure"]["error"].startswith("write failed: Crash: power cut")
+    assert job.result["earlierFailure"]["failedAt"].endswith("Z")
 
     # Running it again (a re-delivered task) changes nothing.
     assert tasks.run_job(job.id) is None

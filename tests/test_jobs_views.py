@@ -446,3 +446,18 @@ def test_a_job_waiting_while_the_pipeline_is_disabled_says_why(viewer_client):
     update_config({"enabled": False}, changed_by="ada", reason="pause")
     page = viewer_client.get(reverse("dashboard:job", args=[job.id])).content.decode()
     assert "the pipeline is disabled" in page and "Waiting for a worker" not in page
+
+
+def test_a_job_completed_after_a_failed_attempt_shows_what_went_wrong(viewer_client):
+    from tests.fault_tasks import failing_after_proposal
+
+    result = remember("Kenji deploys billing-api with Terraform every Friday.", actor=AGENT)
+    with failing_after_proposal(0, RuntimeError("database or disk is full")):
+        process_pending()
+    Job.objects.filter(id=result.job.id).update(next_attempt_at=timezone.now())
+    process_pending()
+    job = Job.objects.get(id=result.job.id)
+    assert job.status == "completed" and job.error is None
+    page = viewer_client.get(reverse("dashboard:job", args=[job.id])).content.decode()
+    assert "An earlier attempt failed" in page
+    assert "write failed: RuntimeError: database or disk is full" in page
