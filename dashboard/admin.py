@@ -21,6 +21,7 @@ from memory.models import (
     Relation,
 )
 from memory.reviewer_names import check_rename, check_user_name
+from pipeline import approvals
 from pipeline.models import ConfigChange, LlmCall, PipelineConfig, Proposal
 from pipeline.team import DigestRun, SavedQueue
 
@@ -201,6 +202,7 @@ class NamedUserChangeForm(UserChangeForm):
         if self.instance.pk:
             try:
                 check_rename(self.instance.username)
+                approvals.check_rename(self.instance.username)
             except ValueError as refused:
                 raise forms.ValidationError(str(refused)) from None
         return _not_a_tokens_name(username)

@@ -77,6 +77,20 @@ def open_approvals(proposal: Proposal) -> list[Approval]:
     return [approval for approval in proposal.approvals.all() if approval.is_open]
 
 
+def check_rename(reviewer: str) -> None:
+    """Refuse renaming a reviewer whose first approvals wait for a second: renamed, they would
+    count as another reviewer and could give the second themselves (the two-person rule knows
+    reviewers by name). ValueError with a sentence for the admin."""
+    waiting = Approval.objects.filter(by=reviewer, outcome=ApprovalOutcome.OPEN).count()
+    if waiting:
+        raise ValueError(
+            f"{reviewer!r} gave the first of two approvals to {waiting} proposal"
+            f"{' that waits' if waiting == 1 else 's that wait'} for a second reviewer: renamed, they would "
+            "count as another reviewer and could give the second. Ask them to withdraw those "
+            "approvals (or let another reviewer decide them), or keep the name."
+        )
+
+
 def awaits_another_reviewer(proposal_id: str, reviewer: str) -> bool:
     """Whether `reviewer` gave this proposal the first of its two approvals and it waits for
     someone else's (one query; the claims read it: such a reviewer's claim would only keep the

@@ -805,3 +805,23 @@ def test_a_round_the_rule_opened_for_a_delete_instead_of_a_plain_update_stays_tw
     assert 'data-open="1"' not in row[:300]
     page = reviewer_client.get(f"/proposals/{update.id}/").content.decode()
     assert 'data-testid="withdraw"' in page and "rule is off now" not in page
+
+
+def test_the_admin_refuses_to_rename_a_reviewer_whose_first_approval_waits(
+    pending, admin_client_role, role_users
+):
+    # Found by a QA pass: rita approved first, an admin renamed her, and "rita2" gave the second
+    # approval: one person, two reviewers by name.
+    rita = role_users["reviewer"]
+    review.approve(pending["delete"].id, Actor(rita.username, "operator"))
+    form = {"is_active": "on", "date_joined_0": "2025-01-01", "date_joined_1": "00:00:00"}
+    change = f"/admin/auth/user/{rita.pk}/change/"
+    refused = admin_client_role.post(change, {**form, "username": "rita2"})
+    assert "gave the first of two approvals to 1 proposal that waits" in refused.content.decode()
+    rita.refresh_from_db()
+    assert rita.username == "rita"
+    review.undo(pending["delete"].id, Actor("rita", "operator"))  # withdrawn: the name is free
+    renamed = admin_client_role.post(change, {**form, "username": "rita2", "groups": []})
+    assert renamed.status_code == 302
+    rita.refresh_from_db()
+    assert rita.username == "rita2"
