@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from memory import linker
 from memory.erasure_details import for_one_agent
 from memory.models import Memory, MemoryEntityMention, MemoryHistory, Relation
 from memory.moments import iso
@@ -166,18 +167,22 @@ def _history(ids: list[str], every_agent: bool = True) -> dict[str, list[dict]]:
 def relation_records(
     *, agent: str | None = None, include_deleted: bool = False, page: int | None = None
 ) -> Iterator[dict]:
-    """Every relation (of `agent`'s entities, or of all agents') whose two entities are each
-    mentioned by a memory the export holds, in id order: a relation belongs to no memory, and
-    one that only memories left out of the export named would carry their names out with it."""
+    """Every relation (of `agent`'s entities, or of all agents') whose two entities one memory
+    the export holds mentions both of, in id order; not one naming what an erasure left
+    (`[redacted:pii]` stands for different people: the import refuses it). A relation belongs
+    to no memory in the store (the graph does not record which memory stated it), so this is the
+    nearest: one that only memories left out of the export could have stated stays out."""
     page = page or PAGE
     # An entity is its agent's, and so are the memories mentioning it: the agent is the
     # relation's source's, and only forgotten memories may be left out.
     by_exported = {} if include_deleted else {"memory__is_deleted": False}
-
-    def mentioned(side: str) -> Exists:
-        return Exists(MemoryEntityMention.objects.filter(entity_id=OuterRef(side), **by_exported))
-
-    query = Relation.objects.filter(mentioned("source_id"), mentioned("target_id"))
+    target_too = MemoryEntityMention.objects.filter(
+        entity_id=OuterRef(OuterRef("target_id")), memory_id=OuterRef("memory_id")
+    )
+    both = MemoryEntityMention.objects.filter(
+        Exists(target_too), entity_id=OuterRef("source_id"), **by_exported
+    )
+    query = Relation.objects.filter(Exists(both))
     if agent is not None:
         query = query.filter(source__agent_id=agent)
     columns = (
@@ -197,6 +202,8 @@ def relation_records(
     while True:
         rows = list(query.filter(id__gt=after).order_by("id").values_list(*columns)[:page])
         for _, agent_id, source, source_type, target, target_type, kind, *rest in rows:
+            if linker.is_erasure_marker(source) or linker.is_erasure_marker(target):
+                continue
             confidence, mentions, created, updated = rest
             yield {
                 "kind": RELATION,

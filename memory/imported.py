@@ -104,6 +104,7 @@ class Outcome:
     # the stored text was kept, the file's not taken.
     text_differs: bool = False
     relation: str = ""  # a relation's line (memory_id ""): the relation, in words
+    unlinked: str = ""  # a relation's side naming an entity no memory mentions (not written)
 
 
 DONE, DEDUPED = "imported", "deduped"

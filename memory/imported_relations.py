@@ -1,9 +1,9 @@
 """An import's relations in the store: each a relation between two entities of an agent, as our
-export writes them (memory.export.relation_records). An entity the agent has no row for is
-created; a relation already stored is left as it is (an import is idempotent: the same file
-imported twice counts nothing twice), as is an entity's type someone chose. Runs in its
-caller's transaction (pipeline.writes.imports opens one per batch); nothing here opens a
-transaction or does network I/O."""
+export writes them (memory.export.relation_records), written only between entities a memory of
+the agent mentions (the import's memories come first in the file and bring their entities). A
+relation already stored is left as it is (an import is idempotent: the same file imported twice
+counts nothing twice). Runs in its caller's transaction (pipeline.writes.imports opens one per
+batch); nothing here opens a transaction or does network I/O."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from memory import linker
-from memory.graph import upsert_named_entities
 from memory.imported import DEDUPED, DONE, Outcome
 from memory.models import Entity, Relation
+
+UNLINKED = "unlinked"  # an entity it names is one no memory of its agent mentions
 
 
 @dataclass(frozen=True)
@@ -39,12 +40,16 @@ class IncomingRelation:
 
 def write_in_transaction(relations: list[IncomingRelation], *, at) -> list[Outcome]:
     """Write the batch's relations inside the caller's transaction, in file order: each one is
-    imported, or deduped to the relation already stored between the same two entities (or an
-    earlier line's)."""
+    imported, deduped to the relation already stored between the same two entities (or an
+    earlier line's), or UNLINKED (`unlinked` names the side) when an entity it names is one no
+    memory of the agent mentions: a relation belongs with the memories that state it, and one
+    written alone would outlive every purge (none reaches an entity no memory mentions; a
+    review imported an old export after a purge and the purged names came back)."""
     if not relations:
         return []
-    ids = _entities(relations, at)
-    keys = [_key(relation, ids) for relation in relations]
+    ids = _mentioned_entities(relations)
+    wanted = [_key(relation, ids) for relation in relations]
+    keys = [key for key in wanted if isinstance(key, tuple)]
     stored = set(
         Relation.objects.filter(
             source_id__in={source for source, _, _ in keys},
@@ -52,7 +57,12 @@ def write_in_transaction(relations: list[IncomingRelation], *, at) -> list[Outco
         ).values_list("source_id", "target_id", "relation_type")
     )
     outcomes, new = [], []
-    for relation, key in zip(relations, keys, strict=True):
+    for relation, key in zip(relations, wanted, strict=True):
+        if isinstance(key, str):
+            outcomes.append(
+                Outcome(relation.line, UNLINKED, "", relation=relation.words(), unlinked=key)
+            )
+            continue
         status = DEDUPED if key in stored else DONE
         outcomes.append(Outcome(relation.line, status, "", relation=relation.words()))
         if status == DONE:
@@ -74,32 +84,33 @@ def write_in_transaction(relations: list[IncomingRelation], *, at) -> list[Outco
     return outcomes
 
 
-def _key(relation: IncomingRelation, ids: dict[tuple[str, str], int]) -> tuple[int, int, str]:
+def _key(relation: IncomingRelation, ids: dict[tuple[str, str], int]) -> tuple[int, int, str] | str:
+    """The relation's row key, or the side ("source", "target") whose entity no memory of its
+    agent mentions."""
     agent = relation.agent_id
-    return (
-        ids[(agent, linker.canonical_name(relation.source))],
-        ids[(agent, linker.canonical_name(relation.target))],
-        relation.relation_type,
-    )
+    source = ids.get((agent, linker.canonical_name(relation.source)))
+    target = ids.get((agent, linker.canonical_name(relation.target)))
+    if source is None:
+        return "source"
+    if target is None:
+        return "target"
+    return source, target, relation.relation_type
 
 
-def _entities(relations: list[IncomingRelation], at) -> dict[tuple[str, str], int]:
-    """(agent, canonical name) -> entity id for every entity the relations name, created when
-    new with the file's name and type; a stored entity with only a placeholder type takes the
-    file's."""
-    named: dict[str, dict[str, tuple[str, str]]] = {}
+def _mentioned_entities(relations: list[IncomingRelation]) -> dict[tuple[str, str], int]:
+    """(agent, canonical name) -> entity id of the entities the relations name that a memory of
+    their agent mentions (the import's own memories included: they were written first). Only
+    read: the entities come with the memories, so an import of relations takes no entity lock."""
+    names: dict[str, set[str]] = {}
     for relation in relations:
-        for name, kind in (
-            (relation.source, relation.source_type),
-            (relation.target, relation.target_type),
-        ):
-            named.setdefault(relation.agent_id, {}).setdefault(
-                linker.canonical_name(name), (" ".join(name.split()), kind or "unknown")
-            )
+        for name in (relation.source, relation.target):
+            names.setdefault(relation.agent_id, set()).add(linker.canonical_name(name))
     ids: dict[tuple[str, str], int] = {}
-    for agent_id in sorted(named):  # one order for every writer (PostgreSQL's locks)
-        found, retyped = upsert_named_entities(agent_id, named[agent_id], at)
-        ids.update({(agent_id, canonical): pk for canonical, pk in found.items()})
-        for pk, kind in sorted(retyped.items()):
-            Entity.objects.filter(pk=pk).update(entity_type=kind, updated_at=at)
+    for agent_id in sorted(names):
+        rows = Entity.objects.filter(
+            agent_id=agent_id,
+            canonical_name__in=sorted(names[agent_id]),
+            memory_mentions__isnull=False,
+        ).values_list("canonical_name", "id")
+        ids.update({(agent_id, canonical): pk for canonical, pk in rows})
     return ids

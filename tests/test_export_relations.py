@@ -119,6 +119,15 @@ def test_an_admin_tokens_api_export_carries_the_relations_of_its_own_agent_only(
     assert relations_of(records) == [("ops", "Rita", "owns", "ops runbook")]
 
 
+def memory_line(text: str, *names: str, agent: str = "default") -> dict:
+    """A memory line of our export mentioning these entities (as people's names)."""
+    return {
+        "content": text,
+        "agentId": agent,
+        "entities": [{"name": n, "type": "person", "mention": n, "confidence": 0.9} for n in names],
+    }
+
+
 def test_importing_relations_twice_writes_them_once_and_keeps_a_stored_relations_counts(tmp_path):
     told("Kenji deploys billing-api.", "Kenji", "deploys", "billing-api")
     Relation.objects.update(mentions=5)
@@ -127,6 +136,7 @@ def test_importing_relations_twice_writes_them_once_and_keeps_a_stored_relations
         path,
         [
             HEADER,
+            memory_line("Priya owns the search index.", "Priya", "search index"),
             relation_line(),  # stored already, with 5 mentions
             relation_line(source="Priya", target="search index", relation="owns", mentions=3),
             relation_line(source="Priya", target="search index", relation="owns"),  # a repeat
@@ -134,19 +144,17 @@ def test_importing_relations_twice_writes_them_once_and_keeps_a_stored_relations
     )
     out, err = run_import(path)
     assert err == ""
-    assert "1 imported, 2 deduplicated, 0 refused of 3 items." in out
-    assert "line 2: already stored: relation Kenji -deploys-> billing-api" in out
-    assert "line 3: imported relation Priya -owns-> search index" in out
+    assert "2 imported, 2 deduplicated, 0 refused of 4 items." in out
+    assert "line 3: already stored: relation Kenji -deploys-> billing-api" in out
+    assert "line 4: imported relation Priya -owns-> search index" in out
     edges = {
         (r.source.name, r.relation_type, r.target.name): r.mentions
         for r in Relation.objects.select_related("source", "target")
     }
     assert edges == {("Kenji", "deploys", "billing-api"): 5, ("Priya", "owns", "search index"): 3}
-    priya = Entity.objects.get(canonical_name="priya")
-    assert (priya.entity_type, priya.agent_id) == ("person", "default")
 
     out, _ = run_import(path)
-    assert "0 imported, 3 deduplicated, 0 refused of 3 items." in out
+    assert "0 imported, 4 deduplicated, 0 refused of 4 items." in out
     assert Relation.objects.count() == 2 and Entity.objects.count() == 4
 
 
@@ -154,21 +162,79 @@ def test_an_import_sent_to_another_agent_puts_the_relations_between_that_agents_
     tmp_path,
 ):
     path = tmp_path / "relations.jsonl"
-    write_lines(path, [HEADER, relation_line()])
+    write_lines(
+        path,
+        [
+            HEADER,
+            memory_line("Kenji deploys billing-api.", "Kenji", "billing-api"),
+            relation_line(),
+        ],
+    )
     run_import(path, "--agent", "support-bot")
     relation = Relation.objects.select_related("source", "target").get()
     assert (relation.source.agent_id, relation.target.agent_id) == ("support-bot", "support-bot")
 
 
-def test_a_stored_entity_keeps_a_chosen_type_and_a_placeholder_takes_the_files(tmp_path):
-    told("Kenji deploys billing-api.", "Kenji", "deploys", "billing-api")
-    Entity.objects.filter(canonical_name="kenji").update(entity_type="contractor")
-    Entity.objects.filter(canonical_name="billing-api").update(entity_type="unknown")
+def test_a_relation_naming_an_entity_no_memory_mentions_is_refused_and_writes_nothing(tmp_path):
     path = tmp_path / "relations.jsonl"
-    write_lines(path, [HEADER, relation_line(relation="maintains")])
-    run_import(path)
-    types = dict(Entity.objects.values_list("canonical_name", "entity_type"))
-    assert types == {"kenji": "contractor", "billing-api": "service"}
+    write_lines(
+        path,
+        [
+            HEADER,
+            memory_line("Kenji is on call this week.", "Kenji"),
+            relation_line(),  # billing-api: no memory mentions it
+            relation_line(source="Rita", target="Kenji", relation="manages"),
+        ],
+    )
+    out, err = run_import(path)
+    assert err.splitlines() == [
+        "line 3: refused: target: no memory of the agent here mentions this entity: a relation "
+        "is imported with the memories that name its two entities (import them, or a file that "
+        "holds them, first)",
+        "line 4: refused: source: no memory of the agent here mentions this entity: a relation "
+        "is imported with the memories that name its two entities (import them, or a file that "
+        "holds them, first)",
+    ]
+    assert "1 imported, 0 deduplicated, 2 refused of 3 items." in out
+    assert not Relation.objects.exists()
+    assert list(Entity.objects.values_list("canonical_name", flat=True)) == ["kenji"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_export_imported_after_a_purge_brings_no_purged_name_back(tmp_path):
+    # A review's repro: the old export's relation line made "Alice Smith" again, an entity no
+    # memory mentions, which no purge could reach any more.
+    from pipeline import purge
+
+    told("Alice Smith owns billing-api.", "Alice Smith", "owns", "billing-api", agent="ops")
+    path = tmp_path / "old.jsonl"
+    path.write_text("".join(export.lines(agent="ops")))
+    receipt = purge.purge(
+        purge.Request(purge.Scope.AGENT, agent="ops"), reason="left", actor=Actor("ada", "operator")
+    )
+    assert receipt.verified and not Entity.objects.exists()
+    out, err = run_import(path)
+    assert "refused: source: no memory of the agent here mentions this entity" in err
+    assert not Entity.objects.exists() and not Relation.objects.exists()
+
+
+def test_a_relation_only_a_forgotten_memory_stated_between_names_others_mention_stays_out():
+    told("Priya joined in May.", "Priya", "joined in", "May")
+    told("The search index is rebuilt nightly.", "search index", "rebuilt", "nightly")
+    gone = told("Priya owns the search index.", "Priya", "owns", "search index")
+    forget(gone.id, actor=AGENT, reason="wrong")
+    assert ("default", "Priya", "owns", "search index") not in relations_of(export_lines())
+    assert ("default", "Priya", "owns", "search index") in relations_of(
+        export_lines("--include-deleted")
+    )
+
+
+def test_a_relation_naming_what_an_erasure_left_is_not_exported():
+    told("Alice Smith owns billing-api.", "Alice Smith", "owns", "billing-api")
+    Entity.objects.filter(canonical_name="alice smith").update(
+        name="[redacted:pii]", canonical_name="[redacted:pii]"
+    )
+    assert relations_of(export_lines()) == []
 
 
 def test_a_bad_relation_line_is_refused_by_its_field_and_writes_nothing(tmp_path):
@@ -192,7 +258,7 @@ def test_a_bad_relation_line_is_refused_by_its_field_and_writes_nothing(tmp_path
         "line 3: refused: target: '[redacted:pii]' is what an erasure left, not an entity's name",
         "line 4: refused: relation: is required: what the source is to the target (uses, owns, "
         "...)",
-        "line 5: refused: mentions: must be a whole number from 1 to 2147483647",
+        "line 5: refused: mentions: must be a whole number from 1 to 1000000",
         "line 6: refused: confidence: must be a number between 0 and 1",
         "line 7: refused: kind: must be 'relation', or left out for a memory",
         "line 8: refused: createdAt: 'soon' is not an ISO 8601 date and time, like "

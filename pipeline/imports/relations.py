@@ -10,7 +10,9 @@ from pipeline.imports.fields import TYPE_CHARS, Bad, number_of, string_of, time_
 
 NAME_CHARS = Entity._meta.get_field("name").max_length
 RELATION_CHARS = Relation._meta.get_field("relation_type").max_length
-MAX_MENTIONS = 2**31 - 1  # the column's range on PostgreSQL
+# Far below the column's range (2**31 - 1 on PostgreSQL): a later remember of the same triple
+# adds to the count, and at the range's end that addition failed every such remember.
+MAX_MENTIONS = 1_000_000
 
 
 def from_export(line: int, obj: dict, agent: str) -> IncomingRelation:

@@ -106,7 +106,7 @@ def record_batch(
         handled = [
             item
             if isinstance(item, Refusal)
-            else next(related)
+            else _refused_if_unlinked(next(related))
             if isinstance(item, IncomingRelation)
             else next(written)
             for item in batch
@@ -114,6 +114,19 @@ def record_batch(
         progress = progress.after(handled)
         ImportRun.objects.filter(id=run_id).update(**progress.columns())
     return progress, handled
+
+
+def _refused_if_unlinked(outcome: Outcome) -> Outcome | Refusal:
+    """A relation line not written because an entity it names is one no memory mentions is
+    reported as refused, naming that side."""
+    if not outcome.unlinked:
+        return outcome
+    return Refusal(
+        outcome.line,
+        outcome.unlinked,
+        "no memory of the agent here mentions this entity: a relation is imported with the "
+        "memories that name its two entities (import them, or a file that holds them, first)",
+    )
 
 
 def release_run(run_id: str, worker: str) -> bool:
