@@ -64,6 +64,22 @@ def normalize(text: str) -> NormalizedContent:
     )
 
 
+def hashes_ever(text: str) -> set[str]:
+    """Every hash a normalisation of this project ever gave the text: today's, the one before
+    migration 0015 (blank characters kept) and the one before 0008 (no visible-text step). A
+    vector stored under an old hash of an old version stays keyed by it (0008 and 0015 rekey
+    only the current texts' vectors), and an erasure must find it (a review: a purge after 0015
+    left an edited-out version's vector)."""
+    storage = _WHITESPACE.sub(" ", text).strip()
+    before_0015 = _WHITESPACE.sub(" ", visible_text(storage)).strip().lower()
+    before_0008 = storage.lower()
+    found = {normalize(text).hash}
+    for comparable in (before_0015, before_0008):
+        basis = _TRAILING_PUNCTUATION.sub("", comparable).strip() or comparable
+        found.add(hashlib.sha256(basis.encode("utf-8")).hexdigest())
+    return found
+
+
 def is_effectively_empty(text: str) -> bool:
     """True when no visible character but trailing punctuation remains after normalisation, or
     only blank characters and combining marks with nothing to combine with (a QA pass wrote

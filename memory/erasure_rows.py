@@ -14,7 +14,7 @@ from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 
 from memory import graph, jobs, keyword, vectors
-from memory.content import normalize
+from memory.content import hashes_ever
 from memory.erasure import (
     HASHERS,
     PURGED,
@@ -106,7 +106,7 @@ def plan_store(memory_ids: list[str], texts: list[str]) -> StorePlan:
         MemoryHistory.objects.filter(memory_id__in=ids).order_by("id").values_list("id", flat=True)
     )
     plan.cold_ids = list(MemoryCold.objects.filter(memory_id__in=ids).values_list("pk", flat=True))
-    hashes = {normalize(text).hash for text in texts}
+    hashes = {digest for text in texts for digest in hashes_ever(text)}
     hashes |= set(Memory.objects.filter(id__in=ids).values_list("content_hash", flat=True))
     # A memory that stays and holds the same text keeps its vector (it is that memory's too).
     shared = set(

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from memory import keyword
 from memory.batch import history_row, insert_rows
-from memory.content import normalize
+from memory.content import hashes_ever, normalize
 from memory.erasure import PURGED, Texts, scrub
 from memory.erasure_rows import TEXT_EVENTS, _drop_vectors
 from memory.models import Embedding, Memory, MemoryCold, MemoryHistory, lock_rows
@@ -149,7 +149,12 @@ def old_hashes(memory_ids: list[str], texts: Texts, current: list[str]) -> set[s
             memory_id__in=ids, event__in=TEXT_EVENTS
         ).values_list("old_content", "new_content"):
             versions += [old, new]
-        hashes |= {normalize(v).hash for v in versions if v and v != PURGED and texts.held_in(v)}
+        hashes |= {
+            digest
+            for v in versions
+            if v and v != PURGED and texts.held_in(v)
+            for digest in hashes_ever(v)
+        }
     return hashes
 
 

@@ -251,3 +251,59 @@ def test_texts_padded_with_blank_characters_are_rehashed_and_dedupe_into_their_v
         "The deploy window opens at nine\u0001\ufe0f", actor=writes.Actor("agent-a", "agent")
     )
     assert again.deduped and again.memory.id == plain.id
+
+
+@pytest.mark.django_db
+def test_the_blank_character_rehash_keeps_the_live_pinned_copy_not_an_older_expired_one():
+    import importlib
+
+    from django.apps import apps
+    from django.utils import timezone
+
+    from memory.models import Memory
+
+    expired = _as_before_0015("Ship it on Fridays \u2764", minutes=0)
+    pinned = _as_before_0015("Ship it on Fridays \u2764\ufe0f", minutes=1)
+    Memory.objects.filter(id=expired.id).update(expires_at=timezone.now())
+    Memory.objects.filter(id=pinned.id).update(pinned=True, asserted_by="person")
+
+    module = importlib.import_module("memory.migrations.0015_rehash_blank_characters")
+    assert module.rehash_blank_characters(apps, None) == {"rehashed": 1, "merged": 1}
+
+    kept, gone = Memory.objects.get(id=pinned.id), Memory.objects.get(id=expired.id)
+    assert not kept.is_deleted and kept.pinned  # what recall finds stays
+    assert gone.is_deleted and kept.content_hash == gone.content_hash
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_purge_erases_a_vector_an_old_version_left_under_its_hash_before_0015():
+    from django.utils import timezone
+
+    from memory import writes
+    from memory.models import Embedding
+    from pipeline import purge
+
+    first = "Ship it on Fridays \u2764\ufe0f tango-lima-42"
+    memory = writes_remember(first)
+    _, old_hash = _previous_hash(first)
+    Embedding.objects.create(
+        content_hash=old_hash,
+        vector=b"\0" * 16,
+        dimensions=4,
+        model="m",
+        source_memory_id=memory.id,
+        created_at=timezone.now(),
+    )
+    writes.modify(
+        memory.id,
+        {"content": "Ship it on Fridays"},
+        actor=writes.Actor("r", "operator"),
+        reason="x",
+    )
+    receipt = purge.purge(
+        purge.Request(purge.Scope.MEMORY, memory_id=memory.id),
+        reason="a code name",
+        actor=writes.Actor("ops", "operator"),
+    )
+    assert receipt.verified
+    assert not Embedding.objects.filter(content_hash=old_hash).exists()

@@ -96,8 +96,13 @@ def _rekey_embedding(m, old_hash: str, new_hash: str) -> None:
         embeddings.filter(content_hash=old_hash).update(content_hash=new_hash)
 
 
-def _settle(m, memory, stats: dict, at) -> None:
-    """Give `memory` its recomputed hash, merging it with the active same-hash memory of its agent."""
+def _oldest_first(row):
+    return (row.created_at, row.id)
+
+
+def _settle(m, memory, stats: dict, at, keeper_first=_oldest_first) -> None:
+    """Give `memory` its recomputed hash, merging it with the active same-hash memory of its agent
+    (the one that sorts first by `keeper_first` stays: the oldest here; 0015 passes its own)."""
     new = normalize(memory.content)
     old_hash = memory.content_hash
     if old_hash == new.hash and memory.normalized_content == new.normalized:
@@ -115,9 +120,9 @@ def _settle(m, memory, stats: dict, at) -> None:
             # The holder moves away itself: park this row first, so no chain of moves can come back
             # to a slot that a row in progress still holds, then settle the holder.
             memories.filter(id=memory.id).update(content_hash=PARKED + memory.id)
-            _settle(m, holder, stats, at)
+            _settle(m, holder, stats, at, keeper_first)
             continue
-        keeper, duplicate = sorted((memory, holder), key=lambda row: (row.created_at, row.id))
+        keeper, duplicate = sorted((memory, holder), key=keeper_first)
         _forget_duplicate(
             m,
             duplicate,

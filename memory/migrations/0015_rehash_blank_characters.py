@@ -1,9 +1,11 @@
 """Data: the memories whose text holds characters that show nothing but were kept in the hash
 (controls, variation selectors, blank fillers: memory.content._BLANK) get today's normalized
 content and hash, so such a text dedupes into the memory of its visible words; two active
-memories of one agent that now share a hash are merged by 0008's rule (the oldest stays, the
-later one forgotten by the system, saying why). A purge's tombstone keeps its empty hash. Reads
-in chunks; running it again changes nothing."""
+memories of one agent that now share a hash are merged as 0008 merges them (the other one
+forgotten by the system, saying why), keeping the one recall finds (not expired), then a pinned
+one, then one a person asserted, then the oldest (0008's rule predates all three: a review saw
+it keep an expired copy and forget a live, pinned one). A purge's tombstone keeps its empty
+hash. Reads in chunks; running it again changes nothing."""
 
 import importlib
 
@@ -14,6 +16,14 @@ from memory.content import normalize
 
 CHUNK = 1000
 _REHASH = importlib.import_module("memory.migrations.0008_recompute_content_hashes")
+
+
+def _keeper_first(now):
+    def key(row):
+        expired = row.expires_at is not None and row.expires_at <= now
+        return (expired, not row.pinned, row.asserted_by != "person", row.created_at, row.id)
+
+    return key
 
 
 def rehash_blank_characters(apps, schema_editor=None) -> dict:
@@ -37,7 +47,8 @@ def rehash_blank_characters(apps, schema_editor=None) -> dict:
             if content_hash == new.hash and normalized == new.normalized:
                 continue  # the common case costs no query
             # Read again: an earlier row's merge or move may have changed this one.
-            _REHASH._settle(m, m["Memory"].objects.get(id=memory_id), stats, at)
+            memory = m["Memory"].objects.get(id=memory_id)
+            _REHASH._settle(m, memory, stats, at, _keeper_first(at))
 
 
 class Migration(migrations.Migration):
