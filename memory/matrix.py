@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import json
 import logging
 import os
 import threading
@@ -49,7 +48,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from memory import matrix_lists, matrix_scan
+from memory import matrix_damage, matrix_lists, matrix_scan
 from memory.matrix_file import (
     MatrixDamaged,
     MatrixUnavailable,
@@ -64,12 +63,6 @@ log = logging.getLogger(__name__)
 
 # What this process last met, for health (the log says it too); a good rebuild ends "unavailable".
 STATE: dict = {"lastDamage": None, "damagedAt": None, "rebuilds": 0, "unavailable": None}
-# Beside the matrices: the last damage any process of the store met, and the rebuilds counted by
-# all of them. Health is answered by whichever web worker takes the request, and the process that
-# met the damage may be another (a QA pass read "no damage" from 1 worker of 2, and from all of
-# them when it was met while a process opened the file).
-SHARED_DAMAGE = "last-damage.json"
-_DAMAGE_KEYS = ("lastDamage", "damagedAt", "rebuilds")
 
 
 def _note_damage(reason: str, folder: Path | None = None) -> None:
@@ -77,41 +70,15 @@ def _note_damage(reason: str, folder: Path | None = None) -> None:
     STATE.update(lastDamage=reason, damagedAt=at, rebuilds=STATE["rebuilds"] + 1)
     log.error("the shared vector matrix is damaged (%s): rebuilding it from the database", reason)
     if folder is not None:
-        shared = _shared_damage(folder) or {"rebuilds": 0}
-        _write_shared(
-            folder, {"lastDamage": reason, "damagedAt": at, "rebuilds": shared["rebuilds"] + 1}
-        )
-
-
-def _shared_damage(folder: Path) -> dict | None:
-    try:
-        found = json.loads((folder / SHARED_DAMAGE).read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(found, dict) or not isinstance(found.get("rebuilds"), int):
-        return None
-    return {key: found.get(key) for key in _DAMAGE_KEYS}
-
-
-def _write_shared(folder: Path, record: dict) -> None:
-    try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        scratch = folder / f".{SHARED_DAMAGE}.{os.getpid()}"
-        scratch.write_text(json.dumps(record))
-        os.replace(scratch, folder / SHARED_DAMAGE)  # readers see the old record or the new
-    except OSError as exc:  # a full disk: this process's own record still says it
-        log.warning("the vector matrix damage could not be recorded for other processes: %s", exc)
+        matrix_damage.record(folder, reason, at)
 
 
 def damage_report() -> dict:
     """lastDamage, damagedAt, rebuilds for health: the newest record of any process of this
-    store (the file beside the matrices), else this process's own."""
-    own = {key: STATE[key] for key in _DAMAGE_KEYS}
+    store (memory.matrix_damage), else this process's own."""
+    own = {key: STATE[key] for key in matrix_damage.KEYS}
     folder = INDEX.folder_now()
-    shared = _shared_damage(folder) if folder is not None else None
-    if shared is None or (own["damagedAt"] or "") > (shared["damagedAt"] or ""):
-        return own
-    return shared
+    return matrix_damage.newest(own, folder) if folder is not None else own
 
 
 CHUNK = 500

@@ -206,7 +206,9 @@ class _Mapping:
         except (OSError, ValueError, MatrixUnavailable) as exc:
             if not isinstance(exc, FileNotFoundError):
                 log.warning("vector matrix file %s not used: %s", path, exc)
-                if refused is not None:  # the caller records why (health shows it)
+                # The caller records damage (health shows it); a full disk or a permission is
+                # no damage of the file, and the exact scan says it (degraded) where it lasts.
+                if refused is not None and isinstance(exc, ValueError):
                     refused.append(str(exc))
             if mapping is not None:
                 mapping.close()  # its views go with it

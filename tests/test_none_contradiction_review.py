@@ -99,7 +99,7 @@ def test_the_queue_row_shows_the_memory_and_sends_the_reviewer_to_the_workbench(
     row = row[: row.index("</tr>")]
     assert "the model kept this memory, which the fact contradicts" in row
     assert flagged_none.target_content in row
-    assert 'data-testid="to-workbench"' in row and f"#c-{flagged_none.id}" in row
+    assert 'data-testid="to-workbench"' in row and f"?card={flagged_none.id}#c-" in row
     assert 'data-action="approve"' not in row  # "a" would apply nothing
     assert 'data-reveal="edit"' not in row and 'data-reveal-button="edit"' not in row
 
@@ -127,3 +127,66 @@ def test_the_proposal_page_offers_the_workbench_not_an_approval_that_applies_not
     assert 'name="decision" value="approve"' not in page and 'id="content"' not in page
     assert "The model said this memory already covers it:" in page
     assert 'value="reject"' in page  # keeping the memory as it is stays one click
+
+
+def test_a_stale_flagged_none_applies_to_the_current_version_as_its_replace(flagged_none):
+    from memory import writes
+
+    writes.modify(
+        flagged_none.target_memory_id,
+        {"content": "The billing service runs on Postgres 14 in eu-west-1"},
+        actor=RITA,
+        reason="region",
+    )
+    with pytest.raises(Refused):
+        review.decide(flagged_none.id, RITA, "replace")  # the memory moved on: stale
+    flagged_none.refresh_from_db()
+    assert flagged_none.status == "stale"
+    decided = review.decide(flagged_none.id, RITA, "redecide")
+    assert (decided.status, decided.applied_as) == ("applied", "update")
+    assert Memory.objects.get(id=flagged_none.target_memory_id).content == CONTRADICTING_FACT
+
+
+def test_a_rejected_flagged_none_stated_again_is_suppressed_not_asked_again(flagged_none):
+    review.decide(flagged_none.id, RITA, "reject", reason="still on 14")
+    raw("Again: the billing service does not run on Postgres 14 any more.")
+    tasks.process_pending()
+    again = Proposal.objects.exclude(id=flagged_none.id).get(action="none")
+    assert (again.status, again.skipped_reason) == ("suppressed", "rejected_before")
+
+
+def test_a_flagged_none_sorts_with_the_updates_it_may_become(flagged_none):
+    from pipeline.models import RISK_OF
+
+    assert flagged_none.risk == RISK_OF["update"]
+
+
+def test_the_memorys_lineage_says_a_raw_memory_contradicts_it_not_that_it_said_it_again(
+    reviewer_client, flagged_none
+):
+    page = reviewer_client.get(f"/memories/{flagged_none.target_memory_id}/").content.decode()
+    assert "contradicts this memory" in page and "decided NONE (nothing to change)" in page
+    assert "said this again" not in page
+    assert CONTRADICTING_FACT in page  # the contradicting fact is quoted
+
+
+def test_the_workbench_link_opens_its_card_even_behind_a_page_of_older_ones(
+    reviewer_client, flagged_none
+):
+    from datetime import timedelta
+
+    older = Proposal.objects.filter(id=flagged_none.id).values()[0]
+    for n in range(21):  # a full page of older flagged cards ahead of it
+        Proposal.objects.create(
+            **{
+                **older,
+                "id": f"older-{n:02d}",
+                "fingerprint": f"older-{n}",
+                "created_at": older["created_at"] - timedelta(minutes=30 - n),
+            }
+        )
+    first_page = reviewer_client.get("/contradictions/").content.decode()
+    assert f'id="c-{flagged_none.id}"' not in first_page
+    asked = reviewer_client.get(f"/contradictions/?card={flagged_none.id}").content.decode()
+    assert f'id="c-{flagged_none.id}"' in asked and 'data-testid="one-card"' in asked
+    assert asked.count('class="card contradiction"') == 1

@@ -208,7 +208,13 @@ def _same_fact_step(proposal) -> Step:
 def _targeted_step(proposal) -> Step:
     """A proposal from another raw memory to change this one (or NONE: nothing to change)."""
     told, outcome, tone = fate(proposal, {})
-    if proposal.action == "none":
+    if proposal.contradicting_none:
+        # Not "said this again": its fact contradicts this memory, and a reviewer decides.
+        text = (
+            f"Raw memory {wording.short_id(proposal.source_memory_id)} contradicts this memory; "
+            f"{proposal.model} decided NONE (nothing to change), so a reviewer decides."
+        )
+    elif proposal.action == "none":
         text = (
             f"Raw memory {wording.short_id(proposal.source_memory_id)} said this again; "
             f"{proposal.model} decided NONE: nothing to change."
@@ -226,8 +232,14 @@ def _targeted_step(proposal) -> Step:
         text=text,
         when=proposal.created_at,
         actor=proposal.model,
-        quote=clip(proposal.fact_content) if proposal.action != "none" else None,
-        quote_label="proposed text" if proposal.action == "update" else "",
+        quote=clip(proposal.fact_content)
+        if proposal.action != "none" or proposal.contradicting_none
+        else None,
+        quote_label="proposed text"
+        if proposal.action == "update"
+        else "the contradicting fact"
+        if proposal.contradicting_none
+        else "",
         outcome=outcome,
         fate=told,
         links=_targeting_links(proposal),

@@ -25,7 +25,12 @@ def contradictions(request):
     )
     flagged = cards.filter(status=ProposalStatus.PENDING, review_needed=True)
     stale = cards.filter(status=ProposalStatus.STALE)
+    if card := request.GET.get("card"):
+        # One card asked for by a link (a flagged NONE's "Decide on the workbench"): the pages
+        # run oldest first, and its card may be on none of the first.
+        flagged = flagged.filter(id=card)
     context = {
+        "one_card": bool(card),
         # Keyset pages: resolving cards never pushes the next page's first card out of sight.
         "page": cursor_page(
             flagged,

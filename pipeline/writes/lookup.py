@@ -39,7 +39,8 @@ def look_up(outcome, ready: dict, agent_id: str | None) -> RowsRead | None:
         prepared = ready.get(id(decided))
         if decided.action == "add":
             hashes.add(prepared.text.hash if prepared else normalize(decided.fact.content).hash)
-        if decided.action != "none":
+        flagged = decided.contradiction is not None and decided.contradiction.flagged
+        if decided.action != "none" or flagged:  # a flagged NONE may have been rejected before
             prints.add(
                 prepared.proposal.fingerprint
                 if prepared

@@ -47,6 +47,7 @@ from pipeline.config import (
 from pipeline.llm.prompts import PROMPT_VERSION
 from pipeline.models import (
     RISK_OF,
+    Action,
     LlmCall,
     PipelineConfig,
     Proposal,
@@ -363,7 +364,13 @@ def prepare(decided, outcome: JobOutcome, source_text: str, agent_id: str, at) -
         prompt_version=PROMPT_VERSION,
         # The fact's index in the extraction, so the decide call log lines up.
         position=decided.fact_index,
-        risk=RISK_OF.get(decided.action, 3),
+        # A flagged NONE is as risky as the UPDATE it may become (it would sort last).
+        risk=RISK_OF.get(
+            Action.UPDATE
+            if decided.action == Action.NONE and flagged and flagged.flagged
+            else decided.action,
+            3,
+        ),
         created_at=at,
         updated_at=at,
     )
@@ -403,21 +410,23 @@ def write_proposal(decided, write: JobWrite) -> Proposal:
     vector = write.outcome.fact_vectors.get(ready.text.hash)
     if proposal.review_needed:
         stats["reviewNeeded"] += 1
-    rejected = write.rejected.get(proposal.fingerprint) if proposal.action != "none" else None
-    if write_policy(write.policy, decided.action).outcome == "recorded":
-        if proposal.review_needed:
-            # A NONE whose fact contradicts the memory it names: a reviewer decides whether the
-            # store still holds (pipeline.decision._none_against), in every mode.
-            _hold(proposal, _held_none_reason(write.policy))
-        else:
-            proposal.status = ProposalStatus.RECORDED
-            stats["recorded"] += 1
+    # A NONE is suppressed only when flagged: a recorded one waits for nobody.
+    checked = proposal.action != "none" or proposal.review_needed
+    rejected = write.rejected.get(proposal.fingerprint) if checked else None
+    recorded = write_policy(write.policy, decided.action).outcome == "recorded"
+    if recorded and not proposal.review_needed:
+        proposal.status = ProposalStatus.RECORDED
+        stats["recorded"] += 1
     elif rejected is not None:
         # A reviewer already rejected this exact proposal: record it, do not queue it again.
         proposal.status = ProposalStatus.SUPPRESSED
         proposal.skipped_reason = "rejected_before"
         write.hits[rejected] += 1
         stats["suppressed"] = stats.get("suppressed", 0) + 1
+    elif recorded:
+        # A NONE whose fact contradicts the memory it names: a reviewer decides whether the
+        # store still holds (pipeline.decision._none_against), in every mode.
+        _hold(proposal, _held_none_reason(write.policy))
     elif _writes_anything(write.policy) and safety.needs_review(proposal.safety):
         proposal.status, proposal.blocked_reason = ProposalStatus.PENDING, "safety_review"
         held_as = "blockedDestructive" if proposal.is_destructive else "heldForSafety"

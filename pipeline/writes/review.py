@@ -71,6 +71,7 @@ def approve(
     stale_refusal = status = None
     with transaction.atomic():
         proposal, config = _locked_for_approval(proposal_id, redecide, reviewer)
+        action = _redecided(proposal, redecide, action)
         now = timezone.now()
         first = _open_round(proposal, redecide, reviewer, now)
         action, content = _as_approved(proposal, first, config, reviewer, action, content)
@@ -126,6 +127,14 @@ def approve(
     if stale_refusal is not None:
         raise stale_refusal
     return decided
+
+
+def _redecided(proposal: Proposal, redecide: bool, action: str | None) -> str | None:
+    """ "Apply to the current version" of a flagged NONE is its Replace, on the memory as it is
+    now (a review: a stale one could only be rejected); any other approval's action as given."""
+    if redecide and action is None and proposal.contradicting_none:
+        return "update"
+    return action
 
 
 def _unapprovable(proposal: Proposal, action: str) -> str:
@@ -445,8 +454,8 @@ def reject(proposal_id: str, *, reviewer: Actor, reason: str | None = None) -> P
 
 def _remember_rejection(proposal: Proposal, at) -> None:
     """Inside the reject transaction: later identical proposals become suppressed."""
-    if proposal.action == "none" or not proposal.fingerprint:
-        return
+    if (proposal.action == "none" and not proposal.review_needed) or not proposal.fingerprint:
+        return  # a flagged NONE rejected ("keep existing") stays rejected when stated again
     RejectionFingerprint.objects.update_or_create(
         agent_id=proposal.agent_id,
         fingerprint=proposal.fingerprint,
