@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from memory.models import ApiToken
 from memory.reviewer_names import check_token_name, holder_is_active
+from memory.roles import ADMIN, REVIEWER, ROLE_ORDER, role_of_user_named
 
 # `assert`: a remember may say a person asserted it (assertedBy "person"), for an agent that
 # relays its user's explicit instruction.
@@ -54,6 +55,8 @@ def create_token(
         raise ValueError(f"unknown scope(s): {', '.join(unknown)}; choose from {', '.join(SCOPES)}")
     if expires_at is not None and expires_at <= timezone.now():
         raise ValueError(f"the expiry {when(expires_at)} is in the past; choose a later one")
+    if owner:
+        _holder_may(owner, scopes)
     plain = TOKEN_PREFIX + secrets.token_urlsafe(32)
     row = ApiToken.objects.create(
         name=name,
@@ -67,6 +70,18 @@ def create_token(
         owner=owner,
     )
     return row, plain
+
+
+def _holder_may(owner: str, scopes: list[str]) -> None:
+    """Refuse a scope its holder's dashboard role does not allow (HOLDER_ROLE)."""
+    role = role_of_user_named(owner)
+    for scope in scopes:
+        needed = HOLDER_ROLE.get(scope)
+        if needed is not None and (role is None or ROLE_ORDER[role] < ROLE_ORDER[needed]):
+            raise ValueError(
+                f"{owner!r} is a {role} in the dashboard: a token they hold may not have the "
+                f"'{scope}' scope (it needs a {needed}); give them that role first"
+            )
 
 
 def _owner_username(owner: str | None) -> str:
@@ -178,6 +193,28 @@ def revoke(name_or_prefix: str) -> ApiToken:
     ApiToken.objects.filter(pk=token.pk).update(revoked=True)
     token.revoked = True
     return token
+
+
+# The dashboard role a token's holder needs for its token to use a scope: a token held by a
+# person acts within that person's role (a QA pass: a viewer's review token decided proposals,
+# and gave the second approval of the two-person rule; a demoted reviewer's kept rejecting).
+HOLDER_ROLE = {"review": REVIEWER, "admin": ADMIN}
+
+
+def scope_refusal(token: ApiToken, scope: str | None) -> str | None:
+    """Why the token may not act in `scope` (the 403's message), or None when it may."""
+    if not has_scope(token, scope):
+        return f"this token lacks the '{scope}' scope"
+    needed = HOLDER_ROLE.get(scope) if token.owner else None
+    if needed is None:
+        return None
+    role = role_of_user_named(token.owner)
+    if role is not None and ROLE_ORDER[role] >= ROLE_ORDER[needed]:
+        return None
+    return (
+        f"this token is held by {token.owner!r}, who is a {role or 'former user'} in the "
+        f"dashboard: its '{scope}' scope acts only while its holder is a {needed} there"
+    )
 
 
 def has_scope(token: ApiToken, scope: str | None) -> bool:

@@ -15,7 +15,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views import defaults
 from django.views.decorators.csrf import csrf_exempt
 
-from api.auth import authenticate, has_scope, refusal
+from api.auth import authenticate, refusal, scope_refusal
 from memory.backend import storage_full
 from memory.writes import Refused
 
@@ -206,8 +206,8 @@ def api(methods: tuple[str, ...], scope: str | None = None, *, public: bool = Fa
                 token = authenticate(header)
                 if token is None:
                     return error(401, *refusal(header, UNAUTHORIZED))
-                if not has_scope(token, scope):
-                    return error(403, "forbidden", f"this token lacks the '{scope}' scope")
+                if (refused := scope_refusal(token, scope)) is not None:
+                    return error(403, "forbidden", refused)
                 request.api_token = token
             try:
                 return view(request, *args, **kwargs)

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from api.auth import has_scope, may_act_for
+from api.auth import has_scope, may_act_for, scope_refusal
 from api.http import MAX_INT, BadRequest, optional
 from api.serializers import history_json, memory_json, proposal_json
 from memory import expiry, writes
@@ -49,8 +49,8 @@ CHANGED_BY_CHARS = MemoryHistory._meta.get_field("changed_by").max_length
 
 
 def require_scope(token: ApiToken, scope: str) -> None:
-    if not has_scope(token, scope):
-        raise BadRequest(f"this token lacks the '{scope}' scope", 403, "forbidden")
+    if (refused := scope_refusal(token, scope)) is not None:
+        raise BadRequest(refused, 403, "forbidden")
 
 
 def actor(token: ApiToken, body: dict | None = None, default_type: str = ActorType.AGENT) -> Actor:

@@ -11,8 +11,8 @@ from django.template.loader import render_to_string
 from django_htmx.http import trigger_client_event
 
 from dashboard import wording
-from dashboard.roles import has_role, role_of
 from memory.models import ActorType
+from memory.roles import has_role, role_of
 from memory.writes import Actor
 
 

@@ -8,7 +8,6 @@ from django.contrib.auth.admin import UserAdmin
 from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm
 from django.contrib.auth.models import User
 
-from dashboard.roles import ADMIN, has_role
 from memory.models import (
     ApiToken,
     Embedding,
@@ -21,6 +20,7 @@ from memory.models import (
     Relation,
 )
 from memory.reviewer_names import check_rename, check_user_name
+from memory.roles import ADMIN, has_role
 from pipeline import approvals
 from pipeline.models import ConfigChange, LlmCall, PipelineConfig, Proposal
 from pipeline.team import DigestRun, SavedQueue

@@ -8,8 +8,8 @@ from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
 
-from dashboard.roles import ADMIN, has_role
 from dashboard.throttle import ThrottleMessageMixin
+from memory.roles import ADMIN, has_role
 
 
 def may_use_admin(user) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dashboard.roles import has_role, role_of
+from memory.roles import has_role, role_of
 from pipeline.status import banner_context
 
 

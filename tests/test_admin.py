@@ -150,7 +150,7 @@ def test_a_token_holder_keeps_the_name_and_a_new_user_never_takes_a_holders_name
     from api.auth import create_token
 
     nadia = User.objects.create_user("nadia", password="a long pass phrase")
-    create_token("nadia-cli", scopes=["review"], owner="nadia")
+    create_token("nadia-cli", scopes=["ingest"], owner="nadia")
     form = {"is_active": "on", "date_joined_0": "2025-01-01", "date_joined_1": "00:00:00"}
     renamed = admin_client_role.post(
         f"/admin/auth/user/{nadia.pk}/change/", {**form, "username": "nadia2"}

@@ -36,6 +36,18 @@ def make(name: str = "agent", **kwargs) -> tuple[ApiToken, str]:
     return create_token(name, scopes=kwargs.pop("scopes", ["ingest"]), **kwargs)
 
 
+def reviewer_named(name: str, **fields):
+    """A dashboard user with the reviewer role (a review token's holder needs it)."""
+    from django.contrib.auth.models import Group, User
+
+    from dashboard.roles import ensure_role_groups
+
+    ensure_role_groups()
+    user = User.objects.create_user(name, password=f"pw-{name}-12345", **fields)
+    user.groups.add(Group.objects.get(name="reviewer"))
+    return user
+
+
 def manage(*args: str) -> str:
     out = io.StringIO()
     call_command(*args, stdout=out)
@@ -396,9 +408,8 @@ def test_create_api_token_refuses_the_name_of_a_dashboard_user(name):
 def test_create_api_token_ties_a_token_to_its_owner_who_must_be_a_dashboard_user():
     """A token's owner is who its reviews are by (docs/team.md): a name that is no dashboard user
     is refused and creates nothing; any case finds the user, stored as the user's own name."""
-    from django.contrib.auth.models import User
 
-    User.objects.create_user("rita", password="pw-rita-12345")
+    reviewer_named("rita")
     with pytest.raises(CommandError, match="no active dashboard user is named 'ritta'"):
         manage("create_api_token", "rita-cli", "--scopes", "review", "--owner", "ritta")
     assert not ApiToken.objects.exists()
@@ -418,8 +429,8 @@ def test_a_token_owner_is_one_active_user_named_exactly_when_names_differ_only_i
     both users, `RITA` picked one of them at random."""
     from django.contrib.auth.models import User
 
-    User.objects.create_user("rita", password="pw-rita-12345")
-    User.objects.create_user("Rita", password="pw-rita-12345")
+    reviewer_named("rita")
+    reviewer_named("Rita")
     User.objects.create_user("old", password="pw-old-12345", is_active=False)
     with pytest.raises(CommandError, match="names 2 users"):
         manage("create_api_token", "r-cli", "--scopes", "review", "--owner", "RITA")
@@ -437,11 +448,10 @@ def test_an_owned_tokens_edit_forget_and_recover_name_its_holder_and_itself(
     """A token's reviews were its owner's but its edits, forgets and recovers were audited under
     the token's name alone; they now name the person and the token (a second review: the person
     alone hid which changes came through the token, after a leak)."""
-    from django.contrib.auth.models import User
 
     from memory.models import MemoryHistory
 
-    User.objects.create_user("rita", password="pw-rita-12345")
+    reviewer_named("rita")
     _, plain = make("rita-cli", scopes=["ingest", "review"], owner="rita")
     auth = bearer(plain)
     made = client.post(
@@ -475,7 +485,7 @@ def test_a_token_whose_holder_is_deactivated_or_deleted_stops_working_and_says_w
     """Found by a QA pass: a deactivated holder's token still approved and rejected."""
     from django.contrib.auth.models import User
 
-    rita = User.objects.create_user("rita", password="pw-rita-12345")
+    rita = reviewer_named("rita")
     _, plain = make("rita-cli", scopes=["review"], owner="rita")
     assert client.get("/api/proposals", **bearer(plain)).status_code == 200
     User.objects.filter(pk=rita.pk).update(is_active=False)
@@ -488,3 +498,26 @@ def test_a_token_whose_holder_is_deactivated_or_deleted_stops_working_and_says_w
     assert client.get("/api/proposals", **bearer(plain)).json()["error"] == "token_holder_inactive"
     _, bot = make("deploy-bot", scopes=["review"])  # no holder: its own name, unaffected
     assert client.get("/api/proposals", **bearer(bot)).status_code == 200
+
+
+@pytest.mark.django_db
+def test_a_token_acts_within_its_holders_role_and_a_viewer_is_given_no_review_token(client):
+    """Found by a QA pass: a viewer's review token decided proposals (and gave the second of two
+    approvals), and a reviewer demoted to viewer kept rejecting through their token."""
+    from django.contrib.auth.models import Group, User
+
+    rita = reviewer_named("rita")
+    _, plain = make("rita-cli", scopes=["review"], owner="rita")
+    url = "/api/proposals/no-such-proposal/reject"
+    assert client.post(url, {}, content_type="application/json", **bearer(plain)).status_code == 404
+    rita.groups.remove(Group.objects.get(name="reviewer"))  # demoted: a viewer now
+    refused = client.post(url, {}, content_type="application/json", **bearer(plain))
+    assert refused.status_code == 403 and refused.json()["error"] == "forbidden"
+    assert "held by 'rita', who is a viewer" in refused.json()["message"]
+    # What a viewer may do, the token still does: read.
+    assert client.get("/api/proposals", **bearer(plain)).status_code == 200
+
+    User.objects.create_user("vera", password="pw-vera-12345")
+    with pytest.raises(CommandError, match="'vera' is a viewer in the dashboard"):
+        manage("create_api_token", "vera-cli", "--scopes", "review", "--owner", "vera")
+    assert not ApiToken.objects.filter(name="vera-cli").exists()

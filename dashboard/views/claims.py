@@ -10,7 +10,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.access import reviewer_actor, role_required
 from dashboard.htmx import toast
-from dashboard.roles import has_role
+from memory.roles import has_role
 from memory.writes import Refused
 from pipeline import claims
 from pipeline import review as reviewing

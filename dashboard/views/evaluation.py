@@ -16,7 +16,7 @@ from django_htmx.http import HttpResponseStopPolling
 from dashboard.access import role_required
 from dashboard.forms import PROVIDER_CHOICES, default_model, default_provider
 from dashboard.htmx import render_page, wants_fragment
-from dashboard.roles import ADMIN, has_role
+from memory.roles import ADMIN, has_role
 from pipeline.config import get_config
 from pipeline.eval import runs, summary
 from pipeline.eval.cases import CaseError

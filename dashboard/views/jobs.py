@@ -19,9 +19,9 @@ from dashboard import wording
 from dashboard.access import reviewer_actor, role_required
 from dashboard.forms import JobFilterForm
 from dashboard.htmx import render_page, wants_fragment
-from dashboard.roles import has_role
 from dashboard.templatetags.curation import duration
 from memory.models import Job, JobStatus
+from memory.roles import has_role
 from memory.writes import Refused
 from pipeline import review as reviewing
 from pipeline.models import DigestRun, LlmCall

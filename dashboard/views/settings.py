@@ -13,8 +13,8 @@ from django.views.decorators.http import require_http_methods
 from dashboard.access import role_required
 from dashboard.forms import SettingsForm, flat_config
 from dashboard.htmx import render_page, review_changed
-from dashboard.roles import ADMIN, has_role, role_of
 from memory.models import Job, JobStatus
+from memory.roles import ADMIN, has_role, role_of
 from pipeline.approvals import needs_two
 from pipeline.config import (
     FIELDS,

@@ -13,10 +13,11 @@ from django.core.management.base import BaseCommand
 from django.db.models import Count, F
 from django.utils import timezone
 
-from dashboard.roles import REVIEWER, VIEWER, ensure_role_groups
+from dashboard.roles import ensure_role_groups
 from devtools.demo_data import BASE_COUNT, DEMO_ENTITIES, DEMO_MEMORIES
 from memory import queue
 from memory.models import DERIVED_SOURCE_TYPE, Job, JobStatus, Memory
+from memory.roles import REVIEWER, VIEWER
 from memory.writes import Actor, Triple, remember
 from pipeline.config import PIPELINE_NAME, get_config
 from pipeline.llm import PROVIDERS
