@@ -8,7 +8,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import JsonResponse
 
-from api.auth import only_agent
+from api.auth import has_scope, only_agent
 from api.http import MAX_INT, BadRequest, api, bool_param, json_body, no_misspelt_fields, optional
 from api.memory_service import require_agent, require_every_agent
 from api.serializers import approvals_json, job_json, proposal_json
@@ -89,7 +89,11 @@ def proposals(request):
 
 
 def _reviewer(request) -> Actor:
-    return Actor(request.api_token.reviewer_name, ActorType.OPERATOR)
+    """The token's reviewer; its edited text is a person's words only when a person holds the
+    token or it has the `assert` scope (as for remember's assertedBy)."""
+    token = request.api_token
+    asserts = bool(token.owner) or has_scope(token, "assert")
+    return Actor(token.reviewer_name, ActorType.OPERATOR, asserts=asserts)
 
 
 @api(("POST",), "review")

@@ -56,9 +56,8 @@ from memory.moments import iso
 from memory.refused import Refused
 from memory.vectors import Vector  # noqa: F401
 
-# The history events that change a memory (its row and version): the store's own writes (here and
-# memory.batch) file them. Every other event (an agent's feedback, a review note, a pipeline
-# decision filed under its raw memory) only says something about the memory: never a change.
+# The history events that change a memory (its row and version), filed by the store's writes;
+# every other event (feedback, a review note, a decision) says something about it: no change.
 CHANGE_EVENTS = ("created", "updated", "deleted", "recovered")
 
 
@@ -66,6 +65,7 @@ CHANGE_EVENTS = ("created", "updated", "deleted", "recovered")
 class Actor:
     name: str
     type: str = ActorType.OPERATOR
+    asserts: bool = True  # an operator's own words are a person's (not a holderless token's)
 
 
 @dataclass

@@ -271,3 +271,26 @@ def test_the_migration_gives_derived_memories_the_model_and_the_rest_an_agent():
     importlib.import_module("memory.migrations.0010_memory_asserted_by").fill(apps, None)
     assert Memory.objects.get(id=derived.id).asserted_by == "model"
     assert Memory.objects.get(id=agents.id).asserted_by == "agent"
+
+
+@pytest.mark.parametrize(
+    ("scopes", "authority"), [(["review"], "agent"), (["review", "assert"], "person")]
+)
+def test_a_text_edited_through_a_token_no_person_holds_is_a_persons_only_with_assert(
+    client, fake_ollama, store, scopes, authority
+):
+    # Found by a QA pass: a token without the `assert` scope approved its own agent's ADD with
+    # an edited text, and the memory was asserted by a person, which only that scope may make.
+    four_decisions(fake_ollama, store)
+    proposals = run_job()
+    auth, _ = token(*scopes)
+    body = json.dumps({"content": ADD_FACT + " (confirmed)"})
+    approved = client.post(
+        f"/api/proposals/{proposals['add'].id}/approve",
+        body,
+        content_type="application/json",
+        **auth,
+    )
+    assert approved.status_code == 200, approved.json()
+    memory_id = approved.json()["createdMemoryId"]
+    assert Memory.objects.get(id=memory_id).asserted_by == authority

@@ -138,9 +138,12 @@ def inherited(derived: writes.Derived, source: Memory) -> writes.Derived:
 
 
 def authority_of(proposal: Proposal, content: str, actor: Actor) -> str:
-    """Who asserts the text a proposal writes: the model, unless a reviewer wrote their own."""
-    edited = actor.type == ActorType.OPERATOR and content != proposal.fact_content
-    return Authority.PERSON if edited else Authority.MODEL
+    """Who asserts the text a proposal writes: the model, unless a reviewer wrote their own (an
+    agent's, through a token no person holds and without the `assert` scope: a QA pass made a
+    person's memory so, which only that scope may)."""
+    if actor.type != ActorType.OPERATOR or content == proposal.fact_content:
+        return Authority.MODEL
+    return Authority.PERSON if actor.asserts else Authority.AGENT
 
 
 def derive_memory(
