@@ -168,3 +168,15 @@ def test_the_digest_never_runs_inside_a_transaction(proposals):
     with pytest.raises(ModelCallInTransaction), transaction.atomic():
         digest.run()
     assert not DigestRun.objects.exists() and not mail.outbox
+
+
+def test_a_webhook_url_no_request_can_be_made_of_is_a_failure_recorded_without_its_password(
+    proposals, settings
+):
+    """Found by a QA pass: an unencoded "#" in the hook's password crashed the digest with a
+    traceback quoting part of it, and left its run half recorded."""
+    settings.MEMORY_WEBHOOK_URL = "http://hookuser:S3cr#etPw@127.0.0.1:9/hook"
+    settings.MEMORY_WEBHOOK_ATTEMPTS = 1
+    run = digest.run()
+    assert run.webhook_status == "failed" and "not a valid URL" in run.webhook_error
+    assert "S3cr" not in run.webhook_error and "hookuser" not in run.webhook_error

@@ -177,6 +177,9 @@ def test_a_schema_ignoring_reply_is_returned_as_is_for_the_tolerant_parser(fake_
         ("u:pw@127.0.0.1:11434/api/chat", "127.0.0.1:11434/api/chat", "127.0.0.1:11434/…"),
         ("http://[::1]:8080/api/chat", "http://[::1]:8080/api/chat", "http://[::1]:8080/…"),
         ("http://u:1234/pw@h/x", "http URL (not shown", "http URL (not shown"),
+        # A "#" or "?" in the password cut the host short: "http://u:S3cr" was shown.
+        ("http://u:S3cr#etPw@127.0.0.1:11434", "http URL (not shown", "http URL (not shown"),
+        ("http://u:S3cr?etPw@127.0.0.1:11434/x", "http URL (not shown", "http URL (not shown"),
     ],
 )
 def test_a_url_in_an_error_text_shows_no_user_password_or_token(url, shown, hook):
@@ -184,5 +187,21 @@ def test_a_url_in_an_error_text_shows_no_user_password_or_token(url, shown, hook
     from pipeline.llm.transport import shown_url
 
     assert shown_url(url).startswith(shown) and shown_url(url, path=False).startswith(hook)
-    for secret in ("hookpass", "pw@", "Q1", "u:"):
+    for secret in ("hookpass", "pw@", "Q1", "u:", "S3cr"):
         assert secret not in shown_url(url) + shown_url(url, path=False)
+
+
+def test_a_url_no_request_can_be_made_of_is_a_provider_error_quoting_no_part_of_it(settings):
+    """Found by a QA pass: an unencoded "#" in a password made the parser read a port from it,
+    and its message ("Invalid port: 'S3cr'") reached the health probe's log and the digest."""
+    from pipeline.llm.transport import ProviderError, post_json, post_notice, reachable
+
+    url = "http://ollama:S3cr#etPw@127.0.0.1:11434/api/chat"
+    for call in (
+        lambda: post_json(url, {}, timeout=1),
+        lambda: post_notice(url, {}, timeout=1),
+    ):
+        with pytest.raises(ProviderError) as refused:
+            call()
+        assert "not a valid URL" in str(refused.value) and "S3cr" not in str(refused.value)
+    assert reachable(url) is False

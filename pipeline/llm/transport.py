@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -71,7 +72,9 @@ def shown_url(url: str, *, path: bool = True) -> str:
     user or password and without its query (tokens live there); with `path` False without its
     path too (a chat hook's path is its secret)."""
     parts = urlsplit(url if "//" in url else f"//{url}")  # "u:p@host:11434" has no scheme
-    if "@" in parts.path:  # a password with "/" in it, not encoded: show no more than the scheme
+    if "@" not in parts.netloc and "@" in f"{parts.path}?{parts.query}#{parts.fragment}":
+        # A password with "/", "?" or "#" in it, not encoded: the parts after the host hold the
+        # rest of it (a QA pass saw "u:S3cr" shown). No more than the scheme is shown.
         return f"{parts.scheme or 'a'} URL (not shown: it looks like it holds a password)"
     host = parts.netloc.rpartition("@")[2]
     rest = parts.path if path else ("/…" if parts.path.strip("/") else "")
@@ -97,12 +100,35 @@ def _decoded(url: str, status: int, content: bytes, *, vectors: bool = False) ->
     return body
 
 
+def valid_url(url: str) -> str:
+    """The URL as it is, or ProviderError when no request can be made of it (an unencoded "#" or
+    "?" in its password cuts the host short, and a port is then read from the password: the
+    parser's own message would quote it)."""
+    if not _parses(url):
+        raise ProviderError(
+            f"{shown_url(url)} is not a valid URL (a password holding /, ?, # or @ must be "
+            "percent-encoded)"
+        )
+    return url
+
+
+@functools.lru_cache(maxsize=64)  # a job posts to the same few URLs: parsed once each
+def _parses(url: str) -> bool:
+    try:
+        urlsplit(url).port  # noqa: B018 - raises ValueError for a port that is no number
+        httpx.URL(url)
+    except (ValueError, httpx.InvalidURL):
+        return False
+    return True
+
+
 def post_json(
     url: str, payload: dict, *, timeout: float, headers: dict | None = None, vectors: bool = False
 ) -> dict:
     """POST JSON and return the decoded object, turning every failure into ProviderError
     (`vectors`: the answer is an embedding call's)."""
     ensure_outside_transaction(f"POST {shown_url(url)}")
+    valid_url(url)
     try:
         response = _client().post(url, json=payload, timeout=timeout, headers=headers)
     except httpx.TimeoutException as exc:
@@ -377,6 +403,8 @@ def post_json_each(
     if not posts:
         return
     ensure_outside_transaction(f"POST {shown_url(posts[0].url)}")  # the caller's may hold one
+    for post in posts:
+        valid_url(post.url)
     shared = _loop()
     answers: queue.SimpleQueue = queue.SimpleQueue()
     batch = shared.post_all(posts, lane, parallel, answers)
@@ -408,6 +436,7 @@ def post_notice(url: str, payload: dict, *, timeout: float) -> int:
     ProviderError when it times out, is unreachable or answers 4xx/5xx. The body is not read."""
     hook = shown_url(url, path=False)
     ensure_outside_transaction(f"POST {hook}")
+    valid_url(url)
     try:
         response = _client().post(url, json=payload, timeout=timeout)
     except httpx.TimeoutException as exc:
@@ -429,8 +458,9 @@ def reachable(url: str, *, max_age: float = 30.0) -> bool:
     if cached and time.monotonic() - cached[0] < max_age:
         return cached[1]
     try:
+        valid_url(url)
         ok = _client().get(url, timeout=settings.MEMORY_PROBE_TIMEOUT_SECONDS).is_success
-    except httpx.HTTPError:
+    except (httpx.HTTPError, ProviderError):  # an invalid URL answers no probe (it killed it)
         ok = False
     _probe_cache[url] = (time.monotonic(), ok)
     return ok
