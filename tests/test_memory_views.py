@@ -645,3 +645,23 @@ def test_the_detail_uses_a_fixed_number_of_queries(reviewer_client, hx):
     assert MemoryHistory.objects.filter(memory_id=raw.id).count() > 30
     assert _count_queries(reviewer_client, detail_url(raw)) == small
     assert _count_queries(reviewer_client, detail_url(raw), **hx) == small_hx
+
+
+def test_names_and_prompts_holding_a_right_to_left_override_show_it_and_do_not_obey_it(
+    reviewer_client,
+):
+    """Found by a QA pass: an RLO in changedBy, who, why or an agent id reached the pages raw,
+    where it reversed the "via <token>" that followed it."""
+    from memory.writes import Actor, modify, remember
+
+    sly = "cb \u202eRTL"
+    memory = remember(
+        "Kenji deploys billing-api on Fridays.",
+        actor=Actor("agent-one", "agent"),
+        who=sly,
+        why=sly,
+        agent_id="ops\u202e",
+    ).memory
+    modify(memory.id, {"tags": ["deploy"]}, actor=Actor(f"{sly} via rita-cli"), reason="tag it")
+    page = reviewer_client.get(f"/memories/{memory.id}/").content.decode()
+    assert "\u202e" not in page and page.count("hidden character U+202E") >= 4
