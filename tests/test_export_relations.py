@@ -15,16 +15,11 @@ from api.auth import create_token
 from memory import export
 from memory.models import Entity, Relation
 from memory.writes import Actor, Triple, forget, remember
+from tests.test_export_import import export_records
 
 pytestmark = pytest.mark.django_db
 
 AGENT = Actor("agent-one", "agent")
-
-
-def export_lines(*flags: str) -> list[dict]:
-    out = io.StringIO()
-    call_command("export", *flags, stdout=out, stderr=io.StringIO())
-    return [json.loads(line) for line in out.getvalue().splitlines()]
 
 
 def relations_of(records: list[dict]) -> list[tuple[str, str, str, str]]:
@@ -76,7 +71,7 @@ def test_an_export_ends_with_the_relations_of_its_agents_entities_with_names_typ
     told("Kenji deploys billing-api on Fridays.", "Kenji", "deploys", "billing-api")
     told("Kenji deploys billing-api with Terraform.", "Kenji", "deploys", "billing-api")
     told("Rita owns the ops runbook.", "Rita", "owns", "ops runbook", agent="ops")
-    records = export_lines()
+    records = export_records()
     kenji = next(r for r in records if r.get("kind") == export.RELATION and r["source"] == "Kenji")
     assert kenji["sourceType"] == "person" and kenji["targetType"] == "service"
     assert kenji["mentions"] == 2 and kenji["confidence"] == pytest.approx(0.9)
@@ -86,15 +81,17 @@ def test_an_export_ends_with_the_relations_of_its_agents_entities_with_names_typ
         ("ops", "Rita", "owns", "ops runbook"),
     ]
     assert all("kind" not in r for r in records[1:4])  # the three memories first
-    assert relations_of(export_lines("--agent", "ops")) == [("ops", "Rita", "owns", "ops runbook")]
+    assert relations_of(export_records("--agent", "ops")) == [
+        ("ops", "Rita", "owns", "ops runbook")
+    ]
 
 
 def test_a_relation_only_forgotten_memories_name_comes_only_with_forgotten_memories():
     told("Kenji deploys billing-api.", "Kenji", "deploys", "billing-api")
     gone = told("Priya owns the search index.", "Priya", "owns", "search index")
     forget(gone.id, actor=AGENT, reason="she moved teams")
-    assert relations_of(export_lines()) == [("default", "Kenji", "deploys", "billing-api")]
-    assert relations_of(export_lines("--include-deleted")) == [
+    assert relations_of(export_records()) == [("default", "Kenji", "deploys", "billing-api")]
+    assert relations_of(export_records("--include-deleted")) == [
         ("default", "Kenji", "deploys", "billing-api"),
         ("default", "Priya", "owns", "search index"),
     ]
@@ -223,9 +220,9 @@ def test_a_relation_only_a_forgotten_memory_stated_between_names_others_mention_
     told("The search index is rebuilt nightly.", "search index", "rebuilt", "nightly")
     gone = told("Priya owns the search index.", "Priya", "owns", "search index")
     forget(gone.id, actor=AGENT, reason="wrong")
-    assert ("default", "Priya", "owns", "search index") not in relations_of(export_lines())
+    assert ("default", "Priya", "owns", "search index") not in relations_of(export_records())
     assert ("default", "Priya", "owns", "search index") in relations_of(
-        export_lines("--include-deleted")
+        export_records("--include-deleted")
     )
 
 
@@ -234,7 +231,7 @@ def test_a_relation_naming_what_an_erasure_left_is_not_exported():
     Entity.objects.filter(canonical_name="alice smith").update(
         name="[redacted:pii]", canonical_name="[redacted:pii]"
     )
-    assert relations_of(export_lines()) == []
+    assert relations_of(export_records()) == []
 
 
 def test_a_bad_relation_line_is_refused_by_its_field_and_writes_nothing(tmp_path):

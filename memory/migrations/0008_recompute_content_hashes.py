@@ -139,6 +139,13 @@ def _settle(m, memory, stats: dict, at, keeper_first=_oldest_first) -> None:
 
 def recompute_content_hashes(apps, schema_editor=None) -> dict:
     """Recompute every memory's hash in id order, CHUNK rows at a time; returns the counts."""
+    return rehash(apps, {}, _oldest_first)
+
+
+def rehash(apps, only: dict, keeper_first) -> dict:
+    """Settle every memory matching `only` (filter keywords) whose stored normalized content or
+    hash is not today's, in id order, CHUNK rows at a time, keeping of two the one that sorts
+    first by `keeper_first` (0015 reruns it on its own terms)."""
     m = _models(apps)
     stats = {"rehashed": 0, "merged": 0}
     at = timezone.now()
@@ -146,19 +153,20 @@ def recompute_content_hashes(apps, schema_editor=None) -> dict:
     while True:
         chunk = list(
             m["Memory"]
-            .objects.filter(id__gt=last)
+            .objects.filter(id__gt=last, **only)
             .order_by("id")
-            .only("id", "content", "normalized_content", "content_hash")[:CHUNK]
+            .values_list("id", "content", "normalized_content", "content_hash")[:CHUNK]
         )
         if not chunk:
             return stats
-        last = chunk[-1].id
-        for row in chunk:
-            new = normalize(row.content)
-            if row.content_hash == new.hash and row.normalized_content == new.normalized:
+        last = chunk[-1][0]
+        for memory_id, content, normalized, content_hash in chunk:
+            new = normalize(content)
+            if content_hash == new.hash and normalized == new.normalized:
                 continue  # the common case costs no query
             # Read again: an earlier row's merge or move may have changed this one.
-            _settle(m, m["Memory"].objects.get(id=row.id), stats, at)
+            memory = m["Memory"].objects.get(id=memory_id)
+            _settle(m, memory, stats, at, keeper_first)
 
 
 class Migration(migrations.Migration):

@@ -12,9 +12,6 @@ import importlib
 from django.db import migrations
 from django.utils import timezone
 
-from memory.content import normalize
-
-CHUNK = 1000
 _REHASH = importlib.import_module("memory.migrations.0008_recompute_content_hashes")
 
 
@@ -28,27 +25,7 @@ def _keeper_first(now):
 
 def rehash_blank_characters(apps, schema_editor=None) -> dict:
     """Settle every memory (not purged) whose stored hash is not today's, in id order."""
-    m = _REHASH._models(apps)
-    stats = {"rehashed": 0, "merged": 0}
-    at = timezone.now()
-    last = ""
-    while True:
-        chunk = list(
-            m["Memory"]
-            .objects.filter(id__gt=last, purged_at__isnull=True)
-            .order_by("id")
-            .values_list("id", "content", "normalized_content", "content_hash")[:CHUNK]
-        )
-        if not chunk:
-            return stats
-        last = chunk[-1][0]
-        for memory_id, content, normalized, content_hash in chunk:
-            new = normalize(content)
-            if content_hash == new.hash and normalized == new.normalized:
-                continue  # the common case costs no query
-            # Read again: an earlier row's merge or move may have changed this one.
-            memory = m["Memory"].objects.get(id=memory_id)
-            _REHASH._settle(m, memory, stats, at, _keeper_first(at))
+    return _REHASH.rehash(apps, {"purged_at__isnull": True}, _keeper_first(timezone.now()))
 
 
 class Migration(migrations.Migration):
