@@ -322,7 +322,7 @@ def _mention(new: list[Prepared], *, at) -> None:
     no row for is created): all counted in one pass over the entity rows, in id order."""
     named_by_agent: dict[str, dict[str, tuple[str, str]]] = {}
     for one in new:
-        for mention in one.item.mentions or []:
+        for mention in _named(one.item):
             named_by_agent.setdefault(one.memory.agent_id, {}).setdefault(
                 linker.canonical_name(mention.name),
                 (" ".join(mention.name.split()), mention.type or "unknown"),
@@ -337,9 +337,16 @@ def _mention(new: list[Prepared], *, at) -> None:
     for one in new:
         rows += one.linked
         seen: set[int] = set()
-        for mention in one.item.mentions or []:
+        for mention in _named(one.item):
             pk = ids[(one.memory.agent_id, linker.canonical_name(mention.name))]
             if pk not in seen:
                 seen.add(pk)
                 rows.append(mention_row(one.memory.id, pk, mention.text, mention.confidence, at=at))
     write_mentions(rows, at=at, retyped=retyped)
+
+
+def _named(item: Incoming) -> list[Mention]:
+    """The file's mentions of the item that name someone: not a name an erasure left
+    (`[redacted:pii]` stands for different people; linking by it would join them, as
+    memory.graph refuses for a remember's triples)."""
+    return [m for m in item.mentions or [] if not linker.is_erasure_marker(m.name)]

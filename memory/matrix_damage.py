@@ -54,6 +54,7 @@ def newest(own: dict, folder: Path) -> dict:
 def _moment(written: str | None) -> datetime:
     """A damage's moment for comparing (as strings, "...:04Z" sorted after "...:04.5Z")."""
     try:
-        return datetime.fromisoformat(written) if written else datetime.min.replace(tzinfo=UTC)
-    except ValueError:
+        moment = datetime.fromisoformat(written)
+    except (TypeError, ValueError):  # none, or a record file edited by hand
         return datetime.min.replace(tzinfo=UTC)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

@@ -70,3 +70,11 @@ def _live_tokens_held_by(username: str) -> list[str]:
             "name", flat=True
         )
     )
+
+
+def name_asserts(name: str) -> bool:
+    """Whether a reviewer of this name writes a person's words: a dashboard user or a token a
+    person holds does; a token no person holds (reviewing under its own name) only with the
+    `assert` scope (or `admin`, which has every scope)."""
+    tokens = ApiToken.objects.filter(name=name, owner="").values_list("scopes", flat=True)
+    return all({"assert", "admin"} & set(scopes or []) for scopes in tokens)

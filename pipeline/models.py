@@ -221,7 +221,8 @@ class Proposal(models.Model):
         return f"{self.action.upper()} {self.fact_content[:60]} ({self.status})"
 
     def save(self, *args, **kwargs):
-        self.risk = RISK_OF.get(self.action, 3)
+        # A flagged NONE is as risky as the UPDATE it may become (as the job's write ranks it).
+        self.risk = RISK_OF.get(Action.UPDATE if self.contradicting_none else self.action, 3)
         super().save(*args, **kwargs)
 
     @property

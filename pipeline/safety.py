@@ -26,6 +26,11 @@ HIDDEN_CHARS = {
     "\u2068": "FSI",
     "\u2069": "PDI",
     "\u00ad": "SHY",
+    "\u200e": "LRM",
+    "\u200f": "RLM",
+    "\u061c": "ALM",
+    # The tag characters, which carry hidden ASCII past a reader.
+    **{chr(code): "TAG" for code in range(0xE0000, 0xE0080)},
 }
 
 

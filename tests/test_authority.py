@@ -294,3 +294,26 @@ def test_a_text_edited_through_a_token_no_person_holds_is_a_persons_only_with_as
     assert approved.status_code == 200, approved.json()
     memory_id = approved.json()["createdMemoryId"]
     assert Memory.objects.get(id=memory_id).asserted_by == authority
+
+
+@pytest.mark.parametrize("first_is_the_bot", [True, False], ids=["bot-first", "person-first"])
+def test_under_the_two_person_rule_the_text_is_asserted_by_whoever_wrote_it(
+    fake_ollama, store, first_is_the_bot
+):
+    # A second review: the authority followed the second approver, so a token without `assert`
+    # wrote the text and a person's second approval made it a person's (and the reverse).
+    from tests.pipeline_support import configure
+
+    configure(review__destructiveApprovals=2)
+    Memory.objects.filter(id=store.postgres.id).update(asserted_by="person")  # needs two
+    four_decisions(fake_ollama, store)
+    proposals = run_job()
+    create_token("bot", scopes=["review"])
+    bot = Actor("bot", asserts=False)  # as the API builds a token no person holds
+    text = UPDATE_FACT + " (the first approver's own words)"
+    first, second = (bot, DANA) if first_is_the_bot else (DANA, bot)
+    review.approve(proposals["update"].id, first, content=text)
+    review.approve(proposals["update"].id, second)
+    memory = Memory.objects.get(id=store.postgres.id)
+    assert memory.content == text
+    assert memory.asserted_by == ("agent" if first_is_the_bot else "person")

@@ -263,3 +263,20 @@ def test_a_bad_relation_line_is_refused_by_its_field_and_writes_nothing(tmp_path
     ]
     assert "0 imported, 0 deduplicated, 7 refused of 7 items." in out
     assert not Relation.objects.exists() and not Entity.objects.exists()
+
+
+def test_an_imported_mention_of_what_an_erasure_left_links_no_one(tmp_path):
+    # A second review: two memories mentioning "[redacted:pii]" were linked to one entity,
+    # joining the different people the marker stands for.
+    path = tmp_path / "marked.jsonl"
+    write_lines(
+        path,
+        [
+            HEADER,
+            memory_line("[redacted:pii] owns billing-api.", "[redacted:pii]", "billing-api"),
+            memory_line("[redacted:pii] runs payroll.", "[redacted:pii]"),
+        ],
+    )
+    out, err = run_import(path)
+    assert err == "" and "2 imported" in out
+    assert list(Entity.objects.values_list("canonical_name", flat=True)) == ["billing-api"]

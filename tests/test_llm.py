@@ -180,6 +180,10 @@ def test_a_schema_ignoring_reply_is_returned_as_is_for_the_tolerant_parser(fake_
         # A "#" or "?" in the password cut the host short: "http://u:S3cr" was shown.
         ("http://u:S3cr#etPw@127.0.0.1:11434", "http URL (not shown", "http URL (not shown"),
         ("http://u:S3cr?etPw@127.0.0.1:11434/x", "http URL (not shown", "http URL (not shown"),
+        # An "@" in the password too: "ss/word@127.0.0.1:9" was shown (a second review).
+        ("http://u:S3@cr/word@127.0.0.1:9", "http URL (not shown", "http URL (not shown"),
+        ("http://u:S3@cr#word@127.0.0.1:9", "http URL (not shown", "http URL (not shown"),
+        ("http://u:1234?S3cr@127.0.0.1:9/x", "http URL (not shown", "http URL (not shown"),
     ],
 )
 def test_a_url_in_an_error_text_shows_no_user_password_or_token(url, shown, hook):
@@ -193,10 +197,19 @@ def test_a_url_in_an_error_text_shows_no_user_password_or_token(url, shown, hook
 
 def test_a_url_no_request_can_be_made_of_is_a_provider_error_quoting_no_part_of_it(settings):
     """Found by a QA pass: an unencoded "#" in a password made the parser read a port from it,
-    and its message ("Invalid port: 'S3cr'") reached the health probe's log and the digest."""
+    and its message ("Invalid port: 'S3cr'") reached the health probe's log and the digest; a
+    password with an "@" sent the request to a piece of itself as its host."""
+    for url in (
+        "http://ollama:S3cr#etPw@127.0.0.1:11434/api/chat",
+        "http://ollama:pa@S3cr/word@127.0.0.1:11434/api/chat",  # would go to host "S3cr"
+        "http://ollama:1234?S3cr@127.0.0.1:11434/api/chat",  # would go to host "ollama"
+    ):
+        _refused_quoting_nothing(url)
+
+
+def _refused_quoting_nothing(url):
     from pipeline.llm.transport import ProviderError, post_json, post_notice, reachable
 
-    url = "http://ollama:S3cr#etPw@127.0.0.1:11434/api/chat"
     for call in (
         lambda: post_json(url, {}, timeout=1),
         lambda: post_notice(url, {}, timeout=1),

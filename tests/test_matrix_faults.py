@@ -6,6 +6,7 @@ vectors, and where no file can be written the search runs exactly on sqlite-vec,
 A search that reads a truncated mapping dies of SIGBUS, so those searches run in a forked child and
 the test reads how it ended."""
 
+import json
 import os
 import resource
 import signal
@@ -276,3 +277,13 @@ def test_a_stored_vector_of_another_width_is_never_read_into_its_neighbours_rows
     Embedding.objects.filter(id=long).update(vector=vector_to_blob(np.append(unit[4], 0.5)))
     with connection.cursor() as cursor, pytest.raises(ValueError):
         matrix.INDEX._fetch(cursor, ids[[2, 3, 4, 5]], "m1", DIMS)
+
+
+def test_a_record_file_edited_by_hand_never_breaks_the_health_report(folder, client, ingest_auth):
+    # A second review: a moment without a zone, or no string, in the shared record answered 500.
+    matrix.STATE.update(lastDamage="x", damagedAt="2026-12-07T21:00:00.5Z", rebuilds=1)
+    folder.mkdir(parents=True, exist_ok=True)
+    for moment in ("2026-12-07T21:00:00", 5):
+        record = {"lastDamage": "cut", "damagedAt": moment, "rebuilds": 1}
+        (folder / "last-damage.json").write_text(json.dumps(record))
+        assert client.get("/api/health", **ingest_auth).status_code == 200

@@ -307,3 +307,22 @@ def test_a_purge_erases_a_vector_an_old_version_left_under_its_hash_before_0015(
     )
     assert receipt.verified
     assert not Embedding.objects.filter(content_hash=old_hash).exists()
+
+
+@pytest.mark.django_db
+def test_the_blank_character_rehash_says_its_own_rule_in_the_merge_audit():
+    import importlib
+
+    from django.apps import apps
+    from django.utils import timezone
+
+    from memory.models import Memory, MemoryHistory
+
+    expired = _as_before_0015("Ship it on Fridays \u2764", minutes=0)
+    kept = _as_before_0015("Ship it on Fridays \u2764\ufe0f", minutes=1)
+    Memory.objects.filter(id=expired.id).update(expires_at=timezone.now())
+    module = importlib.import_module("memory.migrations.0015_rehash_blank_characters")
+    module.rehash_blank_characters(apps, None)
+    audit = MemoryHistory.objects.get(memory_id=expired.id, event="deleted")
+    assert kept.id in audit.reason and "the copy recall finds is kept" in audit.reason
+    assert "oldest copy is kept" not in audit.reason

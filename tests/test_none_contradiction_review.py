@@ -190,3 +190,30 @@ def test_the_workbench_link_opens_its_card_even_behind_a_page_of_older_ones(
     asked = reviewer_client.get(f"/contradictions/?card={flagged_none.id}").content.decode()
     assert f'id="c-{flagged_none.id}"' in asked and 'data-testid="one-card"' in asked
     assert asked.count('class="card contradiction"') == 1
+
+
+def test_apply_to_the_current_version_completes_a_round_with_what_the_first_approved(
+    flagged_none,
+):
+    # A second review: a first approval "Delete the old one" under the two-person rule, then a
+    # re-decide with no action, was refused as differing (it was turned into a Replace).
+    from tests.pipeline_support import configure
+
+    configure(review__destructiveApprovals=2)
+    review.decide(flagged_none.id, RITA, "delete_old")  # the first of two
+    decided = review.approve(flagged_none.id, Actor("sam", "operator"), redecide=True)
+    assert (decided.status, decided.applied_as) == ("applied", "delete")
+    assert Memory.objects.get(id=flagged_none.target_memory_id).is_deleted
+
+
+def test_a_flagged_none_saved_again_keeps_its_rank_and_a_gone_card_says_where_it_went(
+    reviewer_client, flagged_none
+):
+    from pipeline.models import RISK_OF
+
+    flagged_none.save()
+    assert flagged_none.risk == RISK_OF["update"]
+    review.decide(flagged_none.id, RITA, "reject", reason="still on 14")
+    page = reviewer_client.get(f"/contradictions/?card={flagged_none.id}").content.decode()
+    assert "waits here no more" in page and f"/proposals/{flagged_none.id}/" in page
+    assert "No contradictions waiting" not in page

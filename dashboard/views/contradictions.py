@@ -30,7 +30,7 @@ def contradictions(request):
         # run oldest first, and its card may be on none of the first.
         flagged = flagged.filter(id=card)
     context = {
-        "one_card": bool(card),
+        "one_card": card,
         # Keyset pages: resolving cards never pushes the next page's first card out of sight.
         "page": cursor_page(
             flagged,

@@ -24,7 +24,9 @@ def _models(apps):
     }
 
 
-def _forget_duplicate(m, duplicate, keeper, *, old_hash: str, new_hash: str, at) -> None:
+def _forget_duplicate(
+    m, duplicate, keeper, *, old_hash: str, new_hash: str, at, kept: str = "the oldest copy is kept"
+) -> None:
     """Soft-delete `duplicate` the way memory.writes.forget_in_transaction does, by the system."""
     row = model_to_dict(duplicate)
     row.update(id=duplicate.id, created_at=duplicate.created_at, updated_at=duplicate.updated_at)
@@ -72,7 +74,7 @@ def _forget_duplicate(m, duplicate, keeper, *, old_hash: str, new_hash: str, at)
         actor_type="system",
         reason=(
             f"duplicate of memory {keeper.id} once content hashes were recomputed "
-            "(normalisation upgrade): the oldest copy is kept"
+            f"(normalisation upgrade): {kept}"
         ),
         metadata={
             "force": True,
@@ -98,6 +100,9 @@ def _rekey_embedding(m, old_hash: str, new_hash: str) -> None:
 
 def _oldest_first(row):
     return (row.created_at, row.id)
+
+
+_oldest_first.kept = "the oldest copy is kept"  # what the merge's audit says of its rule
 
 
 def _settle(m, memory, stats: dict, at, keeper_first=_oldest_first) -> None:
@@ -130,6 +135,7 @@ def _settle(m, memory, stats: dict, at, keeper_first=_oldest_first) -> None:
             old_hash=old_hash if duplicate is memory else duplicate.content_hash,
             new_hash=new.hash,
             at=at,
+            kept=keeper_first.kept,
         )
         stats["merged"] += 1
     memories.filter(id=memory.id).update(normalized_content=new.normalized, content_hash=new.hash)

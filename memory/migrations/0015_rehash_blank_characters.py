@@ -20,6 +20,9 @@ def _keeper_first(now):
         expired = row.expires_at is not None and row.expires_at <= now
         return (expired, not row.pinned, row.asserted_by != "person", row.created_at, row.id)
 
+    key.kept = (
+        "the copy recall finds is kept (not expired, then pinned, then a person's, then the oldest)"
+    )
     return key
 
 

@@ -72,14 +72,18 @@ def shown_url(url: str, *, path: bool = True) -> str:
     user or password and without its query (tokens live there); with `path` False without its
     path too (a chat hook's path is its secret)."""
     parts = urlsplit(url if "//" in url else f"//{url}")  # "u:p@host:11434" has no scheme
-    if "@" not in parts.netloc and "@" in f"{parts.path}?{parts.query}#{parts.fragment}":
-        # A password with "/", "?" or "#" in it, not encoded: the parts after the host hold the
-        # rest of it (a QA pass saw "u:S3cr" shown). No more than the scheme is shown.
+    if _password_spills(parts):
         return f"{parts.scheme or 'a'} URL (not shown: it looks like it holds a password)"
     host = parts.netloc.rpartition("@")[2]
     rest = parts.path if path else ("/…" if parts.path.strip("/") else "")
     scheme = f"{parts.scheme}://" if parts.scheme else ""
     return f"{scheme}{host}{rest}" + ("?…" if parts.query else "")
+
+
+def _password_spills(parts) -> bool:
+    """Whether a password with "/", "?", "#" or "@" in it, not encoded, runs past the host part:
+    an "@" after it (a QA pass saw "u:S3cr", a review "ss/word@host" of "pa@ss/word", shown)."""
+    return "@" in f"{parts.path}?{parts.query}#{parts.fragment}"
 
 
 def _decoded(url: str, status: int, content: bytes, *, vectors: bool = False) -> dict:
@@ -115,11 +119,13 @@ def valid_url(url: str) -> str:
 @functools.lru_cache(maxsize=64)  # a job posts to the same few URLs: parsed once each
 def _parses(url: str) -> bool:
     try:
-        urlsplit(url).port  # noqa: B018 - raises ValueError for a port that is no number
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is no number
         httpx.URL(url)
     except (ValueError, httpx.InvalidURL):
         return False
-    return True
+    # Its host would be a piece of the password ("u:pa@ss/word@host" goes to "ss").
+    return not _password_spills(parts)
 
 
 def post_json(

@@ -5,6 +5,7 @@ callers still reach both here)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -14,6 +15,7 @@ from django.utils import timezone
 from memory import writes
 from memory.content import normalize
 from memory.models import Memory
+from memory.reviewer_names import name_asserts
 from memory.writes import Actor, Refused, Vector, audit
 from pipeline import claims
 from pipeline.approvals import needs_two
@@ -66,15 +68,15 @@ def approve(
     them side by side. Changing or deleting a pinned target needs `force`, the reviewer's
     explicit confirmation.
     """
-    # A stale target or raw memory is recorded (the proposal marked stale, audited, committed)
-    # before refusing.
+    # A stale target or raw memory is recorded (marked stale, audited, committed) before refusing.
     stale_refusal = status = None
     with transaction.atomic():
         proposal, config = _locked_for_approval(proposal_id, redecide, reviewer)
-        action = _redecided(proposal, redecide, action)
         now = timezone.now()
         first = _open_round(proposal, redecide, reviewer, now)
+        action = _redecided(proposal, redecide, action, first)
         action, content = _as_approved(proposal, first, config, reviewer, action, content)
+        writer = _text_writer(reviewer, first)
         effective = action or proposal.action
         if effective not in {"add", "update", "delete"}:
             raise Refused("invalid_action", _unapprovable(proposal, effective))
@@ -94,7 +96,7 @@ def approve(
         if (refusal := source_refusal(proposal, source)) is not None:
             stale_refusal = _mark_stale(proposal, refusal, source, reviewer, note, now)
         elif effective == "add":
-            status = _approve_add(proposal, text, reviewer, vector, note, now)
+            status = _approve_add(proposal, text, writer, vector, note, now)
         elif (refusal := target_refusal(proposal, target, force)) is not None and refusal.stale:
             stale_refusal = _mark_stale(proposal, refusal, target, reviewer, note, now)
         elif refusal is not None:
@@ -113,7 +115,7 @@ def approve(
         ):
             # The holder read once: the rule and the write see the same store.
             effective = _approve_change(
-                proposal, target, effective, text, holder, reviewer, vector, note, now, extra
+                proposal, target, effective, text, holder, writer, vector, note, now, extra
             )
             status = ProposalStatus.APPLIED
         if status is not None:
@@ -129,10 +131,18 @@ def approve(
     return decided
 
 
-def _redecided(proposal: Proposal, redecide: bool, action: str | None) -> str | None:
+def _text_writer(reviewer: Actor, first) -> Actor:
+    """Who the applied text is asserted by: whoever wrote it, the first approver when this
+    approval completes a round (a review: a token without `assert` gave the text, a person the
+    second approval, and the memory was a person's)."""
+    return replace(reviewer, asserts=name_asserts(first.by)) if first is not None else reviewer
+
+
+def _redecided(proposal: Proposal, redecide: bool, action: str | None, first) -> str | None:
     """ "Apply to the current version" of a flagged NONE is its Replace, on the memory as it is
-    now (a review: a stale one could only be rejected); any other approval's action as given."""
-    if redecide and action is None and proposal.contradicting_none:
+    now (a review: a stale one could only be rejected), unless it completes a round (then what
+    the first approved); any other approval's action as given."""
+    if redecide and action is None and first is None and proposal.contradicting_none:
         return "update"
     return action
 
