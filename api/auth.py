@@ -74,14 +74,24 @@ def create_token(
 
 def _holder_may(owner: str, scopes: list[str]) -> None:
     """Refuse a scope its holder's dashboard role does not allow (HOLDER_ROLE)."""
-    role = role_of_user_named(owner)
     for scope in scopes:
-        needed = HOLDER_ROLE.get(scope)
-        if needed is not None and (role is None or ROLE_ORDER[role] < ROLE_ORDER[needed]):
+        if (short := _role_short_of(owner, scope)) is not None:
+            role, needed = short
             raise ValueError(
                 f"{owner!r} is a {role} in the dashboard: a token they hold may not have the "
                 f"'{scope}' scope (it needs a {needed}); give them that role first"
             )
+
+
+def _role_short_of(owner: str, scope: str | None) -> tuple[str | None, str] | None:
+    """(the holder's role, the role the scope needs) when the holder's is short of it."""
+    needed = HOLDER_ROLE.get(scope)
+    if needed is None:
+        return None
+    role = role_of_user_named(owner)
+    if role is not None and ROLE_ORDER[role] >= ROLE_ORDER[needed]:
+        return None
+    return role, needed
 
 
 def _owner_username(owner: str | None) -> str:
@@ -205,12 +215,10 @@ def scope_refusal(token: ApiToken, scope: str | None) -> str | None:
     """Why the token may not act in `scope` (the 403's message), or None when it may."""
     if not has_scope(token, scope):
         return f"this token lacks the '{scope}' scope"
-    needed = HOLDER_ROLE.get(scope) if token.owner else None
-    if needed is None:
+    short = _role_short_of(token.owner, scope) if token.owner else None
+    if short is None:
         return None
-    role = role_of_user_named(token.owner)
-    if role is not None and ROLE_ORDER[role] >= ROLE_ORDER[needed]:
-        return None
+    role, needed = short
     return (
         f"this token is held by {token.owner!r}, who is a {role or 'former user'} in the "
         f"dashboard: its '{scope}' scope acts only while its holder is a {needed} there"

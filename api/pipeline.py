@@ -8,13 +8,14 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import JsonResponse
 
-from api.auth import has_scope, only_agent
+from api.auth import only_agent
 from api.http import MAX_INT, BadRequest, api, bool_param, json_body, no_misspelt_fields, optional
 from api.memory_service import require_agent, require_every_agent
 from api.serializers import approvals_json, job_json, proposal_json
 from memory.content import is_effectively_empty
 from memory.models import ActorType, Job
 from memory.moments import iso
+from memory.reviewer_names import token_asserts
 from memory.writes import Actor, Refused
 from pipeline import review
 from pipeline.config import ConfigError, config_json, get_config, mode_of
@@ -92,8 +93,7 @@ def _reviewer(request) -> Actor:
     """The token's reviewer; its edited text is a person's words only when a person holds the
     token or it has the `assert` scope (as for remember's assertedBy)."""
     token = request.api_token
-    asserts = bool(token.owner) or has_scope(token, "assert")
-    return Actor(token.reviewer_name, ActorType.OPERATOR, asserts=asserts)
+    return Actor(token.reviewer_name, ActorType.OPERATOR, asserts=token_asserts(token))
 
 
 @api(("POST",), "review")

@@ -55,13 +55,17 @@ def normalize(text: str) -> NormalizedContent:
     """storage = trim + collapse whitespace; normalized = visible text, lowercase, minus a trailing
     .,!?;: run (or the whole visible text when only punctuation is left); hash = its SHA-256."""
     storage = _WHITESPACE.sub(" ", text).strip()
-    comparable = _comparable(storage)
-    basis = _TRAILING_PUNCTUATION.sub("", comparable).strip() or comparable
-    return NormalizedContent(
-        storage=storage,
-        normalized=basis,
-        hash=hashlib.sha256(basis.encode("utf-8")).hexdigest(),
-    )
+    basis = _basis(_comparable(storage))
+    return NormalizedContent(storage=storage, normalized=basis, hash=_digest(basis))
+
+
+def _basis(comparable: str) -> str:
+    """The comparable text minus a trailing .,!?;: run (or whole, when only that is left)."""
+    return _TRAILING_PUNCTUATION.sub("", comparable).strip() or comparable
+
+
+def _digest(basis: str) -> str:
+    return hashlib.sha256(basis.encode("utf-8")).hexdigest()
 
 
 def hashes_ever(text: str) -> set[str]:
@@ -73,11 +77,7 @@ def hashes_ever(text: str) -> set[str]:
     storage = _WHITESPACE.sub(" ", text).strip()
     before_0015 = _WHITESPACE.sub(" ", visible_text(storage)).strip().lower()
     before_0008 = storage.lower()
-    found = {normalize(text).hash}
-    for comparable in (before_0015, before_0008):
-        basis = _TRAILING_PUNCTUATION.sub("", comparable).strip() or comparable
-        found.add(hashlib.sha256(basis.encode("utf-8")).hexdigest())
-    return found
+    return {normalize(text).hash} | {_digest(_basis(c)) for c in (before_0015, before_0008)}
 
 
 def is_effectively_empty(text: str) -> bool:

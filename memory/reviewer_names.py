@@ -72,9 +72,13 @@ def _live_tokens_held_by(username: str) -> list[str]:
     )
 
 
+def token_asserts(token: ApiToken) -> bool:
+    """Whether a token's reviews write a person's words: a token a person holds does; one no
+    person holds only with the `assert` scope (or `admin`, which has every scope)."""
+    return bool(token.owner) or bool({"assert", "admin"} & set(token.scopes or []))
+
+
 def name_asserts(name: str) -> bool:
-    """Whether a reviewer of this name writes a person's words: a dashboard user or a token a
-    person holds does; a token no person holds (reviewing under its own name) only with the
-    `assert` scope (or `admin`, which has every scope)."""
-    tokens = ApiToken.objects.filter(name=name, owner="").values_list("scopes", flat=True)
-    return all({"assert", "admin"} & set(scopes or []) for scopes in tokens)
+    """token_asserts for a reviewer known by name (an approval's): a dashboard user does, a
+    token no person holds, reviewing under its own name, as its scopes say."""
+    return all(token_asserts(t) for t in ApiToken.objects.filter(name=name, owner=""))

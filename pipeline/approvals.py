@@ -83,11 +83,12 @@ def check_rename(reviewer: str) -> None:
     reviewers by name). ValueError with a sentence for the admin."""
     waiting = Approval.objects.filter(by=reviewer, outcome=ApprovalOutcome.OPEN).count()
     if waiting:
+        which = "proposal that waits" if waiting == 1 else "proposals that wait"
         raise ValueError(
-            f"{reviewer!r} gave the first of two approvals to {waiting} proposal"
-            f"{' that waits' if waiting == 1 else 's that wait'} for a second reviewer: renamed, they would "
-            "count as another reviewer and could give the second. Ask them to withdraw those "
-            "approvals (or let another reviewer decide them), or keep the name."
+            f"{reviewer!r} gave the first of two approvals to {waiting} {which} for a second "
+            "reviewer: renamed, they would count as another reviewer and could give the second. "
+            "Ask them to withdraw those approvals (or let another reviewer decide them), or keep "
+            "the name."
         )
 
 

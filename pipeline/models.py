@@ -87,6 +87,13 @@ class Action(models.TextChoices):
 SOURCE_CHANGED = "source_changed"
 
 RISK_OF = {Action.DELETE: 0, Action.UPDATE: 1, Action.ADD: 2, Action.NONE: 3}
+
+
+def risk_of(action: str, review_needed: bool) -> int:
+    """Queue rank, riskiest first; a flagged NONE ranks as the UPDATE it may become."""
+    return RISK_OF.get(Action.UPDATE if action == Action.NONE and review_needed else action, 3)
+
+
 DESTRUCTIVE = frozenset({Action.UPDATE, Action.DELETE})
 
 # What a reviewer may still do with a proposal, by its status (DESIGN section 7): approve a pending
@@ -221,8 +228,7 @@ class Proposal(models.Model):
         return f"{self.action.upper()} {self.fact_content[:60]} ({self.status})"
 
     def save(self, *args, **kwargs):
-        # A flagged NONE is as risky as the UPDATE it may become (as the job's write ranks it).
-        self.risk = RISK_OF.get(Action.UPDATE if self.contradicting_none else self.action, 3)
+        self.risk = risk_of(self.action, self.review_needed)
         super().save(*args, **kwargs)
 
     @property
@@ -231,8 +237,7 @@ class Proposal(models.Model):
 
     @property
     def contradicting_none(self) -> bool:
-        """A NONE whose fact contradicts the memory it names (pipeline.decision): approved as
-        another action (the workbench's Replace, Keep both, Delete the old one), never as is."""
+        """A NONE whose fact contradicts its memory: approved as another action, never as is."""
         return self.action == Action.NONE and self.review_needed
 
     @property
@@ -298,11 +303,8 @@ class Proposal(models.Model):
     @property
     def needs_force(self) -> bool:
         """It would change or delete a pinned memory: applied only with the reviewer's `force`."""
-        return (
-            (self.is_destructive or self.contradicting_none)
-            and self.target_memory_id is not None
-            and self.target_memory.pinned
-        )
+        changes = self.is_destructive or self.contradicting_none
+        return changes and self.target_memory_id is not None and self.target_memory.pinned
 
     @property
     def needs_confirmation(self) -> bool:

@@ -30,6 +30,7 @@ from pipeline.models import Proposal, ProposalStatus
 from pipeline.writes import purge as purge_writes
 from pipeline.writes.purge import Written
 
+NOTHING_MATCHES = "no memory that is not purged already matches"
 SENSITIVE = safety.REDACTABLE_KINDS  # findings a purge's reason may not hold (kept for good)
 REPAIR_ROUNDS = 2  # copies a verification found are scrubbed and the store checked again
 
@@ -132,7 +133,7 @@ def memory_ids_for(request: Request) -> list[str]:
         raise Refused("invalid_scope", f"unknown scope '{request.scope}'")
     ids = sorted(set(ids))
     if not ids:
-        raise Refused("nothing_to_purge", "no memory that is not purged already matches")
+        raise Refused("nothing_to_purge", NOTHING_MATCHES)
     return ids
 
 
@@ -153,7 +154,7 @@ def _held_earlier(text: str) -> Refused:
     )
     held = sorted({pk for pk, old, new in rows if text in (old or "") or text in (new or "")})
     if not held:
-        return Refused("nothing_to_purge", "no memory that is not purged already matches")
+        return Refused("nothing_to_purge", NOTHING_MATCHES)
     named = ", ".join(held[:NAMED]) + (
         f" and {len(held) - NAMED} more" if len(held) > NAMED else ""
     )
@@ -323,7 +324,7 @@ def purge_memories(
             written = part if written is None else written.merged(part)
         settled = files.settle(list(written.rows))
     if not written.memory_ids:
-        raise Refused("nothing_to_purge", "no memory that is not purged already matches")
+        raise Refused("nothing_to_purge", NOTHING_MATCHES)
     matrix_rows = vectors.erase_copies(written.store.embeddings)
     receipt = Receipt(
         False,

@@ -23,9 +23,11 @@ def from_export(line: int, obj: dict, agent: str) -> IncomingRelation:
     if kind is None or not kind.strip():
         raise Bad("relation", "is required: what the source is to the target (uses, owns, ...)")
     mentions = obj.get("mentions", 1)
-    if isinstance(mentions, bool) or not isinstance(mentions, int):
-        raise Bad("mentions", f"must be a whole number from 1 to {MAX_MENTIONS}")
-    if not 1 <= mentions <= MAX_MENTIONS:
+    if (
+        isinstance(mentions, bool)
+        or not isinstance(mentions, int)
+        or not 1 <= mentions <= MAX_MENTIONS
+    ):
         raise Bad("mentions", f"must be a whole number from 1 to {MAX_MENTIONS}")
     confidence = obj.get("confidence", 0.5)
     return IncomingRelation(

@@ -46,14 +46,13 @@ from pipeline.config import (
 )
 from pipeline.llm.prompts import PROMPT_VERSION
 from pipeline.models import (
-    RISK_OF,
-    Action,
     LlmCall,
     PipelineConfig,
     Proposal,
     ProposalStatus,
     RejectionFingerprint,
     TripleReview,
+    risk_of,
 )
 from pipeline.writes.apply import apply_destructive, derived_fields, inherited, target_refusal
 from pipeline.writes.jobs import Claim, call_rows, held_read
@@ -364,13 +363,7 @@ def prepare(decided, outcome: JobOutcome, source_text: str, agent_id: str, at) -
         prompt_version=PROMPT_VERSION,
         # The fact's index in the extraction, so the decide call log lines up.
         position=decided.fact_index,
-        # A flagged NONE is as risky as the UPDATE it may become (it would sort last).
-        risk=RISK_OF.get(
-            Action.UPDATE
-            if decided.action == Action.NONE and flagged and flagged.flagged
-            else decided.action,
-            3,
-        ),
+        risk=risk_of(decided.action, bool(flagged and flagged.flagged)),
         created_at=at,
         updated_at=at,
     )
