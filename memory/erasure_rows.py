@@ -36,6 +36,7 @@ from memory.models import (
     MemoryEntityMention,
     MemoryHistory,
     Relation,
+    RelationStatement,
     lock_rows,
 )
 
@@ -53,7 +54,12 @@ class StorePlan:
     embeddings: list[tuple[int, str, int]] = field(default_factory=list)  # id, model, dimensions
     mention_ids: list[int] = field(default_factory=list)
     entity_ids: list[int] = field(default_factory=list)  # left without a mention: deleted
-    relations: int = 0  # deleted with those entities
+    relations: int = 0  # deleted with those entities, or as only these memories stated them
+    statement_ids: list[int] = field(default_factory=list)  # which relations they stated
+    # Relations only these memories stated, between entities that stay: deleted.
+    unstated_ids: list[int] = field(default_factory=list)
+    # (relation id, times these memories stated it) of relations others state too: counted down.
+    restated: list[tuple[int, int]] = field(default_factory=list)
     job_ids: list[str] = field(default_factory=list)
     # (memory id, its `why`): the writer's free text, copied into its "created" audit's reason.
     whys: list[tuple[str, str]] = field(default_factory=list)
@@ -67,6 +73,7 @@ class StorePlan:
             MemoryEntityMention._meta.db_table: len(self.mention_ids),
             Entity._meta.db_table: len(self.entity_ids),
             Relation._meta.db_table: self.relations,
+            RelationStatement._meta.db_table: len(self.statement_ids),
             Job._meta.db_table: len(self.job_ids),
         }
         return {table: n for table, n in counts.items() if n}
@@ -78,6 +85,9 @@ STORE_LISTS = (
     "embeddings",
     "mention_ids",
     "entity_ids",
+    "statement_ids",
+    "unstated_ids",
+    "restated",
     "job_ids",
     "whys",
 )
@@ -130,12 +140,13 @@ def plan_store(memory_ids: list[str], texts: list[str]) -> StorePlan:
         .values_list("entity_id", flat=True)
     )
     plan.entity_ids = sorted(mentioned - still)
-    plan.relations = (
-        Relation.objects.filter(source_id__in=plan.entity_ids).count()
-        + Relation.objects.filter(target_id__in=plan.entity_ids)
-        .exclude(source_id__in=plan.entity_ids)
-        .count()
+    with_entities = set(
+        Relation.objects.filter(
+            Q(source_id__in=plan.entity_ids) | Q(target_id__in=plan.entity_ids)
+        ).values_list("pk", flat=True)
     )
+    _plan_statements(plan, with_entities)
+    plan.relations = len(with_entities) + len(plan.unstated_ids)
     plan.job_ids = list(Job.objects.filter(memory_id__in=ids).values_list("id", flat=True))
     plan.whys = [
         (pk, why)
@@ -143,6 +154,28 @@ def plan_store(memory_ids: list[str], texts: list[str]) -> StorePlan:
         if why and why.strip()
     ]
     return plan
+
+
+def _plan_statements(plan: StorePlan, with_entities: set[int]) -> None:
+    """The purged memories' statements of relations: a relation no other memory states goes
+    (it said what only they said), one others state too is counted down by theirs."""
+    stated = list(
+        RelationStatement.objects.filter(memory_id__in=plan.memory_ids).values_list(
+            "pk", "relation_id", "mentions"
+        )
+    )
+    plan.statement_ids = sorted(pk for pk, _, _ in stated)
+    times = Counter()
+    for _, relation_id, mentions in stated:
+        times[relation_id] += mentions
+    others = set(
+        RelationStatement.objects.filter(relation_id__in=list(times))
+        .exclude(memory_id__in=plan.memory_ids)
+        .values_list("relation_id", flat=True)
+    )
+    left = sorted(set(times) - with_entities)
+    plan.unstated_ids = [pk for pk in left if pk not in others]
+    plan.restated = [(pk, times[pk]) for pk in left if pk in others]
 
 
 def stop_jobs_in_transaction(memory_ids: list[str], *, at) -> None:
@@ -185,6 +218,7 @@ def erase_store_in_transaction(plan: StorePlan, texts: Texts, *, by: str, at) ->
             Memory.objects.filter(id=pk).update(who=cleaned)
     _wipe_audits(plan.history_ids, texts, dict(plan.whys))
     MemoryCold.objects.filter(pk__in=plan.cold_ids).delete()
+    _drop_statements(plan)
     _drop_mentions(plan)
     _drop_vectors([eid for eid, _, _ in plan.embeddings])
     _wipe_jobs(plan.job_ids, texts)
@@ -222,6 +256,18 @@ def _without_why(reason: str | None, why: str | None) -> str | None:
     if reason.strip() == why.strip():
         return PURGED
     return scrub(reason, Texts.of([why]))
+
+
+def _drop_statements(plan: StorePlan) -> None:
+    RelationStatement.objects.filter(pk__in=plan.statement_ids).delete()
+    Relation.objects.filter(pk__in=plan.unstated_ids).delete()
+    if plan.restated:
+        with connection.cursor() as cursor:  # in id order, as every writer of relations
+            cursor.executemany(
+                "UPDATE relations SET mentions = CASE WHEN mentions > %s THEN mentions - %s "
+                "ELSE 1 END WHERE id = %s",
+                [(times, times, pk) for pk, times in sorted(plan.restated)],
+            )
 
 
 def _drop_mentions(plan: StorePlan) -> None:
@@ -317,12 +363,14 @@ _HOLDS_CONTENT = (Q(old_content__isnull=False) & ~Q(old_content=PURGED)) | (
 
 def store_leftovers(plan: StorePlan, texts: Texts) -> list[tuple[str, int]]:
     """The purged memories' own rows still holding anything, by id: (where, count) of memories
-    that are not tombstones, audits with content, cold copies, mentions, running jobs, vectors
-    (rows and index), and full-text index entries that still find a memory by a purged word."""
+    that are not tombstones, audits with content, cold copies, mentions, statements and the
+    relations only they stated, running jobs, vectors (rows and index), and full-text index entries that still find a memory by a purged word."""
     counts: Counter[str] = Counter()
     whys = dict(plan.whys)
     vectors_left = [e for e, _, _ in plan.embeddings]
-    for start in range(0, max(len(plan.memory_ids), len(vectors_left)), 500):
+    # Every relation they stated: each must be gone or still stated by another memory.
+    stated_only = [*plan.unstated_ids, *(pk for pk, _ in plan.restated)]
+    for start in range(0, max(len(plan.memory_ids), len(vectors_left), len(stated_only)), 500):
         ids = plan.memory_ids[start : start + 500]
         counts["memories"] += (
             Memory.objects.filter(id__in=ids)
@@ -337,6 +385,10 @@ def store_leftovers(plan: StorePlan, texts: Texts) -> list[tuple[str, int]]:
         counts["memories_cold"] += MemoryCold.objects.filter(memory_id__in=ids).count()
         counts["memory_entity_mentions"] += MemoryEntityMention.objects.filter(
             memory_id__in=ids
+        ).count()
+        counts["relation_statements"] += RelationStatement.objects.filter(memory_id__in=ids).count()
+        counts["relations (only the purged memories stated them)"] += Relation.objects.filter(
+            pk__in=stated_only[start : start + 500], statements__isnull=True
         ).count()
         counts["memory_jobs"] += Job.objects.filter(
             memory_id__in=ids, status__in=jobs.RUNNING

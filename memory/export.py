@@ -20,7 +20,13 @@ from django.utils import timezone
 
 from memory import linker
 from memory.erasure_details import for_one_agent
-from memory.models import Memory, MemoryEntityMention, MemoryHistory, Relation
+from memory.models import (
+    Memory,
+    MemoryEntityMention,
+    MemoryHistory,
+    Relation,
+    RelationStatement,
+)
 from memory.moments import iso
 
 FORMAT = "memory-curation-export"
@@ -167,22 +173,16 @@ def _history(ids: list[str], every_agent: bool = True) -> dict[str, list[dict]]:
 def relation_records(
     *, agent: str | None = None, include_deleted: bool = False, page: int | None = None
 ) -> Iterator[dict]:
-    """Every relation (of `agent`'s entities, or of all agents') whose two entities one memory
-    the export holds mentions both of, in id order; not one naming what an erasure left
-    (`[redacted:pii]` stands for different people: the import refuses it). A relation belongs
-    to no memory in the store (the graph does not record which memory stated it), so this is the
-    nearest: one that only memories left out of the export could have stated stays out."""
+    """Every relation (of `agent`'s entities, or of all agents') that a memory the export holds
+    stated, in id order; not one naming what an erasure left (`[redacted:pii]` stands for
+    different people: the import refuses it). One that only memories left out of the export
+    stated (forgotten ones, without `include_deleted`) stays out."""
     page = page or PAGE
-    # An entity is its agent's, and so are the memories mentioning it: the agent is the
+    # An entity is its agent's, and so are the memories stating its relations: the agent is the
     # relation's source's, and only forgotten memories may be left out.
     by_exported = {} if include_deleted else {"memory__is_deleted": False}
-    target_too = MemoryEntityMention.objects.filter(
-        entity_id=OuterRef(OuterRef("target_id")), memory_id=OuterRef("memory_id")
-    )
-    both = MemoryEntityMention.objects.filter(
-        Exists(target_too), entity_id=OuterRef("source_id"), **by_exported
-    )
-    query = Relation.objects.filter(Exists(both))
+    stated = RelationStatement.objects.filter(relation_id=OuterRef("pk"), **by_exported)
+    query = Relation.objects.filter(Exists(stated))
     if agent is not None:
         query = query.filter(source__agent_id=agent)
     columns = (

@@ -62,7 +62,8 @@ def persist_triples(
         edges.setdefault((source, target, triple.relationship), []).append(triple.confidence)
         for pk, text in ((source, triple.source), (target, triple.target)):
             mentions.setdefault(pk, mention_row(memory.id, pk, text, triple.confidence, at=at))
-    _upsert_relations(edges, at)
+    relation_ids = _upsert_relations(edges, at)
+    _state_relations(memory.id, {relation_ids[key]: len(edges[key]) for key in edges})
     # Entities the memory already mentions (the inline linker's) keep that mention and its count.
     known = {mention.entity_id for mention in linked} | set(
         MemoryEntityMention.objects.filter(memory=memory, entity_id__in=list(mentions)).values_list(
@@ -74,9 +75,10 @@ def persist_triples(
     return sorted(set(ids.values()))
 
 
-# persist_triples' statements at most: entities read, inserted, read again; relations upserted;
-# mentions read, inserted, counted with the retyping (tests/test_triple_write_bound.py holds it).
-TRIPLE_STATEMENTS = 7
+# persist_triples' statements at most: entities read, inserted, read again; relations upserted,
+# their statements upserted; mentions read, inserted, counted with the retyping
+# (tests/test_triple_write_bound.py holds it).
+TRIPLE_STATEMENTS = 8
 
 
 def _upsert_entities(
@@ -141,10 +143,13 @@ def upsert_named_entities(
     return {canonical: pk for canonical, (pk, _) in found.items()}, retyped
 
 
-def _upsert_relations(edges: dict[tuple[int, int, str], list[float]], at) -> None:
+def _upsert_relations(
+    edges: dict[tuple[int, int, str], list[float]], at
+) -> dict[tuple[int, int, str], int]:
     """Every edge in one upsert: a new relation, or one seen again whose count grows in SQL and
     whose confidence becomes the mean over all its mentions (a count read earlier would lose a
-    concurrent writer's). Rows in key order, so PostgreSQL writers lock them in one order."""
+    concurrent writer's). Rows in key order, so PostgreSQL writers lock them in one order.
+    Returns each edge's relation id."""
     rows = sorted(edges.items())
     stamp = connection.ops.adapt_datetimefield_value(at)
     params: list = []
@@ -159,8 +164,25 @@ def _upsert_relations(edges: dict[tuple[int, int, str], list[float]], at) -> Non
             "ON CONFLICT (source_id, target_id, relation_type) DO UPDATE SET "
             "confidence = (relations.confidence * relations.mentions "
             "+ excluded.confidence * excluded.mentions) / (relations.mentions + excluded.mentions), "
-            "mentions = relations.mentions + excluded.mentions, updated_at = excluded.updated_at",
+            "mentions = relations.mentions + excluded.mentions, updated_at = excluded.updated_at "
+            "RETURNING id, source_id, target_id, relation_type",
             params,
+        )
+        return {(source, target, kind): pk for pk, source, target, kind in cursor.fetchall()}
+
+
+def _state_relations(memory_id: str, counts: dict[int, int]) -> None:
+    """The memory states these relations (relation id -> times): one upsert that adds to what it
+    stated before (an approved triple on a memory that already stated it). In relation id order,
+    as the relations were locked."""
+    rows = sorted(counts.items())
+    values = ", ".join(["(%s, %s, %s)"] * len(rows))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO relation_statements (memory_id, relation_id, mentions) VALUES {values} "
+            "ON CONFLICT (memory_id, relation_id) DO UPDATE SET "
+            "mentions = relation_statements.mentions + excluded.mentions",
+            [value for pk, times in rows for value in (memory_id, pk, times)],
         )
 
 
@@ -203,7 +225,8 @@ def retype_relation(pk: int, relation_type: str) -> None:
     """Give a relation the words a scrub wrote (cut to the column's length: a marker can be
     longer than what it replaces). When its two entities already have an edge of those words
     (two relation words scrubbed to one marker), this one joins it as the graph's own upsert
-    joins a mention: mentions added, confidence averaged by them; then it is deleted."""
+    joins a mention: mentions added, confidence averaged by them, its statements too; then it
+    is deleted."""
     relation_type = relation_type[: Relation._meta.get_field("relation_type").max_length]
     row = (
         Relation.objects.filter(pk=pk)
@@ -228,4 +251,13 @@ def retype_relation(pk: int, relation_type: str) -> None:
         mentions=total,
         confidence=(same.confidence * same.mentions + confidence * mentions) / total,
     )
-    Relation.objects.filter(pk=pk).delete()
+    with connection.cursor() as cursor:
+        # The WHERE also tells SQLite's parser that ON CONFLICT is the upsert's, not a join's.
+        cursor.execute(
+            "INSERT INTO relation_statements (memory_id, relation_id, mentions) "
+            "SELECT memory_id, %s, mentions FROM relation_statements WHERE relation_id = %s "
+            "ON CONFLICT (memory_id, relation_id) DO UPDATE SET "
+            "mentions = relation_statements.mentions + excluded.mentions",
+            [same.pk, pk],
+        )
+    Relation.objects.filter(pk=pk).delete()  # its own statements cascade

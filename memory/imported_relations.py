@@ -12,9 +12,10 @@ from datetime import datetime
 
 from memory import linker
 from memory.imported import DEDUPED, DONE, Outcome
-from memory.models import Entity, Relation
+from memory.models import Entity, MemoryEntityMention, Relation, RelationStatement
 
-UNLINKED = "unlinked"  # an entity it names is one no memory of its agent mentions
+# An entity it names is one no memory of its agent mentions, or no one memory mentions both.
+UNLINKED = "unlinked"
 
 
 @dataclass(frozen=True)
@@ -41,23 +42,23 @@ class IncomingRelation:
 def write_in_transaction(relations: list[IncomingRelation], *, at) -> list[Outcome]:
     """Write the batch's relations inside the caller's transaction, in file order: each one is
     imported, deduped to the relation already stored between the same two entities (or an
-    earlier line's), or UNLINKED (`unlinked` names the side) when an entity it names is one no
-    memory of the agent mentions: a relation belongs with the memories that state it, and one
-    written alone would outlive every purge (none reaches an entity no memory mentions; a
-    review imported an old export after a purge and the purged names came back)."""
+    earlier line's), or UNLINKED (`unlinked` names the side, or "relation") when an entity it
+    names is one no memory of the agent mentions, or no one memory mentions both: a relation
+    belongs with the memories that state it, and one written alone would outlive every purge
+    (a review imported an old export after a purge and the purged names came back). The
+    memories that mention both state it from then on (relation_statements): a purge of all of
+    them deletes it."""
     if not relations:
         return []
     ids = _mentioned_entities(relations)
     wanted = [_key(relation, ids) for relation in relations]
     keys = [key for key in wanted if isinstance(key, tuple)]
-    stored = set(
-        Relation.objects.filter(
-            source_id__in={source for source, _, _ in keys},
-            target_id__in={target for _, target, _ in keys},
-        ).values_list("source_id", "target_id", "relation_type")
-    )
+    speakers = _speakers(keys)
+    stored = _stored(keys)
     outcomes, new = [], []
     for relation, key in zip(relations, wanted, strict=True):
+        if isinstance(key, tuple) and not speakers.get(key[:2]):
+            key = "relation"
         if isinstance(key, str):
             outcomes.append(
                 Outcome(relation.line, UNLINKED, "", relation=relation.words(), unlinked=key)
@@ -66,7 +67,7 @@ def write_in_transaction(relations: list[IncomingRelation], *, at) -> list[Outco
         status = DEDUPED if key in stored else DONE
         outcomes.append(Outcome(relation.line, status, "", relation=relation.words()))
         if status == DONE:
-            stored.add(key)
+            stored[key] = 0
             source, target, kind = key
             new.append(
                 Relation(
@@ -81,7 +82,42 @@ def write_in_transaction(relations: list[IncomingRelation], *, at) -> list[Outco
             )
     # A concurrent writer's same edge, committed after the read above, wins (its count stays).
     Relation.objects.bulk_create(new, ignore_conflicts=True)
+    written = {
+        key for key, outcome in zip(wanted, outcomes, strict=True) if outcome.status != UNLINKED
+    }
+    stored = _stored(list(written))
+    RelationStatement.objects.bulk_create(
+        [
+            RelationStatement(memory_id=memory_id, relation_id=stored[key])
+            for key in sorted(written)
+            for memory_id in sorted(speakers[key[:2]])
+        ],
+        ignore_conflicts=True,  # a memory that stated it already keeps its count
+    )
     return outcomes
+
+
+def _stored(keys: list[tuple[int, int, str]]) -> dict[tuple[int, int, str], int]:
+    """The relation id of each key already stored."""
+    rows = Relation.objects.filter(
+        source_id__in={source for source, _, _ in keys},
+        target_id__in={target for _, target, _ in keys},
+    ).values_list("source_id", "target_id", "relation_type", "pk")
+    return {(source, target, kind): pk for source, target, kind, pk in rows}
+
+
+def _speakers(keys: list[tuple[int, int, str]]) -> dict[tuple[int, int], set[str]]:
+    """(source entity, target entity) -> the memories that mention both (one query)."""
+    if not keys:
+        return {}
+    rows = MemoryEntityMention.objects.filter(
+        entity_id__in={source for source, _, _ in keys},
+        memory__entity_mentions__entity_id__in={target for _, target, _ in keys},
+    ).values_list("entity_id", "memory__entity_mentions__entity_id", "memory_id")
+    found: dict[tuple[int, int], set[str]] = {}
+    for source, target, memory_id in rows:
+        found.setdefault((source, target), set()).add(memory_id)
+    return found
 
 
 def _key(relation: IncomingRelation, ids: dict[tuple[str, str], int]) -> tuple[int, int, str] | str:

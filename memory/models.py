@@ -385,6 +385,30 @@ class MemoryEntityMention(models.Model):
         return f"{self.mention_text} in {self.memory_id}"
 
 
+class RelationStatement(models.Model):
+    """Which memory stated a relation, and how often: a relation lives while a memory that is
+    not purged states it (a purge deletes the ones only its memories stated, and an export
+    carries the ones its memories state)."""
+
+    # Indexed by the unique (memory, relation) constraint, which leads with it.
+    memory = models.ForeignKey(
+        Memory, on_delete=models.CASCADE, related_name="relation_statements", db_index=False
+    )
+    relation = models.ForeignKey(Relation, on_delete=models.CASCADE, related_name="statements")
+    mentions = models.PositiveIntegerField(default=1)
+
+    class Meta:
+        db_table = "relation_statements"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["memory", "relation"], name="relation_statements_memory_relation"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.relation_id} stated by {self.memory_id}"
+
+
 class JobStatus(models.TextChoices):
     PENDING = "pending"
     LEASED = "leased"

@@ -386,7 +386,7 @@ def _checks(written: Written, texts: Texts, settled, scan) -> list[str]:
     count = len(written.memory_ids)
     checks = [
         (f"{count} memories are tombstones" if count != 1 else "the memory is a tombstone")
-        + "; audits, cold copies, mentions, jobs, vectors and full-text entries checked by id",
+        + "; audits, cold copies, mentions, relations stated, jobs, vectors and full-text entries checked by id",
         f"{places} fields of {len({p.model for p in PLACES if p.scanned})} tables searched for "
         f"{len(texts.needles)} forms of the purged texts",
     ]

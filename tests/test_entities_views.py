@@ -142,6 +142,20 @@ def test_detail_shows_relations_and_memories(viewer_client, graph, hx):
     assert 'id="entity-memories"' in body
 
 
+def test_detail_says_how_many_memories_stated_each_relation(viewer_client, graph):
+    remember(
+        "Alice still works on Harbor.",
+        actor=AGENT,
+        triples=[Triple("Alice", "works_on", "Harbor", "person", "project", 0.9)],
+    )
+    html = viewer_client.get(reverse("dashboard:entity", args=[graph["alice"].pk])).content.decode()
+    assert "Stated by" in html and "2 memories" in html
+    html = viewer_client.get(
+        reverse("dashboard:entity", args=[graph["harbor"].pk])
+    ).content.decode()
+    assert "2 memories" in html and "1 memory" in html  # Alice's twice, Bob's once
+
+
 def test_detail_of_unknown_entity_is_404(viewer_client):
     assert viewer_client.get(reverse("dashboard:entity", args=[999])).status_code == 404
 

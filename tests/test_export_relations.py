@@ -186,11 +186,11 @@ def test_a_relation_naming_an_entity_no_memory_mentions_is_refused_and_writes_no
     out, err = run_import(path)
     assert err.splitlines() == [
         "line 3: refused: target: no memory of the agent here mentions this entity: a relation "
-        "is imported with the memories that name its two entities (import them, or a file that "
-        "holds them, first)",
+        "is imported with the memories that name its two entities, which state it from then on "
+        "(import them, or a file that holds them, first)",
         "line 4: refused: source: no memory of the agent here mentions this entity: a relation "
-        "is imported with the memories that name its two entities (import them, or a file that "
-        "holds them, first)",
+        "is imported with the memories that name its two entities, which state it from then on "
+        "(import them, or a file that holds them, first)",
     ]
     assert "1 imported, 0 deduplicated, 2 refused of 3 items." in out
     assert not Relation.objects.exists()

@@ -44,11 +44,16 @@ def entities(request):
 @require_GET
 def entity(request, entity_id: int):
     entity = get_object_or_404(Entity, pk=entity_id)
+    stated_by = Count("statements")  # memories that stated it (a purge of them all deletes it)
     outgoing = list(
-        entity.outgoing.select_related("target").order_by("-mentions", "-confidence", "id")
+        entity.outgoing.select_related("target")
+        .annotate(stated_by=stated_by)
+        .order_by("-mentions", "-confidence", "id")
     )
     incoming = list(
-        entity.incoming.select_related("source").order_by("-mentions", "-confidence", "id")
+        entity.incoming.select_related("source")
+        .annotate(stated_by=stated_by)
+        .order_by("-mentions", "-confidence", "id")
     )
     mentions = (
         MemoryEntityMention.objects.filter(entity=entity)

@@ -117,15 +117,20 @@ def record_batch(
 
 
 def _refused_if_unlinked(outcome: Outcome) -> Outcome | Refusal:
-    """A relation line not written because an entity it names is one no memory mentions is
-    reported as refused, naming that side."""
+    """A relation line not written because an entity it names is one no memory mentions, or
+    no one memory mentions both, is reported as refused, naming that side (or the relation)."""
     if not outcome.unlinked:
         return outcome
+    what = (
+        "no one memory of the agent here mentions both of its entities"
+        if outcome.unlinked == "relation"
+        else "no memory of the agent here mentions this entity"
+    )
     return Refusal(
         outcome.line,
         outcome.unlinked,
-        "no memory of the agent here mentions this entity: a relation is imported with the "
-        "memories that name its two entities (import them, or a file that holds them, first)",
+        f"{what}: a relation is imported with the memories that name its two entities, which "
+        "state it from then on (import them, or a file that holds them, first)",
     )
 
 

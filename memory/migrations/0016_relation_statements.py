@@ -1,0 +1,62 @@
+"""Which memory stated a relation (relation_statements), backfilled as nearly as the store can
+tell: the graph did not record it, so each relation is taken as stated once by every memory (not
+purged) that mentions both of its entities, which is what a structured triple writes. A relation
+no memory mentions both ends of gets no statement: it goes with its entities, as before."""
+
+import django.db.models.deletion
+from django.db import migrations, models
+
+BACKFILL = """
+INSERT INTO relation_statements (memory_id, relation_id, mentions)
+SELECT DISTINCT source_side.memory_id, relations.id, 1
+FROM relations
+JOIN memory_entity_mentions AS source_side ON source_side.entity_id = relations.source_id
+JOIN memory_entity_mentions AS target_side
+  ON target_side.entity_id = relations.target_id AND target_side.memory_id = source_side.memory_id
+JOIN memories ON memories.id = source_side.memory_id AND memories.purged_at IS NULL
+"""
+
+
+class Migration(migrations.Migration):
+    dependencies = [("memory", "0015_rehash_blank_characters")]
+
+    operations = [
+        migrations.CreateModel(
+            name="RelationStatement",
+            fields=[
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("mentions", models.PositiveIntegerField(default=1)),
+                (
+                    "memory",
+                    models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="relation_statements",
+                        to="memory.memory",
+                    ),
+                ),
+                (
+                    "relation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="statements",
+                        to="memory.relation",
+                    ),
+                ),
+            ],
+            options={
+                "db_table": "relation_statements",
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("memory", "relation"), name="relation_statements_memory_relation"
+                    )
+                ],
+            },
+        ),
+        migrations.RunSQL(BACKFILL, migrations.RunSQL.noop),
+    ]

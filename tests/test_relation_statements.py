@@ -1,0 +1,236 @@
+"""Which memory stated a relation (relation_statements): written by a remember's triples, added
+to by an approved triple and a scrub's merge of two relations, backfilled by migration 0016; a
+purge deletes a relation only its memories stated even when other memories mention both of its
+entities, and counts down one others state too; an export carries the relations its memories
+stated; an import gives its relations to the memories that mention both entities. On whichever
+engine the run uses (both in `make test`)."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+from django.db import connection
+
+from memory import export, graph
+from memory.models import Entity, MemoryEntityMention, Relation, RelationStatement
+from memory.writes import Actor, Triple, forget, remember
+from pipeline import purge
+from pipeline.purge import Request, Scope
+from tests.test_export_import import export_records
+from tests.test_export_relations import (
+    HEADER,
+    memory_line,
+    relation_line,
+    relations_of,
+    run_import,
+    write_lines,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)  # a purge commits in parts
+
+WRITER = Actor("agent-one", "agent")
+ADMIN = Actor("ada", "operator")
+
+
+def told(text: str, *triples: tuple[str, str, str]):
+    return remember(
+        text,
+        actor=WRITER,
+        create_job=False,
+        triples=[Triple(s, kind, t, "person", "service", 0.9) for s, kind, t in triples],
+    ).memory
+
+
+def stated() -> dict[tuple[str, str, str], dict[str, int]]:
+    """(source, relation, target) -> {memory id: times} of every relation."""
+    found: dict[tuple[str, str, str], dict[str, int]] = {}
+    for relation in Relation.objects.select_related("source", "target"):
+        key = (relation.source.name, relation.relation_type, relation.target.name)
+        found[key] = dict(relation.statements.values_list("memory_id", "mentions"))
+    return found
+
+
+def purge_memory(memory_id: str):
+    request = Request(Scope.MEMORY, memory_id=memory_id)
+    return purge.purge(request, reason="asked to forget", actor=ADMIN)
+
+
+def test_each_memory_that_states_a_relation_is_recorded_with_how_often_it_did():
+    first = told(
+        "Kenji deploys billing-api, twice a week.",
+        ("Kenji", "deploys", "billing-api"),
+        ("Kenji", "deploys", "billing-api"),
+    )
+    second = told("Kenji deploys billing-api on Fridays.", ("Kenji", "deploys", "billing-api"))
+    assert stated() == {("Kenji", "deploys", "billing-api"): {first.id: 2, second.id: 1}}
+    assert Relation.objects.get().mentions == 3
+
+
+def test_a_purge_deletes_a_relation_only_its_memory_stated_though_others_mention_both_names():
+    # The gap a review found: the graph kept "Priya -reports_to-> Omar", which only the purged
+    # memory said, because other memories still mention Priya and Omar.
+    told("Priya owns the search index.", ("Priya", "owns", "search index"))
+    told("Omar runs the search index.", ("Omar", "runs", "search index"))
+    told("Priya and Omar pair on Tuesdays.", ("Priya", "pairs with", "Omar"))
+    secret = told("Priya reports to Omar since her review.", ("Priya", "reports to", "Omar"))
+    assert ("Priya", "reports to", "Omar") in stated()
+
+    receipt = purge_memory(secret.id)
+
+    assert receipt.verified and receipt.status == "done"
+    assert ("Priya", "reports to", "Omar") not in stated()
+    assert set(stated()) == {
+        ("Priya", "owns", "search index"),
+        ("Omar", "runs", "search index"),
+        ("Priya", "pairs with", "Omar"),
+    }
+    assert receipt.rows["relations"] == 1 and receipt.rows["relation_statements"] == 1
+    assert {"priya", "omar"} <= set(Entity.objects.values_list("canonical_name", flat=True))
+
+
+def test_the_dry_run_counts_the_relation_the_purge_then_deletes():
+    told("Priya pairs with Omar.", ("Priya", "pairs with", "Omar"))
+    secret = told("Priya reports to Omar.", ("Priya", "reports to", "Omar"))
+    request = Request(Scope.MEMORY, memory_id=secret.id)
+    preview = purge.purge(request, reason="r", actor=ADMIN, dry_run=True)
+    done = purge.purge(request, reason="r", actor=ADMIN)
+    assert preview.rows["relations"] == done.rows["relations"] == 1
+    assert preview.rows["relation_statements"] == done.rows["relation_statements"] == 1
+
+
+def test_a_relation_another_memory_states_too_survives_the_purge_counted_down():
+    kept = told("Kenji deploys billing-api.", ("Kenji", "deploys", "billing-api"))
+    secret = told(
+        "Kenji deploys billing-api, twice.",
+        ("Kenji", "deploys", "billing-api"),
+        ("Kenji", "deploys", "billing-api"),
+    )
+    assert Relation.objects.get().mentions == 3
+
+    assert purge_memory(secret.id).verified
+
+    assert stated() == {("Kenji", "deploys", "billing-api"): {kept.id: 1}}
+    assert Relation.objects.get().mentions == 1
+
+
+def test_an_agents_purge_in_parts_deletes_the_relations_all_its_memories_stated(monkeypatch):
+    from pipeline.writes import purge as purge_writes
+
+    monkeypatch.setattr(purge_writes, "WRITE_CHUNK", 2)
+    for n in range(5):
+        remember(
+            f"Note {n}: Priya reports to Omar.",
+            actor=WRITER,
+            agent_id="retired",
+            create_job=False,
+            triples=[Triple("Priya", "reports to", "Omar")],
+        )
+    receipt = purge.purge(Request(Scope.AGENT, agent="retired"), reason="r", actor=ADMIN)
+    assert receipt.verified
+    assert not Relation.objects.exists() and not RelationStatement.objects.exists()
+
+
+def test_an_export_leaves_out_a_relation_only_a_forgotten_memory_stated_though_one_mentions_both():
+    told("Priya and the search index: see the runbook.", ("Priya", "documented in", "runbook"))
+    told("The search index runbook is Priya's.", ("search index", "runbook of", "Priya"))
+    live = told("Priya tunes the search index.", ("Priya", "tunes", "search index"))
+    gone = told("Priya owns the search index.", ("Priya", "owns", "search index"))
+    forget(gone.id, actor=WRITER, reason="wrong")
+    assert MemoryEntityMention.objects.filter(memory=live).count() == 2  # mentions both
+    exported = relations_of(export_records())
+    assert ("default", "Priya", "tunes", "search index") in exported
+    assert ("default", "Priya", "owns", "search index") not in exported
+    assert ("default", "Priya", "owns", "search index") in relations_of(
+        export_records("--include-deleted")
+    )
+
+
+def test_an_imported_relation_is_stated_by_the_memories_mentioning_both_and_goes_with_them(
+    tmp_path,
+):
+    path = tmp_path / "relations.jsonl"
+    write_lines(
+        path,
+        [
+            HEADER,
+            memory_line("Kenji deploys billing-api.", "Kenji", "billing-api"),
+            memory_line("Kenji is on call.", "Kenji"),
+            relation_line(),
+        ],
+    )
+    out, err = run_import(path)
+    assert err == "" and "1 imported relation" not in err
+    both = MemoryEntityMention.objects.get(entity__canonical_name="billing-api").memory_id
+    assert stated() == {("Kenji", "deploys", "billing-api"): {both: 1}}
+
+    run_import(path)  # the same file again: nothing stated twice
+    assert stated() == {("Kenji", "deploys", "billing-api"): {both: 1}}
+
+    assert purge_memory(both).verified
+    assert not Relation.objects.exists()
+    assert list(Entity.objects.values_list("canonical_name", flat=True)) == ["kenji"]
+
+
+def test_a_relation_line_no_one_memory_mentions_both_ends_of_is_refused(tmp_path):
+    path = tmp_path / "relations.jsonl"
+    write_lines(
+        path,
+        [
+            HEADER,
+            memory_line("Kenji is on call.", "Kenji"),
+            memory_line("billing-api is slow today.", "billing-api"),
+            relation_line(),
+        ],
+    )
+    out, err = run_import(path)
+    assert err.splitlines() == [
+        "line 4: refused: relation: no one memory of the agent here mentions both of its "
+        "entities: a relation is imported with the memories that name its two entities, which "
+        "state it from then on (import them, or a file that holds them, first)",
+    ]
+    assert "2 imported, 0 deduplicated, 1 refused of 3 items." in out
+    assert not Relation.objects.exists() and not RelationStatement.objects.exists()
+
+
+def test_an_export_imported_for_another_agent_gives_back_who_stated_what(tmp_path):
+    told("Kenji deploys billing-api.", ("Kenji", "deploys", "billing-api"))
+    told("Rita owns the ops runbook.", ("Rita", "owns", "ops runbook"))
+    path = tmp_path / "all.jsonl"
+    path.write_text("".join(export.lines()))
+    run_import(path, "--agent", "copy")
+    copies = {
+        (r.source.name, r.relation_type, r.target.name): sorted(
+            r.statements.values_list("memory__content", flat=True)
+        )
+        for r in Relation.objects.filter(source__agent_id="copy").select_related("source", "target")
+    }
+    assert copies == {
+        ("Kenji", "deploys", "billing-api"): ["Kenji deploys billing-api."],
+        ("Rita", "owns", "ops runbook"): ["Rita owns the ops runbook."],
+    }
+
+
+def test_two_relations_a_scrub_makes_one_keep_both_memories_statements():
+    one = told("Ana mentors Bo.", ("Ana", "mentors", "Bo"))
+    two = told("Ana coaches Bo.", ("Ana", "coaches", "Bo"))
+    coaches = Relation.objects.get(relation_type="coaches")
+    graph.retype_relation(coaches.pk, "mentors")
+    assert stated() == {("Ana", "mentors", "Bo"): {one.id: 1, two.id: 1}}
+
+
+def test_the_migration_backfills_each_relation_from_the_memories_that_mention_both_ends():
+    kenji = told("Kenji deploys billing-api.", ("Kenji", "deploys", "billing-api"))
+    told("Kenji is on call.", ("Kenji", "is", "on call"))
+    gone = told("Kenji wrote billing-api.", ("Kenji", "wrote", "billing-api"))
+    purge_memory(gone.id)
+    RelationStatement.objects.all().delete()  # the store as it was before 0016
+    module = importlib.import_module("memory.migrations.0016_relation_statements")
+    with connection.cursor() as cursor:
+        cursor.execute(module.BACKFILL)
+    assert stated() == {
+        ("Kenji", "deploys", "billing-api"): {kenji.id: 1},
+        ("Kenji", "is", "on call"): {
+            MemoryEntityMention.objects.get(entity__canonical_name="on call").memory_id: 1
+        },
+    }
