@@ -208,7 +208,9 @@ def revoke(name_or_prefix: str) -> ApiToken:
 # The dashboard role a token's holder needs for its token to use a scope: a token held by a
 # person acts within that person's role (a QA pass: a viewer's review token decided proposals,
 # and gave the second approval of the two-person rule; a demoted reviewer's kept rejecting).
-HOLDER_ROLE = {"review": REVIEWER, "admin": ADMIN}
+# `assert` writes a person's words, which only a reviewer writes in the dashboard (an edit): a
+# viewer's token wrote memories full mode never changes.
+HOLDER_ROLE = {"review": REVIEWER, "assert": REVIEWER, "admin": ADMIN}
 
 
 def scope_refusal(token: ApiToken, scope: str | None) -> str | None:

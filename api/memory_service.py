@@ -207,6 +207,8 @@ def asserted_by_field(token: ApiToken, body: dict) -> str:
             403,
             "forbidden",
         )
+    if value == Authority.PERSON and (refused := scope_refusal(token, "assert")) is not None:
+        raise BadRequest(f'assertedBy "person": {refused}', 403, "forbidden")
     return value
 
 

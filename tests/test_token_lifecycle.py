@@ -521,3 +521,44 @@ def test_a_token_acts_within_its_holders_role_and_a_viewer_is_given_no_review_to
     with pytest.raises(CommandError, match="'vera' is a viewer in the dashboard"):
         manage("create_api_token", "vera-cli", "--scopes", "review", "--owner", "vera")
     assert not ApiToken.objects.filter(name="vera-cli").exists()
+
+
+@pytest.mark.django_db
+def test_a_person_asserted_remember_needs_its_holder_to_be_a_reviewer(client):
+    """A viewer's token with `assert` wrote memories a person asserted (full mode never changes
+    them), which a viewer cannot write in the dashboard; a reviewer's token still does."""
+    from django.contrib.auth.models import Group, User
+
+    from memory.models import Memory
+
+    rita = reviewer_named("rita")
+    _, plain = make("rita-bot", scopes=["ingest", "assert"], owner="rita")
+    body = {"content": "Ship on Fridays only after the freeze", "assertedBy": "person"}
+    written = client.post(
+        "/api/memory/remember", body, content_type="application/json", **bearer(plain)
+    )
+    assert written.status_code == 201
+    assert Memory.objects.get(id=written.json()["id"]).asserted_by == "person"
+
+    rita.groups.remove(Group.objects.get(name="reviewer"))  # a viewer now
+    body["content"] = "Ship on Mondays"
+    refused = client.post(
+        "/api/memory/remember", body, content_type="application/json", **bearer(plain)
+    )
+    assert refused.status_code == 403 and refused.json()["error"] == "forbidden"
+    assert "held by 'rita', who is a viewer" in refused.json()["message"]
+    agents = client.post(
+        "/api/memory/remember",
+        {"content": "Ship on Mondays"},
+        content_type="application/json",
+        **bearer(plain),
+    )
+    assert agents.status_code == 201
+    assert list(Memory.objects.values_list("asserted_by", flat=True).order_by("created_at")) == [
+        "person",
+        "agent",
+    ]
+
+    User.objects.create_user("vera", password="pw-vera-12345")
+    with pytest.raises(CommandError, match="'vera' is a viewer in the dashboard"):
+        manage("create_api_token", "vera-bot", "--scopes", "ingest,assert", "--owner", "vera")
