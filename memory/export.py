@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from memory import linker
 from memory.erasure_details import for_one_agent
+from memory.imported_relations import MAX_MENTIONS
 from memory.models import (
     Memory,
     MemoryEntityMention,
@@ -214,7 +215,8 @@ def relation_records(
                 "targetType": target_type,
                 "relation": kind,
                 "confidence": confidence,
-                "mentions": mentions,
+                # Its import's bound: the line comes back (the count stated more often, cut).
+                "mentions": min(mentions, MAX_MENTIONS),
                 "createdAt": iso(created),
                 "updatedAt": iso(updated),
             }

@@ -14,6 +14,11 @@ from memory import linker
 from memory.imported import DEDUPED, DONE, Outcome
 from memory.models import Entity, MemoryEntityMention, Relation, RelationStatement
 
+# The most `mentions` an import takes (and an export writes: a count above it is written as it).
+# Far below the column's range (2**31 - 1 on PostgreSQL): a later remember of the same triple
+# adds to the count, and at the range's end that addition failed every such remember.
+MAX_MENTIONS = 1_000_000
+
 # An entity it names is one no memory of its agent mentions, or no one memory mentions both.
 UNLINKED = "unlinked"
 

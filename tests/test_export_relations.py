@@ -280,3 +280,18 @@ def test_an_imported_mention_of_what_an_erasure_left_links_no_one(tmp_path):
     out, err = run_import(path)
     assert err == "" and "2 imported" in out
     assert list(Entity.objects.values_list("canonical_name", flat=True)) == ["billing-api"]
+
+
+def test_a_relation_stated_more_often_than_an_import_takes_exports_a_line_it_takes(tmp_path):
+    from memory.imported_relations import MAX_MENTIONS
+
+    told("Kenji deploys billing-api.", "Kenji", "deploys", "billing-api")
+    Relation.objects.update(mentions=MAX_MENTIONS + 5)
+    path = tmp_path / "all.jsonl"
+    path.write_text("".join(export.lines()))
+    (line,) = [r for r in map(json.loads, path.read_text().splitlines()) if r.get("kind")]
+    assert line["mentions"] == MAX_MENTIONS
+    out, err = run_import(path, "--agent", "copy")
+    assert err == "" and "2 imported" in out
+    copy = Relation.objects.get(source__agent_id="copy")
+    assert copy.mentions == MAX_MENTIONS

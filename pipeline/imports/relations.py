@@ -4,15 +4,12 @@ relation to write, or `Bad` naming its field. No database here."""
 from __future__ import annotations
 
 from memory import linker
-from memory.imported_relations import IncomingRelation
+from memory.imported_relations import MAX_MENTIONS, IncomingRelation
 from memory.models import Entity, Relation
 from pipeline.imports.fields import TYPE_CHARS, Bad, number_of, string_of, time_of
 
 NAME_CHARS = Entity._meta.get_field("name").max_length
 RELATION_CHARS = Relation._meta.get_field("relation_type").max_length
-# Far below the column's range (2**31 - 1 on PostgreSQL): a later remember of the same triple
-# adds to the count, and at the range's end that addition failed every such remember.
-MAX_MENTIONS = 1_000_000
 
 
 def from_export(line: int, obj: dict, agent: str) -> IncomingRelation:
