@@ -88,8 +88,8 @@ class ReplayResult:
     @property
     def target_differs(self) -> bool:
         """The other answer changes a memory other than the one the proposal targets."""
-        return self.other.action in DESTRUCTIVE and self.other.target_id != _target(
-            self.proposal.action, self.proposal.target_memory_id
+        return self.other.action in DESTRUCTIVE and self.other.target_id != changed_memory(
+            self.proposal
         )
 
 
@@ -126,6 +126,13 @@ class SliceReplay:
     def agreement_percent(self) -> int | None:
         rate = self.agreement_rate
         return None if rate is None else round(rate * 100)
+
+
+def changed_memory(proposal: Proposal) -> str | None:
+    """The memory the proposal would change: an UPDATE's or DELETE's target, and a flagged
+    NONE's (it is approved as the UPDATE it may become); an answer adopted must name that one."""
+    changes = proposal.is_destructive or proposal.contradicting_none
+    return proposal.target_memory_id if changes else None
 
 
 def _target(action: str | None, target_id: str | None) -> str | None:

@@ -41,13 +41,17 @@ def queue_q(
 ) -> Q:
     """The review queue's filters as one condition on Proposal: what a reviewer's filter form and
     a saved queue select. `action`, `flag` and `authority` take one value or several (any of
-    them); action "destructive" is UPDATE or DELETE, authority is who asserted the memory an
-    UPDATE or DELETE changes. An empty or None filter filters nothing. The age filters count
+    them); action "destructive" is UPDATE or DELETE (and a flagged NONE, which may become an
+    UPDATE), authority is who asserted the memory an UPDATE or DELETE changes. An empty or None filter filters nothing. The age filters count
     back from `now` (the present unless given: a bulk run keeps its preview's)."""
     where = Q()
-    actions = {a for v in _any_of(action) for a in (DESTRUCTIVE if v == "destructive" else {v})}
+    chosen = _any_of(action)
+    actions = {a for v in chosen for a in (DESTRUCTIVE if v == "destructive" else {v})}
     if actions:
-        where &= Q(action__in=sorted(actions))
+        of_action = Q(action__in=sorted(actions))
+        if "destructive" in chosen:  # a NONE whose fact contradicts its memory may become one
+            of_action |= Q(action=Action.NONE, review_needed=True)
+        where &= of_action
     if review_needed is not None:
         where &= Q(review_needed=review_needed)
     if conf_min is not None:

@@ -190,6 +190,28 @@ def test_adopting_an_update_answer_applies_it_through_the_review_path(
     ).exists()
 
 
+def test_adopting_an_update_of_the_memory_a_flagged_none_contradicts_applies_it(
+    reviewer_client, queue, fake_ollama, run, hx
+):
+    """A flagged NONE names the memory its fact negates; adoption said it targeted none."""
+    proposal = proposal_about("Kafka")
+    Proposal.objects.filter(id=proposal.id).update(action="none")  # still review_needed
+    answers(fake_ollama, Kafka=reply("update", 1))
+    body = run(reviewer_client, proposal=proposal.id).content.decode()
+    assert 'data-testid="adopt-refused"' not in body and 'value="update"' in body
+
+    response = reviewer_client.post(
+        f"/replay/adopt/{proposal.id}/",
+        {"action": "update", "target": proposal.target_memory_id, "model": "qwen3:4b"},
+        **hx,
+    )
+
+    assert "memory updated" in response.content.decode()
+    proposal.refresh_from_db()
+    assert (proposal.status, proposal.action, proposal.applied_as) == ("applied", "none", "update")
+    assert Memory.objects.get(id=proposal.target_memory_id).content == proposal.fact_content
+
+
 def test_adopting_a_none_answer_rejects_the_proposal(reviewer_client, queue, fake_ollama, run):
     proposal = proposal_about("Standup notes from Friday")
     assert proposal.action == "add" and proposal.candidates

@@ -158,3 +158,14 @@ def test_bulk_on_a_queue_counts_only_the_queues_rows(proposals, reviewer_client,
     )
     assert "Reject 2 proposals" in response.content.decode()
     assert Proposal.objects.filter(status="pending").count() == 3  # a preview decides nothing
+
+
+def test_a_none_that_contradicts_its_memory_is_in_the_destructive_queue(proposals):
+    """A flagged NONE is decided as the UPDATE it may become; the queue left it out."""
+    add, update, delete = proposals["add"], proposals["update"], proposals["delete"]
+    Proposal.objects.filter(id=add.id).update(
+        action="none", target_memory=update.target_memory, review_needed=True
+    )
+    assert in_queue("destructive") == {add, update, delete}
+    Proposal.objects.filter(id=add.id).update(review_needed=False)  # a plain NONE: not
+    assert in_queue("destructive") == {update, delete}

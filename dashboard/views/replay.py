@@ -216,7 +216,7 @@ def _adopt(request, proposal: Proposal, data: dict) -> tuple[str, str]:
             reviewing.reject(proposal.id, actor, reason=f"second opinion ({model}): none")
             return "ok", f"Rejected by {actor.name}: {model} says nothing needs to change."
         if action in replaying.DESTRUCTIVE:
-            ours = proposal.target_memory_id if proposal.is_destructive else None
+            ours = replaying.changed_memory(proposal)
             if theirs != ours:
                 where = f"memory {wording.short_id(ours)}" if ours else "no existing memory"
                 return "bad", (
