@@ -2,11 +2,13 @@
 they counted, in a file beside the matrices (`last-damage.json`). Health is answered by whichever
 web worker takes the request, and the process that met the damage may be another (a QA pass
 read "no damage" from 1 worker of 2, and from all of them when it was met while a process
-opened the file). Writes are whole-file replacements; a lost increment of the count between
-two processes that met damage at once is the price of taking no lock."""
+opened the file). Writes are whole-file replacements (a reader sees the old record or the
+new), made under an advisory lock on a file beside it, so two processes that meet damage at once
+count two rebuilds."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -16,18 +18,21 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 FILE = "last-damage.json"
+LOCK = ".last-damage.lock"
 KEYS = ("lastDamage", "damagedAt", "rebuilds")
 
 
 def record(folder: Path, reason: str, at: str) -> None:
     """The damage met now (`at`: its ISO moment), one more rebuild counted."""
-    shared = read(folder) or {"rebuilds": 0}
-    write = {"lastDamage": reason, "damagedAt": at, "rebuilds": shared["rebuilds"] + 1}
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        scratch = folder / f".{FILE}.{os.getpid()}"
-        scratch.write_text(json.dumps(write))
-        os.replace(scratch, folder / FILE)  # readers see the old record or the new
+        with open(folder / LOCK, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            shared = read(folder) or {"rebuilds": 0}
+            write = {"lastDamage": reason, "damagedAt": at, "rebuilds": shared["rebuilds"] + 1}
+            scratch = folder / f".{FILE}.{os.getpid()}"
+            scratch.write_text(json.dumps(write))
+            os.replace(scratch, folder / FILE)
     except OSError as exc:  # a full disk: this process's own record still says it
         log.warning("the vector matrix damage could not be recorded for other processes: %s", exc)
 
