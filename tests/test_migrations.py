@@ -326,3 +326,37 @@ def test_the_blank_character_rehash_says_its_own_rule_in_the_merge_audit():
     audit = MemoryHistory.objects.get(memory_id=expired.id, event="deleted")
     assert kept.id in audit.reason and "the copy recall finds is kept" in audit.reason
     assert "oldest copy is kept" not in audit.reason
+
+
+@pytest.mark.django_db
+def test_padded_and_blank_memory_types_are_tidied_as_remember_now_stores_them():
+    import importlib
+
+    from django.apps import apps
+
+    from memory.models import Memory
+    from memory.writes import Actor, remember
+
+    writer = Actor("agent-one", "agent")
+    stored = {
+        kind: remember(f"A note typed {n}", actor=writer, create_job=False).memory.id
+        for n, kind in enumerate([" decision ", "\u3164", "", "decision", "preference\t"])
+    }
+    for kind, memory_id in stored.items():
+        Memory.objects.filter(id=memory_id).update(type=kind)  # as an older release stored them
+    module = importlib.import_module("memory.migrations.0017_tidy_memory_types")
+    assert module.tidy_types(apps) == {
+        "": "fact",
+        " decision ": "decision",
+        "preference\t": "preference",
+        "\u3164": "fact",
+    }
+    kinds = dict(Memory.objects.values_list("id", "type"))
+    assert [kinds[stored[k]] for k in stored] == [
+        "decision",
+        "fact",
+        "fact",
+        "decision",
+        "preference",
+    ]
+    assert module.tidy_types(apps) == {}
