@@ -180,8 +180,17 @@ def _plan_statements(plan: StorePlan, with_entities: set[int]) -> None:
 
 def stop_jobs_in_transaction(memory_ids: list[str], *, at) -> None:
     """First in a purge: the memories' running jobs are cancelled (and their rows locked on
-    PostgreSQL), so none logs or records a copy of the text after the purge has planned."""
+    PostgreSQL), and the running jobs of their agents' other memories started again (one may
+    have read a purged text as a candidate), so none logs or records a copy of the text after
+    the purge has planned."""
     jobs.cancel_purged_in_transaction(memory_ids, at=at)
+    jobs.restart_leased_in_transaction(
+        memory_ids,
+        reason="a memory it may have read as a candidate was purged while it ran: a new job "
+        "reads the store without it",
+        at=at,
+        sparing=memory_ids,
+    )
 
 
 def erase_store_in_transaction(plan: StorePlan, texts: Texts, *, by: str, at) -> None:

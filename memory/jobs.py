@@ -119,20 +119,34 @@ def cancel_purged_in_transaction(memory_ids: list[str], *, at) -> int:
 
 
 def restart_redacted_in_transaction(memory_ids: list[str], *, at) -> int:
-    """The redacted memories' leased jobs are cancelled (a worker that read the old text logs
-    and records nothing more: LiveCalls and the job's write check the lease) and a fresh job is
-    queued for each memory, which reads the redacted text. Pending jobs read it anyway."""
+    """The redacted memories' leased jobs, and those of their agents' other memories (which may
+    have read the old text as a candidate), are cancelled and started again (restart_leased)."""
+    return restart_leased_in_transaction(
+        memory_ids,
+        reason="a memory it may have read was redacted while it ran: a new job reads the "
+        "redacted text",
+        at=at,
+    )
+
+
+def restart_leased_in_transaction(
+    memory_ids: list[str], *, reason: str, at, sparing: list[str] = ()
+) -> int:
+    """The leased jobs of these memories' agents (but those of `sparing`) are cancelled with
+    `reason`, so a worker that read a text as its memory or as a candidate logs and records
+    nothing more (LiveCalls and the job's write check the lease), and a fresh job is queued for
+    each of their memories. A QA pass purged a memory while another memory's job had it as a
+    candidate: the job then logged and recorded its text, after the purge had verified."""
+    agents = Memory.objects.filter(id__in=memory_ids).values("agent_id")
     leased = list(
-        Job.objects.filter(memory_id__in=memory_ids, status=JobStatus.LEASED).values_list(
-            "id", "memory_id"
-        )
+        Job.objects.filter(status=JobStatus.LEASED, memory__agent_id__in=agents)
+        .exclude(memory_id__in=sparing)
+        .values_list("id", "memory_id")
     )
     if not leased:
         return 0
     Job.objects.filter(id__in=[pk for pk, _ in leased]).update(
-        status=JobStatus.CANCELLED,
-        error="source memory was redacted while this job ran: a new job reads the redacted text",
-        updated_at=at,
+        status=JobStatus.CANCELLED, error=reason, updated_at=at
     )
     for memory in Memory.objects.filter(id__in={memory_id for _, memory_id in leased}):
         create_in_transaction(memory, at=at)

@@ -180,6 +180,35 @@ def test_a_running_job_of_a_purged_memory_is_cancelled_and_records_nothing(fake_
     assert not Memory.objects.filter(source_id=source.id).exists()
 
 
+def test_another_memorys_running_job_that_read_the_purged_text_starts_again(fake_ollama):
+    """A QA pass: a job running for another memory had the purged one as a candidate; after the
+    purge had verified, it logged its prompt and recorded an UPDATE of the tombstone."""
+    set_mode("controlled-write")
+    kept = remember(SECRET)
+    ScriptedModel(fake_ollama, facts=[fact("The staging DB password is hunter3-prod")])
+    other = raw("Rotated: the staging DB password is hunter3-prod now").memory
+    job = Job.objects.get(memory=other)
+    outcome = compute(claim_job(job.id), [])  # read the secret as its candidate
+    assert any(SECRET in call.prompt for call in outcome.calls)
+    unrelated = raw("Lunch is at noon", agent_id="another-agent").memory
+    elsewhere = Job.objects.get(memory=unrelated)
+    claim_job(elsewhere.id)
+
+    receipt = purge.purge(Request(Scope.MEMORY, memory_id=kept.id), reason="leak", actor=ADMIN)
+
+    assert receipt.verified
+    assert record_job(outcome) is None  # its lease is gone: nothing recorded
+    late = LiveCalls(job.id)
+    late.append(CallRecord("decide", "ollama", "qwen3:4b", prompt=f"Candidates: {SECRET}"))
+    assert not LlmCall.objects.filter(prompt__contains="hunter2").exists()
+    assert not Proposal.objects.filter(target_memory=kept).exists()
+    cancelled = Job.objects.get(id=job.id)
+    assert cancelled.status == JobStatus.CANCELLED and "was purged" in cancelled.error
+    fresh = Job.objects.get(memory=other, status=JobStatus.PENDING)
+    assert fresh.id != job.id
+    assert Job.objects.get(id=elsewhere.id).status == JobStatus.LEASED  # another agent's: read none
+
+
 @pytest.mark.sqlite_only(reason="the shared matrix exists on SQLite only")
 def test_the_purged_vectors_rows_are_zeroed_in_the_matrix():
     memory = remember(SECRET)

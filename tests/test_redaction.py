@@ -304,6 +304,19 @@ def test_a_job_running_on_the_old_text_is_cancelled_and_queued_again(fake_ollama
     assert fresh.status == JobStatus.PENDING
 
 
+def test_another_memorys_running_job_is_started_again_too(fake_ollama):
+    """It may have read the old text as a candidate: it would log it after the receipt."""
+    memory = raw("The wifi password is BlueFalcon77 for the guest network").memory
+    process_pending()
+    other = raw("The guest wifi password changes monthly").memory
+    job = Job.objects.get(memory=other)
+    assert claim_job(job.id) is not None
+    redact(memory.id, "BlueFalcon77")
+    job.refresh_from_db()
+    assert job.status == JobStatus.CANCELLED and "redacted while it ran" in job.error
+    assert Job.objects.exclude(id=job.id).get(memory=other).status == JobStatus.PENDING
+
+
 def _person(name: str, **kwargs) -> Memory:
     return seed(
         f"{name} rotates the ledger keys",
