@@ -175,7 +175,7 @@ def relation_records(
     *, agent: str | None = None, include_deleted: bool = False, page: int | None = None
 ) -> Iterator[dict]:
     """Every relation (of `agent`'s entities, or of all agents') that a memory the export holds
-    stated, in id order; not one naming what an erasure left (`[redacted:pii]` stands for
+    stated, in id order, with those memories' ids (`statedBy`, a query more per page); not one naming what an erasure left (`[redacted:pii]` stands for
     different people: the import refuses it). One that only memories left out of the export
     stated (forgotten ones, without `include_deleted`) stays out."""
     page = page or PAGE
@@ -202,7 +202,16 @@ def relation_records(
     after = 0
     while True:
         rows = list(query.filter(id__gt=after).order_by("id").values_list(*columns)[:page])
-        for _, agent_id, source, source_type, target, target_type, kind, *rest in rows:
+        speakers: dict[int, list[str]] = {}
+        for relation_id, memory_id in (
+            RelationStatement.objects.filter(
+                relation_id__in=[row[0] for row in rows], **by_exported
+            )
+            .order_by("relation_id", "memory_id")
+            .values_list("relation_id", "memory_id")
+        ):
+            speakers.setdefault(relation_id, []).append(memory_id)
+        for pk, agent_id, source, source_type, target, target_type, kind, *rest in rows:
             if linker.is_erasure_marker(source) or linker.is_erasure_marker(target):
                 continue
             confidence, mentions, created, updated = rest
@@ -219,6 +228,7 @@ def relation_records(
                 "mentions": min(mentions, MAX_MENTIONS),
                 "createdAt": iso(created),
                 "updatedAt": iso(updated),
+                "statedBy": speakers.get(pk, []),  # the exported memories that stated it
             }
         if len(rows) < page:
             return

@@ -12,7 +12,13 @@ from datetime import datetime
 
 from memory import linker
 from memory.imported import DEDUPED, DONE, Outcome
-from memory.models import Entity, MemoryEntityMention, Relation, RelationStatement
+from memory.models import (
+    Entity,
+    MemoryEntityMention,
+    MemoryHistory,
+    Relation,
+    RelationStatement,
+)
 
 # The most `mentions` an import takes (and an export writes: a count above it is written as it).
 # Far below the column's range (2**31 - 1 on PostgreSQL): a later remember of the same triple
@@ -38,31 +44,37 @@ class IncomingRelation:
     mentions: int
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    # The file's memories that stated it (their ids as imported); None: the line does not say.
+    stated_by: tuple[str, ...] | None = None
 
     def words(self) -> str:
         """The relation as the import's report writes it: `Kenji -deploys-> billing-api`."""
         return f"{self.source} -{self.relation_type}-> {self.target}"
 
 
-def write_in_transaction(relations: list[IncomingRelation], *, at) -> list[Outcome]:
+def write_in_transaction(
+    relations: list[IncomingRelation], *, at, run_id: str | None = None
+) -> list[Outcome]:
     """Write the batch's relations inside the caller's transaction, in file order: each one is
     imported, deduped to the relation already stored between the same two entities (or an
     earlier line's), or UNLINKED (`unlinked` names the side, or "relation") when an entity it
-    names is one no memory of the agent mentions, or no one memory mentions both: a relation
-    belongs with the memories that state it, and one written alone would outlive every purge
-    (a review imported an old export after a purge and the purged names came back). The
-    memories that mention both state it from then on (relation_statements): a purge of all of
-    them deletes it."""
+    names is one no memory of the agent mentions, or when no memory this import (`run_id`)
+    wrote mentions both (of those its `statedBy` names, when it names them). A relation
+    belongs with the memories that state it, and those memories state it from then on
+    (relation_statements): a purge of them all deletes it. A memory stored before the import
+    never takes one: a review imported an old export after a purge and the purged relation came
+    back, stated by an innocent memory that mentioned the same two names."""
     if not relations:
         return []
     ids = _mentioned_entities(relations)
     wanted = [_key(relation, ids) for relation in relations]
     keys = [key for key in wanted if isinstance(key, tuple)]
-    speakers = _speakers(keys)
+    speakers = _speakers(keys, run_id)
     stored = _stored(keys)
-    outcomes, new = [], []
+    outcomes, new, statements = [], [], []
     for relation, key in zip(relations, wanted, strict=True):
-        if isinstance(key, tuple) and not speakers.get(key[:2]):
+        said_by = _said_by(relation, key, speakers)
+        if isinstance(key, tuple) and not said_by and key not in stored:
             key = "relation"
         if isinstance(key, str):
             outcomes.append(
@@ -71,6 +83,7 @@ def write_in_transaction(relations: list[IncomingRelation], *, at) -> list[Outco
             continue
         status = DEDUPED if key in stored else DONE
         outcomes.append(Outcome(relation.line, status, "", relation=relation.words()))
+        statements += [(key, memory_id) for memory_id in sorted(said_by)]
         if status == DONE:
             stored[key] = 0
             source, target, kind = key
@@ -87,19 +100,27 @@ def write_in_transaction(relations: list[IncomingRelation], *, at) -> list[Outco
             )
     # A concurrent writer's same edge, committed after the read above, wins (its count stays).
     Relation.objects.bulk_create(new, ignore_conflicts=True)
-    written = {
-        key for key, outcome in zip(wanted, outcomes, strict=True) if outcome.status != UNLINKED
-    }
-    stored = _stored(list(written))
-    RelationStatement.objects.bulk_create(
-        [
-            RelationStatement(memory_id=memory_id, relation_id=stored[key])
-            for key in sorted(written)
-            for memory_id in sorted(speakers[key[:2]])
-        ],
-        ignore_conflicts=True,  # a memory that stated it already keeps its count
-    )
+    if statements:
+        stored = _stored([key for key, _ in statements])
+        RelationStatement.objects.bulk_create(
+            [
+                RelationStatement(memory_id=memory_id, relation_id=stored[key])
+                for key, memory_id in sorted(set(statements))
+            ],
+            ignore_conflicts=True,  # a memory that stated it already keeps its count
+        )
     return outcomes
+
+
+def _said_by(
+    relation: IncomingRelation, key, speakers: dict[tuple[int, int], set[str]]
+) -> set[str]:
+    """The memories this import wrote that state the relation: those mentioning both of its
+    entities, of the ones its `statedBy` names when it names them."""
+    if not isinstance(key, tuple):
+        return set()
+    found = speakers.get(key[:2], set())
+    return found if relation.stated_by is None else found & set(relation.stated_by)
 
 
 def _stored(keys: list[tuple[int, int, str]]) -> dict[tuple[int, int, str], int]:
@@ -111,17 +132,32 @@ def _stored(keys: list[tuple[int, int, str]]) -> dict[tuple[int, int, str], int]
     return {(source, target, kind): pk for source, target, kind, pk in rows}
 
 
-def _speakers(keys: list[tuple[int, int, str]]) -> dict[tuple[int, int], set[str]]:
-    """(source entity, target entity) -> the memories that mention both (one query)."""
+def _speakers(
+    keys: list[tuple[int, int, str]], run_id: str | None
+) -> dict[tuple[int, int], set[str]]:
+    """(source entity, target entity) -> the memories this import wrote that mention both (two
+    queries: the memories, then which of them the run wrote, by their import audits)."""
     if not keys:
         return {}
-    rows = MemoryEntityMention.objects.filter(
-        entity_id__in={source for source, _, _ in keys},
-        memory__entity_mentions__entity_id__in={target for _, target, _ in keys},
-    ).values_list("entity_id", "memory__entity_mentions__entity_id", "memory_id")
+    rows = list(
+        MemoryEntityMention.objects.filter(
+            entity_id__in={source for source, _, _ in keys},
+            memory__entity_mentions__entity_id__in={target for _, target, _ in keys},
+        ).values_list("entity_id", "memory__entity_mentions__entity_id", "memory_id")
+    )
+    written = (
+        set(
+            MemoryHistory.objects.filter(
+                memory_id__in={memory_id for _, _, memory_id in rows}, metadata__import__run=run_id
+            ).values_list("memory_id", flat=True)
+        )
+        if run_id is not None and rows
+        else set()
+    )
     found: dict[tuple[int, int], set[str]] = {}
     for source, target, memory_id in rows:
-        found.setdefault((source, target), set()).add(memory_id)
+        if memory_id in written:
+            found.setdefault((source, target), set()).add(memory_id)
     return found
 
 

@@ -97,14 +97,14 @@ def test_a_relation_only_forgotten_memories_name_comes_only_with_forgotten_memor
     ]
 
 
-def test_relations_are_read_a_page_at_a_time_each_page_one_query(monkeypatch):
+def test_relations_are_read_a_page_at_a_time_each_page_two_queries(monkeypatch):
     monkeypatch.setattr(export, "PAGE", 2)
     for n in range(5):
         told(f"Person{n} runs service number {n}.", f"Person{n}", "runs", f"service{n}")
     with CaptureQueriesContext(connection) as queries:
         records = list(export.relation_records())
     assert [r["source"] for r in records] == [f"Person{n}" for n in range(5)]
-    assert len(queries.captured_queries) == 3
+    assert len(queries.captured_queries) == 6  # the relations, and the memories stating them
 
 
 def test_an_admin_tokens_api_export_carries_the_relations_of_its_own_agent_only(client):

@@ -13,7 +13,7 @@ import pytest
 from django.db import connection
 
 from memory import export, graph
-from memory.models import Entity, MemoryEntityMention, Relation, RelationStatement
+from memory.models import Entity, Memory, MemoryEntityMention, Relation, RelationStatement
 from memory.writes import Actor, Triple, forget, remember
 from pipeline import purge
 from pipeline.purge import Request, Scope
@@ -40,6 +40,14 @@ def told(text: str, *triples: tuple[str, str, str]):
         create_job=False,
         triples=[Triple(s, kind, t, "person", "service", 0.9) for s, kind, t in triples],
     ).memory
+
+
+REFUSED_AS_UNSTATED = (
+    "line {line}: refused: relation: no memory this import wrote (of those its statedBy names) "
+    "mentions both of its entities: a relation comes with the memories that state it, in the "
+    "same file, and a memory stored before never takes one it did not state (a purge may have "
+    "erased it)"
+)
 
 
 def stated() -> dict[tuple[str, str, str], dict[str, int]]:
@@ -184,11 +192,7 @@ def test_a_relation_line_no_one_memory_mentions_both_ends_of_is_refused(tmp_path
         ],
     )
     out, err = run_import(path)
-    assert err.splitlines() == [
-        "line 4: refused: relation: no one memory of the agent here mentions both of its "
-        "entities: a relation is imported with the memories that name its two entities, which "
-        "state it from then on (import them, or a file that holds them, first)",
-    ]
+    assert err.splitlines() == [REFUSED_AS_UNSTATED.format(line=4)]
     assert "2 imported, 0 deduplicated, 1 refused of 3 items." in out
     assert not Relation.objects.exists() and not RelationStatement.objects.exists()
 
@@ -234,3 +238,67 @@ def test_the_migration_backfills_each_relation_from_the_memories_that_mention_bo
             MemoryEntityMention.objects.get(entity__canonical_name="on call").memory_id: 1
         },
     }
+
+
+def test_an_old_export_imported_after_a_purge_brings_no_purged_relation_back(tmp_path):
+    """A QA pass: the purged relation came back, stated by an innocent memory that mentioned
+    the same two names, and no purge by its text could reach it any more."""
+    secret = told(
+        "Oskar stores the root password hunter-7731 on the Quillback server.",
+        ("Oskar", "stores root password hunter-7731 on", "Quillback server"),
+    )
+    told("Oskar rebooted the Quillback server.", ("Oskar", "rebooted", "Quillback server"))
+    path = tmp_path / "old.jsonl"
+    path.write_text("".join(export.lines(include_history=True, include_deleted=True)))
+    assert purge.purge(Request(Scope.TEXT, text="hunter-7731"), reason="leak", actor=ADMIN).verified
+    assert Memory.objects.get(id=secret.id).is_purged
+
+    out, err = run_import(path)
+
+    line = next(
+        n
+        for n, text in enumerate(path.read_text().splitlines(), 1)
+        if "hunter" in text and '"relation"' in text
+    )
+    assert REFUSED_AS_UNSTATED.format(line=line) in err.splitlines()
+    assert set(stated()) == {("Oskar", "rebooted", "Quillback server")}
+    assert not Relation.objects.filter(relation_type__contains="hunter").exists()
+
+
+def test_statedby_gives_an_imported_relation_only_to_the_memories_that_stated_it(tmp_path):
+    told("Nina holds passport XK44 issued in Oslo.", ("Nina", "holds passport XK44 in", "Oslo"))
+    told("Nina moved to Oslo last year.", ("Nina", "moved to", "Oslo"))
+    path = tmp_path / "all.jsonl"
+    path.write_text("".join(export.lines()))
+    run_import(path, "--agent", "copy")
+    copies = {
+        r.relation_type: sorted(r.statements.values_list("memory__content", flat=True))
+        for r in Relation.objects.filter(source__agent_id="copy")
+    }
+    assert copies == {
+        "holds passport XK44 in": ["Nina holds passport XK44 issued in Oslo."],
+        "moved to": ["Nina moved to Oslo last year."],
+    }
+    passport = Relation.objects.get(source__agent_id="copy", relation_type__contains="XK44")
+    purge_memory(passport.statements.get().memory_id)  # (the original keeps the same text)
+    assert not Relation.objects.filter(source__agent_id="copy", relation_type__contains="XK44")
+
+
+def test_a_relation_lines_statedby_must_be_a_list_of_memory_ids(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    write_lines(
+        path,
+        [
+            HEADER,
+            memory_line("Kenji deploys billing-api.", "Kenji", "billing-api"),
+            relation_line(statedBy="someone"),
+            relation_line(statedBy=["not an id!"]),
+        ],
+    )
+    out, err = run_import(path)
+    assert err.splitlines() == [
+        f"line {n}: refused: statedBy: must be a list of the ids of the file's memories that "
+        "stated it"
+        for n in (3, 4)
+    ]
+    assert not Relation.objects.exists()

@@ -182,7 +182,9 @@ def _export_record(line: int, obj: dict, options: Options) -> Incoming | Incomin
     """A line of our export: a memory (no `kind`), or a relation between two entities."""
     kind = obj.get("kind")
     if kind == export.RELATION:
-        return relations.from_export(line, obj, _agent(obj, ("agentId",), options))
+        own = _own_agent(obj, ("agentId",))
+        copy_for = options.agent if options.agent and options.agent != own else None
+        return relations.from_export(line, obj, _agent(obj, ("agentId",), options), copy_for)
     if kind is not None and kind != "memory":
         raise Bad("kind", f"must be {export.RELATION!r}, or left out for a memory")
     return from_export(line, obj, options)

@@ -99,7 +99,9 @@ def record_batch(
         # After the memories: the entities the file's relations join are theirs.
         related = iter(
             imported_relations.write_in_transaction(
-                [item for item in batch if isinstance(item, IncomingRelation)], at=now
+                [item for item in batch if isinstance(item, IncomingRelation)],
+                at=now,
+                run_id=run_id,
             )
         )
         # In file order: each item's outcome where it was, each refusal where it was.
@@ -121,16 +123,20 @@ def _refused_if_unlinked(outcome: Outcome) -> Outcome | Refusal:
     no one memory mentions both, is reported as refused, naming that side (or the relation)."""
     if not outcome.unlinked:
         return outcome
-    what = (
-        "no one memory of the agent here mentions both of its entities"
-        if outcome.unlinked == "relation"
-        else "no memory of the agent here mentions this entity"
-    )
+    if outcome.unlinked == "relation":
+        return Refusal(
+            outcome.line,
+            "relation",
+            "no memory this import wrote (of those its statedBy names) mentions both of its "
+            "entities: a relation comes with the memories that state it, in the same file, and "
+            "a memory stored before never takes one it did not state (a purge may have erased it)",
+        )
     return Refusal(
         outcome.line,
         outcome.unlinked,
-        f"{what}: a relation is imported with the memories that name its two entities, which "
-        "state it from then on (import them, or a file that holds them, first)",
+        "no memory of the agent here mentions this entity: a relation is imported with the "
+        "memories that name its two entities, which state it from then on (import them, or a "
+        "file that holds them, first)",
     )
 
 
