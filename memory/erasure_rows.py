@@ -26,6 +26,7 @@ from memory.erasure import (
     scrub,
     text_values_purged,
 )
+from memory.erasure_parts import quoted_part, scrub_parts
 from memory.models import (
     DERIVED_SOURCE_TYPE,
     Embedding,
@@ -222,9 +223,12 @@ def erase_store_in_transaction(plan: StorePlan, texts: Texts, *, by: str, at) ->
     # Who wrote it stays on the tombstone, less a copy of its text ("saw <the key>" made every
     # purge of the key fail its check, with no way to clear it). Only the purged rows: a name
     # elsewhere is a person's or a token's, which reviews and the trail know them by.
-    for pk, who in Memory.objects.filter(id__in=ids).exclude(who="").values_list("id", "who"):
-        if (cleaned := scrub(who, texts)) != who:
-            Memory.objects.filter(id=pk).update(who=cleaned)
+    # So are a key or a run of its words in who and type (a QA pass: "ssn 078-05-1120" as type).
+    for pk, who, kind in Memory.objects.filter(id__in=ids).values_list("id", "who", "type"):
+        cleaned = scrub_parts(scrub(who, texts), texts)
+        tidy = (scrub_parts(kind, texts) or "")[: Memory._meta.get_field("type").max_length]
+        if (cleaned, tidy) != (who, kind):
+            Memory.objects.filter(id=pk).update(who=cleaned, type=tidy)
     _wipe_audits(plan.history_ids, texts, dict(plan.whys))
     MemoryCold.objects.filter(pk__in=plan.cold_ids).delete()
     _drop_statements(plan)
@@ -235,24 +239,27 @@ def erase_store_in_transaction(plan: StorePlan, texts: Texts, *, by: str, at) ->
 
 def _wipe_audits(history_ids: list[str], texts: Texts, whys: dict[str, str]) -> None:
     rows = MemoryHistory.objects.filter(id__in=history_ids).values_list(
-        "id", "memory_id", "old_content", "new_content", "reason", "metadata"
+        "id", "memory_id", "old_content", "new_content", "reason", "changed_by", "metadata"
     )
     prepare = MemoryHistory._meta.get_field("metadata").get_db_prep_save
+    # A reason or a changer repeating a key or a run of the text's words loses that part too
+    # (a QA pass: "rotated: tulip-9934 replaced by rose-5521" stayed on the purged trail).
     changed = [
         (
             None if old is None else PURGED,
             None if new is None else PURGED,
-            _without_why(scrub(reason, texts), whys.get(memory_id)),
+            scrub_parts(_without_why(scrub(reason, texts), whys.get(memory_id)), texts),
+            scrub_parts(changed_by, texts),
             prepare(text_values_purged(metadata), connection),
             pk,
         )
-        for pk, memory_id, old, new, reason, metadata in rows
+        for pk, memory_id, old, new, reason, changed_by, metadata in rows
     ]
     if changed:
         with connection.cursor() as cursor:
             cursor.executemany(
                 "UPDATE memory_history SET old_content = %s, new_content = %s, reason = %s, "
-                "metadata = %s WHERE id = %s",
+                "changed_by = %s, metadata = %s WHERE id = %s",
                 changed,
             )
 
@@ -414,6 +421,18 @@ def store_leftovers(plan: StorePlan, texts: Texts) -> list[tuple[str, int]]:
                 "memory_id", "reason"
             )
             if reason and reason == whys[memory_id]
+        )
+        counts["memory_history.reason/changed_by (a key or a run of the text's words)"] += sum(
+            1
+            for reason, changed_by in MemoryHistory.objects.filter(memory_id__in=ids)
+            .exclude(event=PURGED_EVENT)
+            .values_list("reason", "changed_by")
+            if quoted_part(f"{reason or ''}\n{changed_by or ''}", texts)
+        )
+        counts["memories.who/type (a key or a run of the text's words)"] += sum(
+            1
+            for who, kind in Memory.objects.filter(id__in=ids).values_list("who", "type")
+            if quoted_part(f"{who}\n{kind}", texts)
         )
         counts["memories.source_id (the caller's reference)"] += (
             Memory.objects.filter(id__in=ids, source_id__isnull=False)

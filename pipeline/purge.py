@@ -11,7 +11,6 @@ by this actor" that other domain code (expiry) calls. Neither calls a model.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -21,6 +20,7 @@ from django.db.models import Q
 from memory import vectors
 from memory.backend import erasure as files
 from memory.erasure import MIN_NEEDLE, Texts, find_copies
+from memory.erasure_parts import quoted_part
 from memory.erasure_rows import store_leftovers, texts_of
 from memory.models import DERIVED_SOURCE_TYPE, Memory, MemoryHistory
 from memory.writes import Actor, Refused
@@ -231,38 +231,6 @@ def purge(request: Request, *, reason, actor: Actor, dry_run: bool = False) -> R
     if dry_run:
         return preview(ids, texts)
     return purge_memories(ids, reason=reason, actor=actor, texts=texts, scope=request.scope)
-
-
-_WORD = re.compile(r"[\w-]+")
-RUN_OF_WORDS = 6  # this many words of a purged text in a row, in a reason, repeat it
-KEY_CHARS = 8  # a word this long holding a digit is a key, a code or an id: itself the secret
-# ...but for the shapes of a date, a version and a name with a small number ("2026-12-07",
-# "1.2.3", "eu-west-1", "billing-api-v2"), which a reason names to say what it is about.
-_NAMED = re.compile(
-    r"^(?:\d{4}-\d{2}-\d{2}(?:t[\d:.]+z?)?|v?\d+(?:\.\d+)+|[a-z]+(?:[-_][a-z]+)*[-_]v?\d{1,3})$"
-)
-
-
-def _key_like(word: str) -> bool:
-    return len(word) >= KEY_CHARS and any(c.isdigit() for c in word) and not _NAMED.match(word)
-
-
-def quoted_part(reason: str, texts: Texts) -> str | None:
-    """The telling part of a purged text the reason repeats, if any: a key-like word, or
-    RUN_OF_WORDS words in a row. The reason is kept for good with the tombstone, where no later
-    purge reaches it."""
-    heard_in_order = _WORD.findall(reason.lower())
-    heard, said = set(heard_in_order), f" {' '.join(heard_in_order)} "
-    for needle in texts.needles:
-        words = _WORD.findall(needle.lower())
-        for word in words:
-            if word in heard and _key_like(word):
-                return word
-        for i in range(len(words) - RUN_OF_WORDS + 1):
-            run = " ".join(words[i : i + RUN_OF_WORDS])
-            if f" {run} " in said:  # whole words: "on" is not the end of "python"
-                return run
-    return None
 
 
 def preview(memory_ids: list[str], texts: Texts) -> Receipt:

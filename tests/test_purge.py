@@ -209,6 +209,46 @@ def test_another_memorys_running_job_that_read_the_purged_text_starts_again(fake
     assert Job.objects.get(id=elsewhere.id).status == JobStatus.LEASED  # another agent's: read none
 
 
+def test_a_key_in_its_own_reasons_changers_who_and_type_is_purged_with_the_text():
+    """A QA pass: the receipt said verified while the purged memory's own trail kept its keys:
+    an edit's reason and changer, a forget's reason, its who and its type."""
+    memory = remember(
+        "Lena Fischer wifi password is tulip-9934.",
+        who="Lena Fischer tulip-9934",
+        type="wifi tulip-9934",
+    )
+    writes.modify(
+        memory.id,
+        {"content": "Lena Fischer wifi password is rose-5521."},
+        actor=Actor("rose-5521 Lena", "operator"),
+        reason="rotated: tulip-9934 replaced by rose-5521",
+    )
+    writes.forget(memory.id, actor=ADMIN, reason="forget rose-5521 now")
+
+    receipt = purge.purge(Request(Scope.MEMORY, memory_id=memory.id), reason="asked", actor=ADMIN)
+
+    assert receipt.verified, receipt.found
+    trail = list(memory.history.values_list("reason", "changed_by"))
+    assert not any("9934" in str(row) or "5521" in str(row) for row in trail), trail
+    assert ("rotated: [purged] replaced by [purged]", "[purged] Lena") in trail
+    tombstone = Memory.objects.get(id=memory.id)
+    assert (tombstone.who, tombstone.type) == ("Lena Fischer [purged]", "wifi [purged]")
+
+
+def test_a_kept_part_of_the_trail_fails_the_check(monkeypatch):
+    from memory import erasure_rows
+
+    memory = remember("The vault code is 7713-AXQ-0098 for the Berlin office.")
+    writes.forget(memory.id, actor=ADMIN, reason="code 7713-AXQ-0098 rotated")
+    monkeypatch.setattr(erasure_rows, "scrub_parts", lambda value, texts: value)  # a broken scrub
+    receipt = purge.purge(Request(Scope.MEMORY, memory_id=memory.id), reason="r", actor=ADMIN)
+    assert not receipt.verified
+    assert {
+        "where": "memory_history.reason/changed_by (a key or a run of the text's words)",
+        "count": 1,
+    } in receipt.found
+
+
 @pytest.mark.sqlite_only(reason="the shared matrix exists on SQLite only")
 def test_the_purged_vectors_rows_are_zeroed_in_the_matrix():
     memory = remember(SECRET)
