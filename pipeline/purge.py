@@ -11,11 +11,13 @@ by this actor" that other domain code (expiry) calls. Neither calls a model.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from django.db.models import Q
+from django.db.models import Q, TextField
+from django.db.models.functions import Cast
 
 from memory import vectors
 from memory.backend import erasure as files
@@ -188,7 +190,9 @@ def lineage_of(memory_id: str) -> list[str]:
 
 
 def holding_text(text) -> list[str]:
-    """Every memory not purged yet whose text holds `text` (exactly, as written)."""
+    """Every memory not purged yet whose text, or own free text (why, tags, sourceId, who,
+    type), holds `text` (exactly, as written): a QA pass purged a key a writer had put in why,
+    tags and sourceId only, and was told nothing matched."""
     if not isinstance(text, str) or not text.strip():
         raise Refused("empty_text", "text must name what to look for (it is empty)")
     text = text.strip()
@@ -198,8 +202,29 @@ def holding_text(text) -> list[str]:
             f"text must be at least {MIN_NEEDLE} characters: shorter text is "
             "in nearly every memory",
         )
-    candidates = Memory.objects.filter(content__contains=text, purged_at__isnull=True)
-    return [pk for pk, content in candidates.values_list("id", "content") if text in content]
+    as_json = json.dumps(text)[1:-1]  # tags are JSON: a non-ASCII letter is stored escaped
+    candidates = (
+        Memory.objects.annotate(tags_text=Cast("tags", TextField()))
+        .filter(
+            Q(content__contains=text)
+            | Q(why__contains=text)
+            | Q(source_id__contains=text)
+            | Q(who__contains=text)
+            | Q(type__contains=text)
+            | Q(tags_text__contains=text)
+            | Q(tags_text__contains=as_json),
+            purged_at__isnull=True,
+        )
+        .values_list("id", *_OWN_TEXT, "tags")
+    )
+    return [
+        pk
+        for pk, *own, tags in candidates
+        if any(text in (value or "") for value in own) or any(text in tag for tag in tags or [])
+    ]
+
+
+_OWN_TEXT = ("content", "why", "source_id", "who", "type")
 
 
 def texts_for(request: Request, memory_ids: list[str]) -> Texts:

@@ -143,6 +143,23 @@ def test_purge_by_text_widens_to_every_memory_holding_it():
     assert sorted(receipt.memories) == sorted(m.id for m in holders) and receipt.verified
 
 
+def test_purge_by_text_finds_a_key_only_in_why_tags_or_source_id():
+    """A QA pass: a key put in why, tags and sourceId only got 'nothing matches'."""
+    key = "Xq7-palomino-3312"
+    in_why = remember("Deploy notes for the staging cluster.", why=f"db password is {key}")
+    in_tags = remember("Rotation happens monthly.", tags=[f"pw-{key}"])
+    in_source = remember("The vault moved racks.", source_id=key)
+    unicode_tag = remember("Badge list updated.", tags=["Weißmüller-Ausweis-7781"])
+    remember("An unrelated note about Xq7 palominos.")
+
+    receipt = purge.purge(Request(Scope.TEXT, text=key), reason="leaked key", actor=ADMIN)
+
+    assert sorted(receipt.memories) == sorted([in_why.id, in_tags.id, in_source.id])
+    assert receipt.verified
+    found = purge.holding_text("Weißmüller-Ausweis-7781")
+    assert found == [unicode_tag.id]
+
+
 def test_the_purged_memory_is_a_tombstone_with_who_and_when():
     memory = remember(SECRET, why="ops channel", tags=["creds"])
     receipt = purge.purge(Request(Scope.MEMORY, memory_id=memory.id), reason="leak", actor=ADMIN)
