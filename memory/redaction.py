@@ -114,6 +114,11 @@ def _rewrite(memory: Memory, texts: Texts, replacement: str, *, actor: Actor, at
         "content_hash": text.hash,
         "why": scrub(memory.why, texts, replacement),
         "tags": scrub(memory.tags, texts, replacement),
+        # The writer's own free text too (a QA pass found the span left in sourceId, where no
+        # later redaction could find it: its span must be in the content).
+        "source_id": scrub(memory.source_id, texts, replacement),
+        "who": scrub(memory.who, texts, replacement),
+        "type": scrub(memory.type, texts, replacement)[: Memory._meta.get_field("type").max_length],
         # A vector of the new text may exist (another memory's); else it is embedded after commit.
         "embedding_model": Embedding.objects.filter(content_hash=text.hash)
         .values_list("model", flat=True)

@@ -271,6 +271,27 @@ def test_a_memory_outside_the_family_holding_the_span_is_named_and_the_receipt_f
     assert redact(other.id, "BlueFalcon77").verified
 
 
+def test_the_span_in_the_memorys_source_id_who_and_type_is_redacted_too():
+    """A QA pass: sourceId kept the address, the receipt named the memory itself as another
+    memory holding it, and no later redaction could find it (not in the content)."""
+    memory = writes.remember(
+        "Nadia Okafor lives at 12 Birchwood Lane, Leeds.",
+        actor=Actor("crm-sync", "agent"),
+        create_job=False,
+        source_id="crm-12 Birchwood Lane",
+        who="crm 12 Birchwood Lane",
+        type="home 12 Birchwood Lane",
+    ).memory
+    receipt = redact(memory.id, "12 Birchwood Lane", kind="address")
+    assert receipt.verified and receipt.others == [], receipt.found
+    memory.refresh_from_db()
+    assert (memory.source_id, memory.who, memory.type) == (
+        "crm-[redacted:address]",
+        "crm [redacted:address]",
+        "home [redacted:address]",
+    )
+
+
 def test_the_records_of_a_memory_outside_the_family_wait_for_its_own_redaction():
     """Found by a QA pass: redacting one memory rewrote another memory's audit trail (its
     `created` row, its proposals) while that memory's text kept the password: its page showed an
