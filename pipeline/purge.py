@@ -82,6 +82,9 @@ class Receipt:
     out_of_reach: list[str] = field(default_factory=list)
     tombstone: str | None = None
     checks: list[str] = field(default_factory=list)  # what was verified, in words
+    # Memories derived from a purged raw memory that stay (a purge of one memory, not its
+    # lineage): their own texts may say what it said.
+    derived_kept: list[str] = field(default_factory=list)
 
     @property
     def status(self) -> str:
@@ -97,6 +100,7 @@ class Receipt:
             "repaired": self.repaired,
             "outOfReach": self.out_of_reach,
             "tombstone": self.tombstone,
+            "derivedKept": self.derived_kept,
         }
 
 
@@ -156,7 +160,7 @@ def _held_earlier(text: str) -> Refused:
     )
     held = sorted({pk for pk, old, new in rows if text in (old or "") or text in (new or "")})
     if not held:
-        return Refused("nothing_to_purge", NOTHING_MATCHES)
+        return _held_beside(text)
     named = ", ".join(held[:NAMED]) + (
         f" and {len(held) - NAMED} more" if len(held) > NAMED else ""
     )
@@ -167,6 +171,24 @@ def _held_earlier(text: str) -> Refused:
         f"took it out; the history keeps it): {named}. Purge "
         f"{'it' if len(held) == 1 else 'them'} by id, or redact the text from "
         f"{'it' if len(held) == 1 else 'them'}",
+    )
+
+
+def _held_beside(text: str) -> Refused:
+    """The refusal of a text no memory's text holds, now or before: naming the memories whose
+    why, tags, sourceId or type hold it (a QA pass was told nothing matched)."""
+    held = held_beside(text)
+    if not held:
+        return Refused("nothing_to_purge", NOTHING_MATCHES)
+    named = ", ".join(held[:NAMED]) + (
+        f" and {len(held) - NAMED} more" if len(held) > NAMED else ""
+    )
+    one = len(held) == 1
+    return Refused(
+        "nothing_to_purge",
+        "no memory's text holds this text, but the why, tags, sourceId or type of "
+        f"{'this memory' if one else f'these {len(held)} memories'} do: {named}. Purge "
+        f"{'it' if one else 'them'} by id",
     )
 
 
@@ -190,9 +212,7 @@ def lineage_of(memory_id: str) -> list[str]:
 
 
 def holding_text(text) -> list[str]:
-    """Every memory not purged yet whose text, or own free text (why, tags, sourceId, who,
-    type), holds `text` (exactly, as written): a QA pass purged a key a writer had put in why,
-    tags and sourceId only, and was told nothing matched."""
+    """Every memory not purged yet whose text holds `text` (exactly, as written)."""
     if not isinstance(text, str) or not text.strip():
         raise Refused("empty_text", "text must name what to look for (it is empty)")
     text = text.strip()
@@ -202,29 +222,33 @@ def holding_text(text) -> list[str]:
             f"text must be at least {MIN_NEEDLE} characters: shorter text is "
             "in nearly every memory",
         )
+    candidates = Memory.objects.filter(content__contains=text, purged_at__isnull=True)
+    return [pk for pk, content in candidates.values_list("id", "content") if text in content]
+
+
+def held_beside(text: str) -> list[str]:
+    """The memories (not purged) whose own free text beside their text holds `text`: why,
+    tags, sourceId or type (not who: the name the trail knows a writer by). A purge by text
+    names them rather than erase what they say for a word in their why."""
     as_json = json.dumps(text)[1:-1]  # tags are JSON: a non-ASCII letter is stored escaped
     candidates = (
         Memory.objects.annotate(tags_text=Cast("tags", TextField()))
         .filter(
-            Q(content__contains=text)
-            | Q(why__contains=text)
+            Q(why__contains=text)
             | Q(source_id__contains=text)
-            | Q(who__contains=text)
             | Q(type__contains=text)
             | Q(tags_text__contains=text)
             | Q(tags_text__contains=as_json),
             purged_at__isnull=True,
         )
-        .values_list("id", *_OWN_TEXT, "tags")
+        .order_by("id")
+        .values_list("id", "why", "source_id", "type", "tags")
     )
     return [
         pk
         for pk, *own, tags in candidates
         if any(text in (value or "") for value in own) or any(text in tag for tag in tags or [])
     ]
-
-
-_OWN_TEXT = ("content", "why", "source_id", "who", "type")
 
 
 def texts_for(request: Request, memory_ids: list[str]) -> Texts:
@@ -253,9 +277,18 @@ def purge(request: Request, *, reason, actor: Actor, dry_run: bool = False) -> R
             f"the reason repeats part of what is being purged ({part!r}), and it is kept: "
             "describe it instead",
         )
+    # What the memory's lineage keeps when only the memory goes (a QA pass read "verified" as
+    # every sentence gone, while memories derived from it kept theirs word for word).
+    kept = (
+        [pk for pk in lineage_of(ids[0]) if pk not in ids] if request.scope == Scope.MEMORY else []
+    )
     if dry_run:
-        return preview(ids, texts)
-    return purge_memories(ids, reason=reason, actor=actor, texts=texts, scope=request.scope)
+        receipt = preview(ids, texts)
+        receipt.derived_kept = kept
+        return receipt
+    return purge_memories(
+        ids, reason=reason, actor=actor, texts=texts, scope=request.scope, derived_kept=kept
+    )
 
 
 def preview(memory_ids: list[str], texts: Texts) -> Receipt:
@@ -295,9 +328,11 @@ def purge_memories(
     actor: Actor,
     texts: Texts | None = None,
     scope: str = Scope.MEMORY,
+    derived_kept: list[str] = (),
 ) -> Receipt:
     """Purge these memories with this reason by this actor, verify, keep the receipt with the
-    first memory's tombstone and return it. The domain's one entry for a purge."""
+    first memory's tombstone and return it. The domain's one entry for a purge. `derived_kept`:
+    the memories derived from them that stay (the receipt names them)."""
     reason = required_reason(reason)
     texts = texts if texts is not None else Texts.of(texts_of(memory_ids))
     ids = sorted(set(memory_ids))
@@ -325,6 +360,7 @@ def purge_memories(
         written.rows,
         tombstone=written.tombstone,
         out_of_reach=out_of_reach(),
+        derived_kept=list(derived_kept),
     )
     rounds, first = 0, None
     while True:

@@ -75,6 +75,30 @@ def test_lineage_names_the_derived_memories_and_those_its_updates_wrote(fake_oll
     assert purge.memory_ids_for(Request(Scope.MEMORY, memory_id=source.id)) == [source.id]
 
 
+def test_a_raw_memory_purged_alone_names_the_derived_memories_it_leaves(
+    fake_ollama, admin_client_role
+):
+    """A QA pass read "verified" as every sentence gone; its derived memories kept theirs."""
+    target, source, pending = an_update_waiting(fake_ollama)
+    review.approve(pending.id, ADMIN)
+    derived = sorted(purge.lineage_of(source.id))
+    request = Request(Scope.MEMORY, memory_id=source.id)
+    preview = purge.purge(request, reason="asked", actor=ADMIN, dry_run=True)
+    assert preview.derived_kept == derived and len(derived) == 2
+    form = {"scope": "memory", "memory": source.id, "reason": "asked", "step": "preview"}
+    shown = admin_client_role.post("/purge/", form).content.decode()
+    assert 'data-testid="preview-derived-kept"' in shown and "2 memories derived" in shown
+    receipt = purge.purge(request, reason="asked", actor=ADMIN)
+    assert receipt.verified and receipt.as_json()["derivedKept"] == derived
+    page = admin_client_role.get(f"/purge/receipts/{receipt.tombstone}/").content.decode()
+    assert "2 memories derived from it stay" in page
+    assert all(f'href="/memories/{pk}/"' in page for pk in derived)
+    lineage = purge.purge(
+        Request(Scope.LINEAGE, memory_id=derived[0]), reason="r", actor=ADMIN, dry_run=True
+    )
+    assert lineage.derived_kept == []
+
+
 def test_the_dry_run_names_the_rows_the_purge_then_erases():
     memory = remember(SECRET)
     writes.modify(memory.id, {"content": SECRET + " (rotated monthly)"}, actor=ADMIN, reason="r")
@@ -143,7 +167,7 @@ def test_purge_by_text_widens_to_every_memory_holding_it():
     assert sorted(receipt.memories) == sorted(m.id for m in holders) and receipt.verified
 
 
-def test_purge_by_text_finds_a_key_only_in_why_tags_or_source_id():
+def test_a_key_only_in_why_tags_or_source_id_is_named_by_the_refusal():
     """A QA pass: a key put in why, tags and sourceId only got 'nothing matches'."""
     key = "Xq7-palomino-3312"
     in_why = remember("Deploy notes for the staging cluster.", why=f"db password is {key}")
@@ -152,12 +176,16 @@ def test_purge_by_text_finds_a_key_only_in_why_tags_or_source_id():
     unicode_tag = remember("Badge list updated.", tags=["Weißmüller-Ausweis-7781"])
     remember("An unrelated note about Xq7 palominos.")
 
-    receipt = purge.purge(Request(Scope.TEXT, text=key), reason="leaked key", actor=ADMIN)
+    with pytest.raises(Refused) as refused:
+        purge.purge(Request(Scope.TEXT, text=key), reason="leaked key", actor=ADMIN)
 
-    assert sorted(receipt.memories) == sorted([in_why.id, in_tags.id, in_source.id])
-    assert receipt.verified
-    found = purge.holding_text("Weißmüller-Ausweis-7781")
-    assert found == [unicode_tag.id]
+    assert refused.value.code == "nothing_to_purge"
+    held = ", ".join(sorted([in_why.id, in_tags.id, in_source.id]))
+    assert refused.value.message == (
+        "no memory's text holds this text, but the why, tags, sourceId or type of these 3 "
+        f"memories do: {held}. Purge them by id"
+    )
+    assert purge.held_beside("Weißmüller-Ausweis-7781") == [unicode_tag.id]
 
 
 def test_the_purged_memory_is_a_tombstone_with_who_and_when():

@@ -15,7 +15,8 @@ from memory.models import Memory
 from memory.writes import Actor, Refused
 
 RECEIPT_KEYS = {
-    *("dryRun", "memories", "rows", "verified", "found", "repaired", "outOfReach", "tombstone")
+    *("dryRun", "memories", "rows", "verified", "found", "repaired", "outOfReach", "tombstone"),
+    "derivedKept",
 }
 KEY = "sk-live-4f9a2c7e1b3d5f6a8c0e"
 WRITER = Actor("agent-one", "agent")
