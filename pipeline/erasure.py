@@ -18,6 +18,7 @@ from memory.models import Job, Memory, MemoryHistory
 from pipeline.models import (
     OPEN,
     Approval,
+    ApprovalOutcome,
     LlmCall,
     Proposal,
     ProposalStatus,
@@ -281,17 +282,20 @@ def _log_entries(memory_ids: list[str], proposal_ids: list[str]) -> list[int]:
     return list(LogEntry.objects.filter(query).values_list("pk", flat=True))
 
 
-def erase_pipeline_in_transaction(plan: PipelinePlan, texts: Texts, *, at) -> None:
+def erase_pipeline_in_transaction(plan: PipelinePlan, texts: Texts, *, at, by: str) -> None:
     """Wipe the planned rows: a purged memory's proposals keep their ids, action, status and who
     decided, and lose every text; the rows that only point at one lose the copies they hold.
     A purged memory's open proposals (pending, skipped, stale) leave the queue, cancelled: their
     fact is gone, so no reviewer could decide them (they stood there as "[purged]", counted as
     waiting). So do the open ones that would change or delete a purged memory: it can never come
-    back, so an approval could only find it gone."""
+    back, so an approval could only find it gone. A first approval waiting for its second ends
+    with them (`by` the purger), as cancelled."""
     _wipe_proposals(plan.proposals)
-    Proposal.objects.filter(id__in=[*plan.proposals, *plan.targeting], status__in=OPEN).update(
-        status=ProposalStatus.CANCELLED, updated_at=at
+    open_ones = Proposal.objects.filter(id__in=[*plan.proposals, *plan.targeting], status__in=OPEN)
+    Approval.objects.filter(proposal__in=open_ones, outcome=ApprovalOutcome.OPEN).update(
+        outcome=ApprovalOutcome.CANCELLED, ended_by=by, ended_at=at
     )
+    open_ones.update(status=ProposalStatus.CANCELLED, updated_at=at)
     _scrub_rows(Proposal, plan.targeting, [*_REPLACED, *_TEXT_VALUES], texts)
     _replace_reasons(plan)
     Proposal.objects.filter(id__in=plan.targeting).exclude(target_content=None).update(

@@ -220,6 +220,7 @@ class ApprovalOutcome(models.TextChoices):
     WITHDRAWN = "withdrawn"  # the first approver took their approval back
     UNDONE = "undone"  # applied, then a reviewer undid the decision
     REOPENED = "reopened"  # rejected, then a reviewer undid the rejection: it settled nothing
+    CANCELLED = "cancelled"  # the proposal left the queue: a memory it needed was purged
 
 
 class Approval(models.Model):

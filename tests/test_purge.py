@@ -355,6 +355,9 @@ def test_a_purged_proposals_first_approval_loses_its_text(fake_ollama):
     receipt = purge.purge(Request(Scope.MEMORY, memory_id=source.id), reason="leak", actor=ADMIN)
     approval.refresh_from_db()
     assert approval.content == PURGED and receipt.verified
+    # Its round ends with the proposal (a QA pass found it still waiting for a second reviewer).
+    assert (approval.outcome, approval.ended_by) == ("cancelled", "ada")
+    assert approval.ended_at is not None
 
 
 def test_a_purged_memorys_pending_proposals_leave_the_queue_cancelled(fake_ollama):

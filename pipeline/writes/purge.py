@@ -105,7 +105,7 @@ def purge(
         stop_jobs_in_transaction(live, at=now)
         written = plan(live, texts)
         erase_store_in_transaction(written.store, texts, by=actor.name, at=now)
-        erase_pipeline_in_transaction(written.pipeline, texts, at=now)
+        erase_pipeline_in_transaction(written.pipeline, texts, at=now, by=actor.name)
         counts = written.rows
         rows = [
             history_row(
