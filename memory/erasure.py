@@ -116,6 +116,7 @@ STORE_PLACES: list[Place] = [
     ),
     Place(M, "why", How.EMPTIED, "free text the writer gave with it", elsewhere=False),
     Place(M, "tags", How.EMPTIED, "free words the writer gave with it", elsewhere=False),
+    Place(M, "type", How.SCRUBBED, "a type word, free text the writer gave", elsewhere=False),
     Place(
         M,
         "source_id",
@@ -127,7 +128,6 @@ STORE_PLACES: list[Place] = [
         Place(M, name, How.KEPT, note)
         for name, note in (
             ("id", "an id"),
-            ("type", "a type word"),
             ("who", "the writer's name: who and when stay (a purged memory's, less its text)"),
             ("agent_id", "an agent's name"),
             ("source_type", "an origin word"),

@@ -41,6 +41,8 @@ from memory.models import (
     lock_rows,
 )
 
+TYPE_CHARS = Memory._meta.get_field("type").max_length
+
 # The change events whose old and new content are versions of the memory's text.
 TEXT_EVENTS = ("created", "updated", "deleted", "recovered")
 
@@ -226,7 +228,7 @@ def erase_store_in_transaction(plan: StorePlan, texts: Texts, *, by: str, at) ->
     # So are a key or a run of its words in who and type (a QA pass: "ssn 078-05-1120" as type).
     for pk, who, kind in Memory.objects.filter(id__in=ids).values_list("id", "who", "type"):
         cleaned = scrub_parts(scrub(who, texts), texts)
-        tidy = (scrub_parts(kind, texts) or "")[: Memory._meta.get_field("type").max_length]
+        tidy = (scrub_parts(scrub(kind, texts), texts) or "")[: TYPE_CHARS]
         if (cleaned, tidy) != (who, kind):
             Memory.objects.filter(id=pk).update(who=cleaned, type=tidy)
     _wipe_audits(plan.history_ids, texts, dict(plan.whys))
@@ -249,7 +251,7 @@ def _wipe_audits(history_ids: list[str], texts: Texts, whys: dict[str, str]) -> 
             None if old is None else PURGED,
             None if new is None else PURGED,
             scrub_parts(_without_why(scrub(reason, texts), whys.get(memory_id)), texts),
-            scrub_parts(changed_by, texts),
+            scrub_parts(scrub(changed_by, texts), texts),
             prepare(text_values_purged(metadata), connection),
             pk,
         )
@@ -377,6 +379,12 @@ _HOLDS_CONTENT = (Q(old_content__isnull=False) & ~Q(old_content=PURGED)) | (
 )
 
 
+def _telling(texts: Texts, *values: str | None) -> bool:
+    """Whether any of these free texts holds a purged text, a key of it or a run of its words
+    (each field alone: that is how the purge scrubs them)."""
+    return any(value and (texts.held_in(value) or quoted_part(value, texts)) for value in values)
+
+
 def store_leftovers(plan: StorePlan, texts: Texts) -> list[tuple[str, int]]:
     """The purged memories' own rows still holding anything, by id: (where, count) of memories
     that are not tombstones, audits with content, cold copies, mentions, statements and the
@@ -427,12 +435,12 @@ def store_leftovers(plan: StorePlan, texts: Texts) -> list[tuple[str, int]]:
             for reason, changed_by in MemoryHistory.objects.filter(memory_id__in=ids)
             .exclude(event=PURGED_EVENT)
             .values_list("reason", "changed_by")
-            if quoted_part(f"{reason or ''}\n{changed_by or ''}", texts)
+            if _telling(texts, reason, changed_by)
         )
-        counts["memories.who/type (a key or a run of the text's words)"] += sum(
+        counts["memories.who/type (the text, a key or a run of its words)"] += sum(
             1
             for who, kind in Memory.objects.filter(id__in=ids).values_list("who", "type")
-            if quoted_part(f"{who}\n{kind}", texts)
+            if _telling(texts, who, kind)
         )
         counts["memories.source_id (the caller's reference)"] += (
             Memory.objects.filter(id__in=ids, source_id__isnull=False)

@@ -280,6 +280,20 @@ def test_a_key_in_its_own_reasons_changers_who_and_type_is_purged_with_the_text(
     assert (tombstone.who, tombstone.type) == ("Lena Fischer [purged]", "wifi [purged]")
 
 
+def test_a_purged_text_in_a_type_is_scrubbed_on_the_tombstone_and_named_on_another_memory():
+    """A second review: a type holding the whole text stayed on the tombstone, and another
+    memory's type holding it was never looked at; both receipts said verified."""
+    text = "blood type AB negative"
+    memory = remember(f"Lena has {text} today.", type=text)
+    other = remember("A note on a form field.", type=f"{text} form")
+    receipt = purge.purge(Request(Scope.TEXT, text=text), reason="health data", actor=ADMIN)
+    assert receipt.memories == [memory.id]
+    assert Memory.objects.get(id=memory.id).type == "[purged]"
+    assert not receipt.verified
+    assert receipt.found == [{"where": "memories.type", "count": 1}]
+    assert Memory.objects.get(id=other.id).type == f"{text} form"  # named, not rewritten
+
+
 def test_a_kept_part_of_the_trail_fails_the_check(monkeypatch):
     from memory import erasure_rows
 

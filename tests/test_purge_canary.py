@@ -136,8 +136,10 @@ def test_a_purged_canary_leaves_no_copy_anywhere(
         "repaired",
         "outOfReach",
         "tombstone",
+        "derivedKept",
     }
     assert receipt["verified"] is True and receipt["found"] == [] and not receipt["dryRun"]
+    assert receipt["derivedKept"] == []  # the lineage went with it
     assert canary.id in receipt["memories"] and len(receipt["memories"]) >= 3  # raw + derived
     assert receipt["rows"]["memories"] == len(receipt["memories"])
 
