@@ -228,7 +228,7 @@ def erase_store_in_transaction(plan: StorePlan, texts: Texts, *, by: str, at) ->
     # So are a key or a run of its words in who and type (a QA pass: "ssn 078-05-1120" as type).
     for pk, who, kind in Memory.objects.filter(id__in=ids).values_list("id", "who", "type"):
         cleaned = scrub_parts(scrub(who, texts), texts)
-        tidy = (scrub_parts(scrub(kind, texts), texts) or "")[: TYPE_CHARS]
+        tidy = (scrub_parts(scrub(kind, texts), texts) or "")[:TYPE_CHARS]
         if (cleaned, tidy) != (who, kind):
             Memory.objects.filter(id=pk).update(who=cleaned, type=tidy)
     _wipe_audits(plan.history_ids, texts, dict(plan.whys))
