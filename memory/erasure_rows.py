@@ -57,7 +57,8 @@ class StorePlan:
     embeddings: list[tuple[int, str, int]] = field(default_factory=list)  # id, model, dimensions
     mention_ids: list[int] = field(default_factory=list)
     entity_ids: list[int] = field(default_factory=list)  # left without a mention: deleted
-    relations: int = 0  # deleted with those entities, or as only these memories stated them
+    # Deleted with those entities or as only these memories stated them, or counted down.
+    relations: int = 0
     statement_ids: list[int] = field(default_factory=list)  # which relations they stated
     # Relations only these memories stated, between entities that stay: deleted.
     unstated_ids: list[int] = field(default_factory=list)
@@ -149,7 +150,7 @@ def plan_store(memory_ids: list[str], texts: list[str]) -> StorePlan:
         ).values_list("pk", flat=True)
     )
     _plan_statements(plan, with_entities)
-    plan.relations = len(with_entities) + len(plan.unstated_ids)
+    plan.relations = len(with_entities) + len(plan.unstated_ids) + len(plan.restated)
     plan.job_ids = list(Job.objects.filter(memory_id__in=ids).values_list("id", flat=True))
     plan.whys = [
         (pk, why)
@@ -171,6 +172,7 @@ def _plan_statements(plan: StorePlan, with_entities: set[int]) -> None:
     times = Counter()
     for _, relation_id, mentions in stated:
         times[relation_id] += mentions
+    _lock_relations(list(times))
     others = set(
         RelationStatement.objects.filter(relation_id__in=list(times))
         .exclude(memory_id__in=plan.memory_ids)
@@ -179,6 +181,22 @@ def _plan_statements(plan: StorePlan, with_entities: set[int]) -> None:
     left = sorted(set(times) - with_entities)
     plan.unstated_ids = [pk for pk in left if pk not in others]
     plan.restated = [(pk, times[pk]) for pk in left if pk in others]
+
+
+def _lock_relations(ids: list[int]) -> None:
+    """Inside a purge's transaction on PostgreSQL, lock the relations its memories stated, in
+    the order the graph's upsert locks them (source, target, words), before reading who else
+    states them: two purges of two memories stating one relation would each see the other's
+    statement and each only count it down, leaving a relation nothing states; and a remember
+    upserting the same relations waits instead of deadlocking. SQLite has one writer."""
+    if not ids or not connection.in_atomic_block or not connection.features.has_select_for_update:
+        return
+    list(
+        Relation.objects.filter(pk__in=ids)
+        .order_by("source_id", "target_id", "relation_type")
+        .select_for_update()
+        .values_list("pk", flat=True)
+    )
 
 
 def stop_jobs_in_transaction(memory_ids: list[str], *, at) -> None:
@@ -280,7 +298,7 @@ def _drop_statements(plan: StorePlan) -> None:
     RelationStatement.objects.filter(pk__in=plan.statement_ids).delete()
     Relation.objects.filter(pk__in=plan.unstated_ids).delete()
     if plan.restated:
-        with connection.cursor() as cursor:  # in id order, as every writer of relations
+        with connection.cursor() as cursor:  # locked by the plan (_lock_relations)
             cursor.executemany(
                 "UPDATE relations SET mentions = CASE WHEN mentions > %s THEN mentions - %s "
                 "ELSE 1 END WHERE id = %s",

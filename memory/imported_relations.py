@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db.models import Exists, OuterRef
+
 from memory import linker
 from memory.imported import DEDUPED, DONE, Outcome
 from memory.models import (
@@ -69,7 +71,7 @@ def write_in_transaction(
     ids = _mentioned_entities(relations)
     wanted = [_key(relation, ids) for relation in relations]
     keys = [key for key in wanted if isinstance(key, tuple)]
-    speakers = _speakers(keys, run_id)
+    speakers = _speakers(relations, keys, run_id)
     stored = _stored(keys)
     outcomes, new, statements = [], [], []
     for relation, key in zip(relations, wanted, strict=True):
@@ -133,31 +135,30 @@ def _stored(keys: list[tuple[int, int, str]]) -> dict[tuple[int, int, str], int]
 
 
 def _speakers(
-    keys: list[tuple[int, int, str]], run_id: str | None
+    relations: list[IncomingRelation], keys: list[tuple[int, int, str]], run_id: str | None
 ) -> dict[tuple[int, int], set[str]]:
-    """(source entity, target entity) -> the memories this import wrote that mention both (two
-    queries: the memories, then which of them the run wrote, by their import audits)."""
-    if not keys:
+    """(source entity, target entity) -> the memories this import wrote (by their import audits)
+    that mention both, in one query; only among those the lines' `statedBy` name when every
+    line names them (an export's do), so a pair many stored memories mention costs nothing."""
+    if not keys or run_id is None:
         return {}
-    rows = list(
-        MemoryEntityMention.objects.filter(
-            entity_id__in={source for source, _, _ in keys},
-            memory__entity_mentions__entity_id__in={target for _, target, _ in keys},
-        ).values_list("entity_id", "memory__entity_mentions__entity_id", "memory_id")
+    written_now = MemoryHistory.objects.filter(
+        memory_id=OuterRef("memory_id"), metadata__import__run=run_id
     )
-    written = (
-        set(
-            MemoryHistory.objects.filter(
-                memory_id__in={memory_id for _, _, memory_id in rows}, metadata__import__run=run_id
-            ).values_list("memory_id", flat=True)
+    query = MemoryEntityMention.objects.filter(
+        Exists(written_now),
+        entity_id__in={source for source, _, _ in keys},
+        memory__entity_mentions__entity_id__in={target for _, target, _ in keys},
+    )
+    if all(relation.stated_by is not None for relation in relations):
+        query = query.filter(
+            memory_id__in={memory_id for r in relations for memory_id in r.stated_by}
         )
-        if run_id is not None and rows
-        else set()
-    )
     found: dict[tuple[int, int], set[str]] = {}
-    for source, target, memory_id in rows:
-        if memory_id in written:
-            found.setdefault((source, target), set()).add(memory_id)
+    for source, target, memory_id in query.values_list(
+        "entity_id", "memory__entity_mentions__entity_id", "memory_id"
+    ):
+        found.setdefault((source, target), set()).add(memory_id)
     return found
 
 

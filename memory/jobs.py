@@ -19,7 +19,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from memory import queue
+from memory import expiry, queue
 from memory.backend import commit_unflushed, pipelined
 from memory.batch import insert_rows, update_rows
 from memory.models import ExtractionStatus, Job, JobStatus, Memory, RowRead
@@ -137,20 +137,26 @@ def restart_leased_in_transaction(
     nothing more (LiveCalls and the job's write check the lease), and a fresh job is queued for
     each of their memories. A QA pass purged a memory while another memory's job had it as a
     candidate: the job then logged and recorded its text, after the purge had verified."""
-    agents = Memory.objects.filter(id__in=memory_ids).values("agent_id")
-    leased = list(
+    # Only when one of them is a candidate still: an expired or forgotten memory is no job's
+    # (the expiry purge, every maintenance run, would restart a slow job again and again).
+    live = Memory.objects.filter(id__in=memory_ids, is_deleted=False).filter(expiry.unexpired())
+    agents = live.values("agent_id")
+    leased = (
         Job.objects.filter(status=JobStatus.LEASED, memory__agent_id__in=agents)
         .exclude(memory_id__in=sparing)
-        .values_list("id", "memory_id")
+        .order_by("id")
     )
-    if not leased:
+    # Locked, in id order, as a worker's write takes its job's row (PostgreSQL): a job that
+    # completes meanwhile is waited for, and then no longer leased, left as it ended.
+    rows = list(leased.select_for_update().values_list("id", "memory_id"))
+    if not rows:
         return 0
-    Job.objects.filter(id__in=[pk for pk, _ in leased]).update(
+    Job.objects.filter(id__in=[pk for pk, _ in rows]).update(
         status=JobStatus.CANCELLED, error=reason, updated_at=at
     )
-    for memory in Memory.objects.filter(id__in={memory_id for _, memory_id in leased}):
+    for memory in Memory.objects.filter(id__in={memory_id for _, memory_id in rows}):
         create_in_transaction(memory, at=at)
-    return len(leased)
+    return len(rows)
 
 
 def live_or_done(memory_id: str, *, other_than: str | None = None) -> Job | None:

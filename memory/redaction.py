@@ -44,9 +44,10 @@ class Changed:
 
 
 def holding(memory_ids, texts: Texts) -> list[str]:
-    """The memories among these (not purged) whose content, why or tags hold one of the texts."""
+    """The memories among these (not purged) whose content or the writer's free text (why,
+    tags, sourceId, who, type: _rewrite scrubs them all) hold one of the texts."""
     rows = Memory.objects.filter(id__in=memory_ids, purged_at__isnull=True).values_list(
-        "id", "content", "why", "tags"
+        "id", "content", "why", "tags", "source_id", "who", "type"
     )
     return sorted(pk for pk, *values in rows if any(texts.held_in(v) for v in values))
 

@@ -35,6 +35,12 @@ PINNED_LEFT_FOR_ONE_BY_ONE = (
 )
 
 
+CONTRADICTING_NONE_LEFT_FOR_THE_WORKBENCH = (
+    "A NONE whose fact contradicts its memory was left for the workbench: it applies nothing "
+    "as it is (Replace, Keep both or Delete the old one decide it)."
+)
+
+
 def left_for_one_by_one(kind: safety.Kind) -> str:
     """Why bulk left a proposal out whose kind is never approved in bulk."""
     return f"A proposal containing {kind.noun} was left for a one-by-one approval."
@@ -227,10 +233,11 @@ def bulk_summary(proposals: QuerySet[Proposal], reviewer: str = "") -> dict:
     pinned = set(changes_pinned(proposals))
     moved = set(_moved(proposals))
     claimed = set(claims.ids_held_by_others(proposals, reviewer))
+    contradicting = set(_contradicting_nones(proposals))
     # Approved already by this reviewer, waiting for another: approving again is refused.
     mine = awaiting_another(proposals, reviewer)
     # What each decision would decide: a proposal left out for several reasons counts once.
-    left_out = never | pinned | claimed | moved
+    left_out = never | pinned | claimed | moved | contradicting
     return {
         "by_action": by_action,
         "total": total,
@@ -242,6 +249,7 @@ def bulk_summary(proposals: QuerySet[Proposal], reviewer: str = "") -> dict:
         "pinned": len(pinned),
         "moved": len(moved - never - pinned - claimed),
         "claimed": len(claimed),
+        "contradicting_none": len(contradicting - never - pinned - claimed - moved),
         "approved_by_you": len(mine - left_out),
         # Of those a bulk approval touches: one it leaves out is not approved at all.
         "two_person": len(_two_person(proposals) - left_out - opt_in - mine),
@@ -260,6 +268,12 @@ def _moved(proposals: QuerySet[Proposal]):
     )
     source_moved = Q(source_version__isnull=False) & ~Q(source_memory__version=F("source_version"))
     return proposals.filter(target_moved | source_moved).values_list("id", flat=True)
+
+
+def _contradicting_nones(proposals):
+    """Ids of the NONEs whose fact contradicts their memory: approved as they are they apply
+    nothing (pipeline.writes.review refuses it), so bulk leaves them to the workbench."""
+    return proposals.filter(action=Action.NONE, review_needed=True).values_list("id", flat=True)
 
 
 def _two_person(proposals: QuerySet[Proposal]) -> set[str]:
@@ -286,6 +300,7 @@ def bulk_approve(
         .values_list("id", "safety_kinds")
     )
     pinned = _pinned_targets(proposal_ids)
+    contradicting = set(_contradicting_nones(Proposal.objects.filter(id__in=proposal_ids)))
     held = claims.held_by_others(proposal_ids, reviewer.name)
     mine = awaiting_another(proposal_ids, reviewer.name)
     outcomes = []
@@ -297,6 +312,8 @@ def bulk_approve(
             outcomes.append(BulkOutcome(proposal_id, left_for_one_by_one(kind)))
         elif proposal_id in pinned:
             outcomes.append(BulkOutcome(proposal_id, PINNED_LEFT_FOR_ONE_BY_ONE))
+        elif proposal_id in contradicting:
+            outcomes.append(BulkOutcome(proposal_id, CONTRADICTING_NONE_LEFT_FOR_THE_WORKBENCH))
         elif proposal_id in mine:  # left out, as the preview said (after the kinds above, too)
             outcomes.append(BulkOutcome(proposal_id, APPROVED_BY_YOU, "approved_by_you"))
         elif rule == safety.Bulk.OPT_IN and not include_personal_data:

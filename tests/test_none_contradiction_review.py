@@ -217,3 +217,21 @@ def test_a_flagged_none_saved_again_keeps_its_rank_and_a_gone_card_says_where_it
     page = reviewer_client.get(f"/contradictions/?card={flagged_none.id}").content.decode()
     assert "waits here no more" in page and f"/proposals/{flagged_none.id}/" in page
     assert "No contradictions waiting" not in page
+
+
+def test_bulk_approval_leaves_it_for_the_workbench_and_the_preview_says_so(
+    flagged_none, reviewer_client, hx
+):
+    """A second review: the destructive queue now holds flagged NONEs, and a bulk approval
+    over it answered an error per row (approved as they are, they apply nothing)."""
+    (outcome,) = review.bulk_approve([flagged_none.id], RITA, note="ok")
+    assert outcome.error == review.CONTRADICTING_NONE_LEFT_FOR_THE_WORKBENCH
+    assert Proposal.objects.get(id=flagged_none.id).status == "pending"
+    form = {"decision": "approve", "scope": "selected", "ids": flagged_none.id, "filters": ""}
+    preview = reviewer_client.post(
+        "/review/bulk/", {**form, "step": "preview"}, **hx
+    ).content.decode()
+    assert 'data-testid="bulk-contradicting-none">1 NONE whose fact contradicts its memory' in (
+        preview
+    )
+    assert 'data-testid="bulk-none"' in preview  # nothing left to approve in bulk

@@ -167,3 +167,31 @@ def test_a_dashboard_edit_racing_a_remember_shows_the_duplicate_next_to_the_text
     assert "Another active memory already has this content" in response.content.decode()
     memory.refresh_from_db()
     assert memory.version == 1
+
+
+def test_two_purges_of_the_two_memories_stating_a_relation_delete_it(file_db):
+    """A second review: each purge saw the other memory's statement (not committed away yet),
+    so each only counted the relation down, leaving one nothing states and no purge reaches.
+    The purge locks the relations its memories stated before it reads who else states them."""
+    from memory.erasure import Texts
+    from memory.graph import Triple
+    from memory.models import Relation, RelationStatement
+    from pipeline.writes import purge as purge_writes
+
+    def stating(text: str) -> Memory:
+        triple = Triple("Priya", "reports to", "Omar")
+        return writes.remember(text, actor=DANA, create_job=False, triples=[triple]).memory
+
+    first, second = stating("Priya reports to Omar."), stating("Priya reports to Omar, still.")
+    writes.remember("Priya and Omar pair on Tuesdays.", actor=DANA, create_job=False)
+
+    def purge(memory: Memory):
+        texts = Texts.of([memory.content])
+        return purge_writes.purge([memory.id], texts, reason="r", actor=DANA, scope="memory")
+
+    held = HeldWrite(lambda: purge(first)).start(backend_pid())
+    purge(second)
+    held.join()
+    assert not held.errors and held.waited, "the second purge never waited for the first"
+    assert not Relation.objects.filter(relation_type="reports to").exists()
+    assert not RelationStatement.objects.exists()

@@ -254,6 +254,21 @@ def test_another_memorys_running_job_that_read_the_purged_text_starts_again(fake
     assert Job.objects.get(id=elsewhere.id).status == JobStatus.LEASED  # another agent's: read none
 
 
+def test_a_purge_of_what_no_job_can_read_restarts_no_job():
+    """A second review: the expiry purge, each maintenance run, restarted every running job
+    of the agent, though an expired or forgotten memory is no job's candidate."""
+    from datetime import timedelta
+
+    expired = remember("The old door code", expires_at=timezone.now() - timedelta(days=40))
+    forgotten = remember("The older door code")
+    writes.forget(forgotten.id, actor=ADMIN, reason="old")
+    running = Job.objects.get(memory=raw("A new note about the door").memory)
+    claim_job(running.id)
+    for memory in (expired, forgotten):
+        purge.purge(Request(Scope.MEMORY, memory_id=memory.id), reason="gone", actor=ADMIN)
+    assert Job.objects.get(id=running.id).status == JobStatus.LEASED
+
+
 def test_a_key_in_its_own_reasons_changers_who_and_type_is_purged_with_the_text():
     """A QA pass: the receipt said verified while the purged memory's own trail kept its keys:
     an edit's reason and changer, a forget's reason, its who and its type."""

@@ -292,6 +292,18 @@ def test_the_span_in_the_memorys_source_id_who_and_type_is_redacted_too():
     )
 
 
+def test_a_family_memory_holding_the_span_only_in_its_type_is_rewritten(fake_ollama):
+    """A second review: the family was read for the span in content, why and tags only."""
+    memory = story(fake_ollama, edit=False)
+    derived = Memory.objects.get(source_id=memory.id, content=DERIVED)
+    Memory.objects.filter(id=derived.id).update(
+        content="Use the vault for the staging DB user app_rw", type=f"pw {SECRET}"
+    )
+    receipt = redact(memory.id)
+    assert receipt.verified, receipt.found
+    assert Memory.objects.get(id=derived.id).type == f"pw {MARKER}"
+
+
 def test_the_records_of_a_memory_outside_the_family_wait_for_its_own_redaction():
     """Found by a QA pass: redacting one memory rewrote another memory's audit trail (its
     `created` row, its proposals) while that memory's text kept the password: its page showed an

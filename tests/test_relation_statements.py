@@ -122,21 +122,22 @@ def test_a_relation_another_memory_states_too_survives_the_purge_counted_down():
     assert Relation.objects.get().mentions == 1
 
 
-def test_an_agents_purge_in_parts_deletes_the_relations_all_its_memories_stated(monkeypatch):
+def test_a_purge_in_parts_deletes_a_relation_its_memories_in_two_parts_stated(monkeypatch):
+    """The first part counts it down (a memory of the second still states it), the second
+    deletes it; other memories mention both names all along, so no entity takes it away."""
     from pipeline.writes import purge as purge_writes
 
     monkeypatch.setattr(purge_writes, "WRITE_CHUNK", 2)
+    told("Priya owns the search index.", ("Priya", "owns", "search index"))
+    told("Omar runs the search index.", ("Omar", "runs", "search index"))
+    told("Priya and Omar pair on Tuesdays.", ("Priya", "pairs with", "Omar"))
     for n in range(5):
-        remember(
-            f"Note {n}: Priya reports to Omar.",
-            actor=WRITER,
-            agent_id="retired",
-            create_job=False,
-            triples=[Triple("Priya", "reports to", "Omar")],
-        )
-    receipt = purge.purge(Request(Scope.AGENT, agent="retired"), reason="r", actor=ADMIN)
-    assert receipt.verified
-    assert not Relation.objects.exists() and not RelationStatement.objects.exists()
+        told(f"Note {n}: Priya reports to Omar (vault-7731).", ("Priya", "reports to", "Omar"))
+    receipt = purge.purge(Request(Scope.TEXT, text="vault-7731"), reason="r", actor=ADMIN)
+    assert receipt.verified and len(receipt.memories) == 5
+    assert ("Priya", "reports to", "Omar") not in stated()
+    assert len(stated()) == 3
+    assert receipt.rows["relation_statements"] == 5
 
 
 def test_an_export_leaves_out_a_relation_only_a_forgotten_memory_stated_though_one_mentions_both():

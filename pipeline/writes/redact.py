@@ -61,6 +61,9 @@ def redact(
         now = timezone.now()
         metadata = {"kind": kind, "redactedFromMemoryId": memory_id}
         held = holding(family, texts)
+        # First, as a purge does, and as a worker's write takes its job's row before memories:
+        # locking the memories first, this write and a worker's would wait for each other.
+        jobs.restart_redacted_in_transaction(sorted(held), at=now)
         changed = redact_memories_in_transaction(
             sorted(held, key=lambda pk: (pk != memory_id, pk)),
             texts,
@@ -84,7 +87,6 @@ def redact(
             event = audit.id
         ids = [c.memory_id for c in changed]
         hashes = old_hashes(ids, texts, [c.old_hash for c in changed])
-        jobs.restart_redacted_in_transaction(ids, at=now)
         _move_versions(changed)
         rows = _scrub(copies, texts, replacement, redacted_sources=ids)
         dropped = stale_vectors(hashes)
