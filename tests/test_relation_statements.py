@@ -241,6 +241,21 @@ def test_the_migration_backfills_each_relation_from_the_memories_that_mention_bo
     }
 
 
+def test_the_backfill_gives_a_relation_to_the_memories_holding_its_words_when_some_do():
+    says = told("Priya reports to Omar since May.", ("Priya", "reports_to", "Omar"))
+    pairs = told("Priya and Omar pair on Tuesdays.", ("Priya", "pairs_with", "Omar"))
+    RelationStatement.objects.all().delete()
+    module = importlib.import_module("memory.migrations.0016_relation_statements")
+    with connection.cursor() as cursor:
+        cursor.execute(module.BACKFILL)
+    assert stated() == {
+        ("Priya", "reports_to", "Omar"): {says.id: 1},  # "reports to" holds its words
+        ("Priya", "pairs_with", "Omar"): {says.id: 1, pairs.id: 1},  # none does: both
+    }
+    assert purge_memory(says.id).verified
+    assert set(stated()) == {("Priya", "pairs_with", "Omar")}
+
+
 def test_an_old_export_imported_after_a_purge_brings_no_purged_relation_back(tmp_path):
     """A QA pass: the purged relation came back, stated by an innocent memory that mentioned
     the same two names, and no purge by its text could reach it any more."""

@@ -1,19 +1,36 @@
 """Which memory stated a relation (relation_statements), backfilled as nearly as the store can
-tell: the graph did not record it, so each relation is taken as stated once by every memory (not
-purged) that mentions both of its entities, which is what a structured triple writes. A relation
-no memory mentions both ends of gets no statement: it goes with its entities, as before."""
+tell: the graph did not record it. A relation is taken as stated once by each memory (not
+purged) that mentions both of its entities and holds its words (any case; an underscore in them
+matches any character, a space too), else by every memory that mentions both, which is what a
+structured triple writes. A relation no memory mentions both ends of gets no statement: it goes
+with its entities, as before."""
 
 import django.db.models.deletion
 from django.db import migrations, models
 
-BACKFILL = """
-INSERT INTO relation_statements (memory_id, relation_id, mentions)
-SELECT DISTINCT source_side.memory_id, relations.id, 1
+_BOTH = """
 FROM relations
 JOIN memory_entity_mentions AS source_side ON source_side.entity_id = relations.source_id
 JOIN memory_entity_mentions AS target_side
   ON target_side.entity_id = relations.target_id AND target_side.memory_id = source_side.memory_id
 JOIN memories ON memories.id = source_side.memory_id AND memories.purged_at IS NULL
+"""
+_SAYS_IT = "lower(memories.content) LIKE '%' || lower(relations.relation_type) || '%'"
+
+BACKFILL = f"""
+INSERT INTO relation_statements (memory_id, relation_id, mentions)
+SELECT DISTINCT source_side.memory_id, relations.id, 1
+{_BOTH}
+WHERE {_SAYS_IT} OR NOT EXISTS (
+  SELECT 1 FROM relations AS the_same
+  JOIN memory_entity_mentions AS source_side ON source_side.entity_id = the_same.source_id
+  JOIN memory_entity_mentions AS target_side
+    ON target_side.entity_id = the_same.target_id
+    AND target_side.memory_id = source_side.memory_id
+  JOIN memories ON memories.id = source_side.memory_id AND memories.purged_at IS NULL
+  WHERE the_same.id = relations.id
+    AND lower(memories.content) LIKE '%' || lower(the_same.relation_type) || '%'
+)
 """
 
 
