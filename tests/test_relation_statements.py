@@ -59,6 +59,18 @@ def stated() -> dict[tuple[str, str, str], dict[str, int]]:
     return found
 
 
+def copied_for(agent: str, tmp_path) -> dict[str, list[str]]:
+    """The store exported and imported for `agent`: its relations' words -> the texts of the
+    memories stating them."""
+    path = tmp_path / "all.jsonl"
+    path.write_text("".join(export.lines()))
+    run_import(path, "--agent", agent)
+    return {
+        r.relation_type: sorted(r.statements.values_list("memory__content", flat=True))
+        for r in Relation.objects.filter(source__agent_id=agent)
+    }
+
+
 def purge_memory(memory_id: str):
     request = Request(Scope.MEMORY, memory_id=memory_id)
     return purge.purge(request, reason="asked to forget", actor=ADMIN)
@@ -201,18 +213,9 @@ def test_a_relation_line_no_one_memory_mentions_both_ends_of_is_refused(tmp_path
 def test_an_export_imported_for_another_agent_gives_back_who_stated_what(tmp_path):
     told("Kenji deploys billing-api.", ("Kenji", "deploys", "billing-api"))
     told("Rita owns the ops runbook.", ("Rita", "owns", "ops runbook"))
-    path = tmp_path / "all.jsonl"
-    path.write_text("".join(export.lines()))
-    run_import(path, "--agent", "copy")
-    copies = {
-        (r.source.name, r.relation_type, r.target.name): sorted(
-            r.statements.values_list("memory__content", flat=True)
-        )
-        for r in Relation.objects.filter(source__agent_id="copy").select_related("source", "target")
-    }
-    assert copies == {
-        ("Kenji", "deploys", "billing-api"): ["Kenji deploys billing-api."],
-        ("Rita", "owns", "ops runbook"): ["Rita owns the ops runbook."],
+    assert copied_for("copy", tmp_path) == {
+        "deploys": ["Kenji deploys billing-api."],
+        "owns": ["Rita owns the ops runbook."],
     }
 
 
@@ -284,14 +287,7 @@ def test_an_old_export_imported_after_a_purge_brings_no_purged_relation_back(tmp
 def test_statedby_gives_an_imported_relation_only_to_the_memories_that_stated_it(tmp_path):
     told("Nina holds passport XK44 issued in Oslo.", ("Nina", "holds passport XK44 in", "Oslo"))
     told("Nina moved to Oslo last year.", ("Nina", "moved to", "Oslo"))
-    path = tmp_path / "all.jsonl"
-    path.write_text("".join(export.lines()))
-    run_import(path, "--agent", "copy")
-    copies = {
-        r.relation_type: sorted(r.statements.values_list("memory__content", flat=True))
-        for r in Relation.objects.filter(source__agent_id="copy")
-    }
-    assert copies == {
+    assert copied_for("copy", tmp_path) == {
         "holds passport XK44 in": ["Nina holds passport XK44 issued in Oslo."],
         "moved to": ["Nina moved to Oslo last year."],
     }
