@@ -34,6 +34,7 @@ REFUSAL_STATUS = {
     "span_too_short": 400,
     "span_too_long": 400,
     "span_not_found": 400,
+    "span_not_a_finding": 400,
     "invalid_span": 400,
     "invalid_kind": 400,
     "invalid_action": 400,  # approving as an action the proposal cannot take

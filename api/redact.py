@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from django.http import JsonResponse
 
+from api.auth import scope_refusal
 from api.http import api, json_body, known_fields, optional
 from api.memory_service import memory_or_404, require_every_agent
 from memory.models import ActorType
@@ -28,6 +29,8 @@ def redact_memory(request, memory_id: str):
         optional(body, "span", str, "a string") or "",
         optional(body, "kind", str, "a string") or "",
         optional(body, "proposalId", str, "a string"),
+        # An admin token may redact any span, a review token a safety finding's only.
+        any_span=scope_refusal(token, "admin") is None,
     )
     receipt = review.redact(
         asked,

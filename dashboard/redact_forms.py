@@ -18,6 +18,7 @@ REFUSAL_FIELDS = {
     "span_too_short": "span",
     "span_too_long": "span",
     "span_not_found": "span",
+    "span_not_a_finding": "span",
     "invalid_span": "span",
     "invalid_kind": "kind",
 }
@@ -42,9 +43,12 @@ class RedactForm(forms.Form):
     slot = forms.RegexField(regex=r"^[A-Za-z0-9_-]{1,64}$")
     step = forms.ChoiceField(choices=STEPS)
 
-    def redaction_request(self) -> Request:
+    def redaction_request(self, *, any_span: bool = False) -> Request:
+        """The request; `any_span` for an admin (a reviewer redacts a finding's span only)."""
         data = self.cleaned_data
-        return Request(data["memory"], data["span"], data["kind"], data["proposal"] or None)
+        return Request(
+            data["memory"], data["span"], data["kind"], data["proposal"] or None, any_span
+        )
 
     def add_refusal(self, code: str, message: str) -> None:
         field = REFUSAL_FIELDS.get(code)

@@ -76,6 +76,8 @@ class Request:
     span: str
     kind: str
     proposal_id: str | None = None
+    # An admin may redact any span; a reviewer only a safety finding's (views decide who is who).
+    any_span: bool = False
 
 
 @dataclass
@@ -157,6 +159,13 @@ def plan(request: Request) -> Plan:
             "span_not_found",
             "neither the memory's text nor an earlier version of it holds this span (exactly as "
             "written): nothing to redact",
+        )
+    if not request.any_span and not _found(memory, span, kind, request.proposal_id):
+        raise Refused(
+            "span_not_a_finding",
+            f"the safety scan finds no {kind} holding this span in the memory's text, an earlier "
+            "version of it or the proposal's fact: a reviewer redacts a finding's span (an admin "
+            "may redact any text, and purge)",
         )
     family = family_of(memory)
     changing = holding(family, texts)
@@ -253,19 +262,40 @@ def _held(memory: Memory, span: str, proposal_id: str | None) -> bool:
     return any(span in (text or "") for text in texts) or _held_before(memory.id, span)
 
 
-def _held_before(memory_id: str, span: str) -> bool:
-    """An earlier version of the memory holds the span (a cold copy, an audit's text): an edit
-    took it out, which is the first thing people do about a leak, and those copies are still
-    to redact (a QA pass found them out of every erasure's reach)."""
+def _found(memory: Memory, span: str, kind: str, proposal_id: str | None) -> bool:
+    """A finding of `kind` whose match holds the span, in the memory's text, its earlier
+    versions or the fact of the proposal named (a QA pass redacted "staging database" as a
+    password, across every agent's records, as a reviewer)."""
+    texts = [memory.content, *_versions(memory.id, span)]
+    if proposal_id:
+        proposal = Proposal.objects.filter(id=proposal_id).first()
+        texts += [proposal.fact_content, proposal.applied_content] if proposal else []
+    return any(
+        finding.kind == kind and span in finding.match
+        for text in texts
+        if text and span in text
+        for finding in safety.scan(text)
+    )
+
+
+def _versions(memory_id: str, span: str) -> list[str]:
+    """The memory's earlier texts that hold the span (cold copies, audits' old and new text)."""
     cold = MemoryCold.objects.filter(memory_id=memory_id, content__contains=span)
     audits = MemoryHistory.objects.filter(memory_id=memory_id).filter(
         Q(old_content__contains=span) | Q(new_content__contains=span)
     )
-    # `contains` ignores case on SQLite: each candidate is checked exactly.
-    return any(span in text for text in cold.values_list("content", flat=True)) or any(
-        span in (old or "") or span in (new or "")
-        for old, new in audits.values_list("old_content", "new_content")
-    )
+    found = list(cold.values_list("content", flat=True))
+    for old, new in audits.values_list("old_content", "new_content"):
+        found += [old or "", new or ""]
+    # `contains` ignores case on SQLite: each is checked exactly.
+    return [text for text in found if span in text]
+
+
+def _held_before(memory_id: str, span: str) -> bool:
+    """An earlier version of the memory holds the span (a cold copy, an audit's text): an edit
+    took it out, which is the first thing people do about a leak, and those copies are still
+    to redact (a QA pass found them out of every erasure's reach)."""
+    return bool(_versions(memory_id, span))
 
 
 def family_of(memory: Memory) -> list[str]:

@@ -81,8 +81,12 @@ def story(fake, *, edit: bool = True) -> Memory:
 
 
 def redact(memory_id: str, span: str = SECRET, kind: str = "password", **kwargs):
+    """A reviewer's redaction (`any_span=True`: an admin's, of a span no finding holds)."""
+    asked = Request(
+        memory_id, span, kind, kwargs.pop("proposal_id", None), kwargs.pop("any_span", False)
+    )
     return review.redact(
-        Request(memory_id, span, kind, kwargs.pop("proposal_id", None)),
+        asked,
         reason=kwargs.pop("reason", "a leaked password"),
         actor=REVIEWER,
     )
@@ -267,8 +271,8 @@ def test_a_memory_outside_the_family_holding_the_span_is_named_and_the_receipt_f
     assert not receipt.verified and receipt.others == [other.id]
     assert {"where": "memories.content", "count": 1} in receipt.found
     assert Memory.objects.get(id=other.id).content.startswith("Reminder: BlueFalcon77")
-    # Redacted there too, nothing is left.
-    assert redact(other.id, "BlueFalcon77").verified
+    # Redacted there too (by an admin: no finding holds it there), nothing is left.
+    assert redact(other.id, "BlueFalcon77", any_span=True).verified
 
 
 def test_the_span_in_the_memorys_source_id_who_and_type_is_redacted_too():
@@ -320,8 +324,8 @@ def test_the_records_of_a_memory_outside_the_family_wait_for_its_own_redaction()
         "BlueFalcon77"
         not in MemoryHistory.objects.get(memory_id=memory.id, event="created").new_content
     )
-    # Its own redaction takes its text and its records, with its own event.
-    assert redact(other.id, "BlueFalcon77").verified
+    # Its own redaction (an admin's) takes its text and its records, with its own event.
+    assert redact(other.id, "BlueFalcon77", any_span=True).verified
     assert "BlueFalcon77" not in MemoryHistory.objects.get(id=created.id).new_content
     assert MemoryHistory.objects.filter(memory_id=other.id, event=REDACTED_EVENT).exists()
 
@@ -361,7 +365,7 @@ def _person(name: str, **kwargs) -> Memory:
 def test_names_redacted_to_one_marker_stay_apart_as_numbered_entities():
     people = {name: _person(name) for name in ("Dana Whitfield", "Bob Marsh", "Ines Okafor")}
     for name, memory in people.items():
-        assert redact(memory.id, name, "pii", reason="a colleague's name").verified
+        assert redact(memory.id, name, "pii", reason="a colleague's name", any_span=True).verified
     mentions = MemoryEntityMention.objects.filter(entity__entity_type="person")
     names = dict(mentions.values_list("memory_id", "entity__name"))
     # Each memory still names its own entity: the graph keeps the three people apart.
@@ -381,7 +385,7 @@ def test_names_redacted_to_one_marker_stay_apart_as_numbered_entities():
         assert every_value_holding(name) == []
     # Another agent's redacted name is no neighbour of these: it keeps the plain marker.
     other = _person("Dana Whitfield", agent_id="ops-bot")
-    redact(other.id, "Dana Whitfield", "pii", reason="a colleague's name")
+    redact(other.id, "Dana Whitfield", "pii", reason="a colleague's name", any_span=True)
     assert Entity.objects.get(agent_id="ops-bot", entity_type="person").name == "[redacted:pii]"
 
 
@@ -404,7 +408,9 @@ def test_a_name_whose_lowercase_form_held_the_span_is_renamed_from_its_scrubbed_
         "ask dana whitfield before rotating the ledger keys",
         triples=[Triple("Dana Whitfield", "rotates", "ledger keys", "person")],
     )
-    assert redact(memory.id, "dana whitfield", "pii", reason="a colleague's name").verified
+    assert redact(
+        memory.id, "dana whitfield", "pii", reason="a colleague's name", any_span=True
+    ).verified
     entity = Entity.objects.get(entity_type="person")
     assert (entity.name, entity.canonical_name) == ("[redacted:pii]", "[redacted:pii]")
     assert every_value_holding("Dana Whitfield") == []
@@ -413,7 +419,7 @@ def test_a_name_whose_lowercase_form_held_the_span_is_renamed_from_its_scrubbed_
 def test_a_later_triple_naming_the_bare_marker_links_to_no_redacted_entity():
     first, second = _person("Dana Whitfield"), _person("Bob Marsh")
     for memory, name in ((first, "Dana Whitfield"), (second, "Bob Marsh")):
-        assert redact(memory.id, name, "pii", reason="a colleague's name").verified
+        assert redact(memory.id, name, "pii", reason="a colleague's name", any_span=True).verified
     hidden = {entity.pk: entity.name for entity in Entity.objects.filter(entity_type="person")}
     assert sorted(hidden.values()) == ["[redacted:pii]", "[redacted:pii] (2)"]
     # A text written after the redaction that names the marker (a model reading the redacted

@@ -175,3 +175,29 @@ def test_a_token_of_one_agent_reads_its_memorys_erasures_without_other_agents_fi
     )
     body = b"".join(response.streaming_content).decode()
     assert mine.id in body and theirs.id not in body and '"receipt"' not in body
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_review_token_redacts_a_findings_span_only_and_an_admin_token_any(
+    client, multi_review, multi_admin
+):
+    """A QA pass redacted "staging database" as a password with a review token: every copy of
+    it in every agent's records became [redacted:password], irreversibly."""
+    memory = remember("The staging database runs on host db-staging-02 in the eu region.")
+    client.get(f"/api/memory/{memory.id}", **multi_review)  # the token's once-a-minute use stamp
+    before = snapshot()
+    for span, kind in (("staging database", "password"), ("eu region", "pii")):
+        body = {"span": span, "kind": kind, "reason": "not a secret"}
+        refused = post(client, multi_review, memory.id, body)
+        assert refused.status_code == 400 and refused.json()["error"] == "span_not_a_finding"
+        assert f"finds no {kind} holding this span" in refused.json()["message"]
+    assert snapshot() == before
+    # A finding of another kind is not one of this kind either.
+    secret = remember("The wifi password is BlueFalcon77 for the guest network")
+    body = {"span": "BlueFalcon77", "kind": "address", "reason": "r"}
+    assert post(client, multi_review, secret.id, body).json()["error"] == "span_not_a_finding"
+    body = {"span": "eu region", "kind": "pii", "reason": "an admin's call"}
+    done = post(client, multi_admin, memory.id, body)
+    assert done.status_code == 200 and done.json()["verified"]
+    memory.refresh_from_db()
+    assert memory.content.endswith("in the [redacted:pii].")

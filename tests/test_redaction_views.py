@@ -211,3 +211,18 @@ def test_the_receipt_page_says_done_and_names_what_was_rewritten(
     assert page.status_code == 200 and "Done." in body and SECRET not in body
     assert "[redacted:password]" in body and "pipeline_llm_calls" in body
     assert page_problems(body) == []
+
+
+def test_a_reviewer_redacts_a_findings_span_only_and_an_admin_any(
+    told, reviewer_client, admin_client_role, hx
+):
+    """A QA pass edited the hidden fields and redacted "eu region" as personal data."""
+    memory, _ = told
+    data = form(memory, span="nightly backup", kind="pii", step="redact")
+    refused = reviewer_client.post(URL, data, **hx).content.decode()
+    assert "The safety scan finds no pii holding this span" in refused
+    assert_errors_described(refused)
+    assert unchanged(memory) and not MemoryHistory.objects.filter(event=REDACTED_EVENT).exists()
+    done = admin_client_role.post(URL, data, **hx)
+    assert done.status_code == 200
+    assert "nightly backup" not in Memory.objects.get(id=memory.id).content

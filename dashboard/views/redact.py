@@ -20,6 +20,7 @@ from dashboard.htmx import render_page, review_changed, toast
 from dashboard.redact_forms import RedactForm
 from memory.models import Memory, MemoryHistory
 from memory.redaction import REDACTED_EVENT
+from memory.roles import ADMIN, has_role
 from memory.writes import Refused
 from pipeline import approvals, review, safety
 from pipeline.models import Proposal
@@ -34,17 +35,18 @@ LISTED = 10  # memories the confirmation lists (the count says how many in all)
 @role_required("reviewer")
 def redact(request):
     form = RedactForm(request.POST)
+    any_span = has_role(request.user, ADMIN)  # a reviewer redacts a finding's span only
     planned = None
     if form.is_valid():
         try:
-            planned = review.redaction_plan(form.redaction_request())
+            planned = review.redaction_plan(form.redaction_request(any_span=any_span))
         except Refused as refused:
             form.add_refusal(refused.code, refused.message)
     if planned is None or form.cleaned_data["step"] == "preview":
         return _panel(request, form, planned)
     try:
         receipt = review.redact(
-            form.redaction_request(),
+            form.redaction_request(any_span=any_span),
             reason=form.cleaned_data["reason"],
             actor=reviewer_actor(request),
         )
