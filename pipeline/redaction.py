@@ -59,6 +59,10 @@ RECORD_OF = {
     "memory.MemoryHistory": "memory_id",
     "memory.MemoryCold": "memory_id",
     "memory.MemoryEntityMention": "memory_id",
+    # An entity or a relation one of them mentions or states (a QA pass saw another agent's
+    # "billing" renamed while its memory "Omar owns billing." was left as it was).
+    "memory.Entity": "memory_mentions__memory_id",
+    "memory.Relation": "statements__memory_id",
     "memory.Job": "memory_id",
     "pipeline.Proposal": "source_memory_id",
     "pipeline.LlmCall": "job__memory_id",

@@ -452,3 +452,23 @@ def test_the_markers_an_erasure_writes_are_the_ones_no_entity_is_linked_by():
     assert is_erasure_marker(PURGED) and is_erasure_marker(f" {PURGED.upper()}  (2)")
     for name in ("Dana [redacted:pii]", "[redacted:pii] Ops", "redacted", "[purged", "Purged"):
         assert not is_erasure_marker(name)
+
+
+def test_an_entity_a_memory_outside_the_family_mentions_waits_for_its_own_redaction():
+    """A QA pass: another agent's entity "Vaultline" was renamed by the redaction of this
+    memory, while that agent's memory naming it was left as it was (named in the receipt)."""
+    memory = seed("The wifi password is Vaultline-7731 for the guest network")
+    other = writes.remember(
+        "Omar keeps Vaultline-7731 on a sticky note.",
+        actor=REVIEWER,
+        agent_id="other",
+        create_job=False,
+        triples=[Triple("Omar", "keeps", "Vaultline-7731")],
+    ).memory
+    receipt = redact(memory.id, "Vaultline-7731")
+    assert receipt.others == [other.id] and not receipt.verified
+    names = set(Entity.objects.filter(agent_id="other").values_list("name", flat=True))
+    assert "Vaultline-7731" in names  # left with the memory that names it
+    assert redact(other.id, "Vaultline-7731", any_span=True).verified
+    names = set(Entity.objects.filter(agent_id="other").values_list("name", flat=True))
+    assert "Vaultline-7731" not in names
