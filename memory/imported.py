@@ -93,12 +93,14 @@ class Incoming:
     mentions: list[Mention] | None = None
     history: list[HistoryEntry] = field(default_factory=list)
     origin: dict = field(default_factory=dict)  # what the file said beyond the row: the audit's
+    # A line of another agent's sent to this one (`--agent`): the id it had in its file.
+    copy_of: str | None = None
 
 
 @dataclass(frozen=True)
 class Outcome:
     line: int
-    status: str  # DONE or DEDUPED
+    status: str  # DONE, DEDUPED or PURGED_HERE
     memory_id: str
     # Deduplicated by its id into a memory whose text is another (edited since the export, say):
     # the stored text was kept, the file's not taken.
@@ -108,6 +110,8 @@ class Outcome:
 
 
 DONE, DEDUPED = "imported", "deduped"
+# A copy of a memory purged in this store: not written (it would bring the purged text back).
+PURGED_HERE = "purged_here"
 
 
 def _same(item: Incoming, present: dict[str, str], same: dict) -> str | None:
@@ -120,6 +124,19 @@ def _same(item: Incoming, present: dict[str, str], same: dict) -> str | None:
     if item.is_deleted and item.id:
         return None
     return same.get((item.agent_id, item.text.hash, item.is_deleted))
+
+
+def _purged_originals(items: list[Incoming]) -> set[str]:
+    """The ids, among the lines' originals sent to another agent, of memories purged here: an
+    old export imported `--agent other` after a purge brought the purged texts back (QA)."""
+    originals = [item.copy_of for item in items if item.copy_of]
+    if not originals:
+        return set()
+    return set(
+        Memory.objects.filter(id__in=originals, purged_at__isnull=False).values_list(
+            "id", flat=True
+        )
+    )
 
 
 def _lock(items: list[Incoming]) -> None:
@@ -200,10 +217,14 @@ def write_in_transaction(prepared: list[Prepared], *, at) -> list[Outcome]:
     items = [p.item for p in prepared]
     _lock(items)
     present, same = _stored(items)
+    purged = _purged_originals(items)
     outcomes: list[Outcome] = []
     new: list[Prepared] = []
     for one in prepared:
         item = one.item
+        if item.copy_of in purged:
+            outcomes.append(Outcome(item.line, PURGED_HERE, item.copy_of))
+            continue
         existing = _same(item, present, same)
         if existing is not None:
             differs = (

@@ -314,3 +314,29 @@ def test_a_relation_lines_statedby_must_be_a_list_of_memory_ids(tmp_path):
         for n in (3, 4)
     ]
     assert not Relation.objects.exists()
+
+
+def test_an_old_export_imported_for_another_agent_brings_no_purged_memory_back(tmp_path):
+    """A QA pass: the copies of purged memories, sent to another agent, came back whole, with
+    the relation only they stated."""
+    secret = told(
+        "Walrus holds the vault key qz7-pearl-88311 for the archive.",
+        ("Walrus", "holds key qz7-pearl-88311 for", "archive"),
+    )
+    kept = told("Walrus tidies the archive on Fridays.", ("Walrus", "tidies", "archive"))
+    path = tmp_path / "old.jsonl"
+    path.write_text("".join(export.lines(include_history=True, include_deleted=True)))
+    assert purge_memory(secret.id).verified
+
+    out, err = run_import(path, "--agent", "other")
+
+    lines = path.read_text().splitlines()
+    line = next(n for n, text in enumerate(lines, 1) if secret.id in text and '"content"' in text)
+    assert (
+        f"line {line}: refused: id: memory {secret.id} was purged in this store: a copy of it "
+        "for another agent would bring back what the purge erased"
+    ) in err.splitlines()
+    copies = Memory.objects.filter(agent_id="other")
+    assert list(copies.values_list("content", flat=True)) == [kept.content]
+    assert not Relation.objects.filter(relation_type__contains="qz7").exists()
+    assert not Memory.objects.filter(content__contains="qz7-pearl").exists()

@@ -199,7 +199,9 @@ def from_export(line: int, obj: dict, options: Options) -> Incoming:
         raise Bad("id", f"{memory_id!r} is a word of the API's routes, not a memory id")
     source_type = (string_of(obj, "sourceType", TYPE_CHARS) or "import").strip() or "import"
     source_id = string_of(obj, "sourceId", NAME_CHARS)
+    copy_of = None
     if options.agent and options.agent != _own_agent(obj, ("agentId",)):
+        copy_of = memory_id
         memory_id, source_id = copies.ids_of_copy(memory_id, source_type, source_id, options.agent)
     version = obj.get("version", 1)
     if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= MAX_VERSION:
@@ -244,6 +246,7 @@ def from_export(line: int, obj: dict, options: Options) -> Incoming:
         mentions=_mentions(obj.get("entities")),
         history=history,
         origin={"assertedBy": asserted} if asserted else {},
+        copy_of=copy_of,
     )
 
 

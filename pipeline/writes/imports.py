@@ -110,12 +110,25 @@ def record_batch(
             if isinstance(item, Refusal)
             else _refused_if_unlinked(next(related))
             if isinstance(item, IncomingRelation)
-            else next(written)
+            else _refused_if_purged(next(written))
             for item in batch
         ]
         progress = progress.after(handled)
         ImportRun.objects.filter(id=run_id).update(**progress.columns())
     return progress, handled
+
+
+def _refused_if_purged(outcome: Outcome) -> Outcome | Refusal:
+    """A memory line sent to another agent whose original was purged here is reported as
+    refused, by its id (the import's report never repeats a text)."""
+    if outcome.status != imported.PURGED_HERE:
+        return outcome
+    return Refusal(
+        outcome.line,
+        "id",
+        f"memory {outcome.memory_id} was purged in this store: a copy of it for another agent "
+        "would bring back what the purge erased",
+    )
 
 
 def _refused_if_unlinked(outcome: Outcome) -> Outcome | Refusal:
