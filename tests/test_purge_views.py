@@ -160,3 +160,14 @@ def test_an_admin_finds_the_purge_link_on_a_memory_and_a_reviewer_does_not(
     assert 'data-testid="purge-link"' in admin_client_role.get(detail).content.decode()
     assert 'data-testid="purge-link"' not in reviewer_client.get(detail).content.decode()
     assert f'href="{URL}"' in admin_client_role.get(detail).content.decode()  # the nav link
+
+
+def test_the_preview_shows_hidden_characters_by_name_not_obeyed(admin_client_role):
+    """A QA pass: the preview of an irreversible erase read a right-to-left override backwards
+    ("...a4b5c6d7e8f9 edoc teser"), where every other page names it."""
+    spoof = writes.remember(
+        "\u202eThe reset code 9f8e7d6c5b4a is for Mallory", actor=Actor("evil", "agent")
+    ).memory
+    data = {"scope": "memory", "memory": spoof.id, "reason": "spoofing", "step": "preview"}
+    body = admin_client_role.post(URL, data).content.decode()
+    assert ">RLO<" in body and "\u202e" not in body.split('data-testid="purge-preview"')[1]
