@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from memory.erasure import PURGED_EVENT
 from memory.models import MemoryHistory
-from pipeline.models import Proposal
+from pipeline.models import Proposal, ProposalStatus
 
 # The decision a `reviewed` row records, in words (metadata.decision; others are shown as they are).
 DECISIONS = {
@@ -71,6 +72,13 @@ def trail_of(proposal: Proposal) -> list[TrailRow]:
     )
     if undone:
         rows = sorted([*rows, *_rows(undone, proposal)], key=lambda row: (row.created_at, row.id))
+    if proposal.status == ProposalStatus.CANCELLED:
+        # A purge cancels it without naming it (its own rows lost their text): its tombstones
+        # say who and when (a QA pass read a trail that ended on a waiting first approval).
+        rows += MemoryHistory.objects.filter(
+            memory_id__in={proposal.source_memory_id, proposal.target_memory_id} - {None},
+            event=PURGED_EVENT,
+        ).only(*FIELDS)
     return [
         TrailRow(
             _label(row, proposal),
@@ -97,6 +105,9 @@ def _rows(memories: set[str], proposal: Proposal):
 def _label(row: MemoryHistory, proposal: Proposal) -> str:
     """What the row did to the proposal, in a few words."""
     meta = row.metadata if isinstance(row.metadata, dict) else {}
+    if row.event == PURGED_EVENT:
+        whose = "raw memory" if row.memory_id == proposal.source_memory_id else "memory"
+        return f"cancelled: its {whose} was purged"
     if row.event == "reviewed":
         decision = str(meta.get("decision") or "reviewed")
         return DECISIONS.get(decision, decision.replace("_", " "))

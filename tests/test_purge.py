@@ -389,6 +389,22 @@ def test_a_purged_proposals_first_approval_loses_its_text(fake_ollama):
     assert approval.ended_at is not None
 
 
+def test_a_proposal_a_purge_cancelled_says_so_at_the_end_of_its_trail(fake_ollama):
+    """A QA pass: its page said 'cancelled' while its trail ended on a waiting approval."""
+    from pipeline.trail import trail_of
+
+    target, source, pending = an_update_waiting(fake_ollama)
+    purge.purge(Request(Scope.MEMORY, memory_id=target.id), reason="asked", actor=ADMIN)
+    pending.refresh_from_db()
+    assert pending.status == "cancelled"
+    last = trail_of(pending)[-1]
+    assert (last.label, last.by, last.memory_id) == (
+        "cancelled: its memory was purged",
+        "ada",
+        target.id,
+    )
+
+
 def test_a_purged_memorys_pending_proposals_leave_the_queue_cancelled(fake_ollama):
     """Found by a day of QA: they stayed pending as "[purged]", counted as waiting, and approving
     one was refused (source_forgotten)."""
