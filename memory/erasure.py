@@ -477,7 +477,7 @@ KEPT_KEYS = frozenset(
         "outOfReach",
         "tombstone",
     }
-)
+) | {"decision", "appliedAction", "appliedAs", "rejectedAction", "outcome", "provider"}  # words
 
 
 def kept_key(key: str) -> bool:

@@ -115,6 +115,12 @@ def test_a_purged_audit_keeps_ids_and_words_and_loses_every_text():
         "targetContent": "older secret",
         "version": 3,
         "note": "a reviewer's words",
+        # What a review decided and how it ended, and the provider: words (a QA pass read the
+        # tombstone's trail say "via [purged]" and lose its decisions).
+        "decision": "approved_first",
+        "appliedAction": "update",
+        "outcome": "applied",
+        "provider": "ollama",
     }
     assert text_values_purged(metadata) == {
         "proposalId": "p-1",
@@ -123,6 +129,10 @@ def test_a_purged_audit_keeps_ids_and_words_and_loses_every_text():
         "targetContent": "[purged]",
         "version": 3,
         "note": "[purged]",
+        "decision": "approved_first",
+        "appliedAction": "update",
+        "outcome": "applied",
+        "provider": "ollama",
     }
 
 
