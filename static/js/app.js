@@ -347,7 +347,9 @@
   // A box comes back as typed only when the page draws it as before: in a form that does the
   // same thing (a Pin reason never lands in the Unpin form someone's pin made of it), from the
   // same text (an edit's draft), and the server put nothing of its own in it.
-  let typedBefore = null;
+  // By request: another swap of the area (a poll, a second click) may come between one
+  // request's swap and its settle, and must not take its typed boxes with it.
+  const typedBefore = new WeakMap();
   const doing = (box) => {
     const action = box.form && box.form.querySelector("input[name=action]");
     return action ? action.value : "";
@@ -361,12 +363,12 @@
       .filter((box) => box.type !== "hidden" && box.type !== "checkbox" && box.type !== "radio")
       .filter((box) => box.value !== box.defaultValue && !(sent && sent.contains(box)))
       .map((box) => ({ id: box.id, value: box.value, from: box.defaultValue, does: doing(box) }));
-    typedBefore = { xhr: event.detail.xhr, boxes };
+    if (event.detail.xhr) typedBefore.set(event.detail.xhr, boxes);
   });
   document.addEventListener("htmx:afterSettle", (event) => {
-    if (!typedBefore || event.detail.xhr !== typedBefore.xhr) return;  // another swap (the banner)
-    const typed = typedBefore.boxes;
-    typedBefore = null;
+    const typed = event.detail.xhr && typedBefore.get(event.detail.xhr);
+    if (!typed) return;  // another swap (the banner)
+    typedBefore.delete(event.detail.xhr);
     typed.forEach((was) => {
       const box = document.getElementById(was.id);
       if (!box || box.defaultValue !== was.from || box.value !== box.defaultValue) return;
