@@ -27,6 +27,7 @@ from memory.models import (
     Authority,
     ExtractionStatus,
     Memory,
+    MemoryCold,
     MemoryEntityMention,
     MemoryHistory,
     new_id,
@@ -112,6 +113,8 @@ class Outcome:
 DONE, DEDUPED = "imported", "deduped"
 # A copy of a memory purged in this store: not written (it would bring the purged text back).
 PURGED_HERE = "purged_here"
+# A copy holding a text its original here no longer holds anywhere (redacted since): not written.
+TEXT_GONE = "text_gone"
 
 
 def _same(item: Incoming, present: dict[str, str], same: dict) -> str | None:
@@ -126,17 +129,34 @@ def _same(item: Incoming, present: dict[str, str], same: dict) -> str | None:
     return same.get((item.agent_id, item.text.hash, item.is_deleted))
 
 
-def _purged_originals(items: list[Incoming]) -> set[str]:
-    """The ids, among the lines' originals sent to another agent, of memories purged here: an
-    old export imported `--agent other` after a purge brought the purged texts back (QA)."""
+def _originals(items: list[Incoming]) -> tuple[set[str], dict[str, set[str]]]:
+    """Of the lines' originals sent to another agent: the ids of those purged here, and every
+    text each other one here holds (its text, its earlier versions, its audits'). An old export
+    imported `--agent other` after a purge or a redaction brought the erased texts back (QA)."""
     originals = [item.copy_of for item in items if item.copy_of]
     if not originals:
-        return set()
-    return set(
-        Memory.objects.filter(id__in=originals, purged_at__isnull=False).values_list(
-            "id", flat=True
-        )
-    )
+        return set(), {}
+    rows = Memory.objects.filter(id__in=originals).values_list("id", "content", "purged_at")
+    purged = {pk for pk, _, gone in rows if gone is not None}
+    held = {pk: {content} for pk, content, gone in rows if gone is None}
+    if held:
+        for pk, content in MemoryCold.objects.filter(memory_id__in=held).values_list(
+            "memory_id", "content"
+        ):
+            held[pk].add(content)
+        for pk, old, new in MemoryHistory.objects.filter(memory_id__in=held).values_list(
+            "memory_id", "old_content", "new_content"
+        ):
+            held[pk] |= {old, new}
+    return purged, held
+
+
+def _texts_of(item: Incoming) -> set[str]:
+    """The texts a line brings: its own and its history's."""
+    texts = {item.text.storage}
+    for entry in item.history:
+        texts |= {entry.old_content, entry.new_content}
+    return texts - {None, ""}
 
 
 def _lock(items: list[Incoming]) -> None:
@@ -217,13 +237,16 @@ def write_in_transaction(prepared: list[Prepared], *, at) -> list[Outcome]:
     items = [p.item for p in prepared]
     _lock(items)
     present, same = _stored(items)
-    purged = _purged_originals(items)
+    purged, held = _originals(items)
     outcomes: list[Outcome] = []
     new: list[Prepared] = []
     for one in prepared:
         item = one.item
         if item.copy_of in purged:
             outcomes.append(Outcome(item.line, PURGED_HERE, item.copy_of))
+            continue
+        if item.copy_of in held and not _texts_of(item) <= held[item.copy_of]:
+            outcomes.append(Outcome(item.line, TEXT_GONE, item.copy_of))
             continue
         existing = _same(item, present, same)
         if existing is not None:

@@ -164,14 +164,14 @@ def plan(request: Request) -> Plan:
             "neither the memory's text nor an earlier version of it holds this span (exactly as "
             "written): nothing to redact",
         )
-    if not request.any_span and not _found(memory, span, kind, request.proposal_id):
+    family = family_of(memory)
+    if not request.any_span and not _found(span, kind, family, request.proposal_id):
         raise Refused(
             "span_not_a_finding",
-            f"the safety scan finds no {kind} holding this span in the memory's text, an earlier "
-            "version of it or the proposal's fact: a reviewer redacts a finding's span (an admin "
-            "may redact any text, and purge)",
+            f"the safety scan finds no {kind} that is this span in the texts of this memory and "
+            "those derived with it, their earlier versions or the proposal's findings: a "
+            "reviewer redacts a finding's span (an admin may redact any text, and purge)",
         )
-    family = family_of(memory)
     changing = holding(family, texts)
     changing.sort(key=lambda pk: (pk != memory.id, pk))
     memories = Memory.objects.in_bulk(changing)
@@ -266,20 +266,46 @@ def _held(memory: Memory, span: str, proposal_id: str | None) -> bool:
     return any(span in (text or "") for text in texts) or _held_before(memory.id, span)
 
 
-def _found(memory: Memory, span: str, kind: str, proposal_id: str | None) -> bool:
-    """A finding of `kind` whose match holds the span, in the memory's text, its earlier
-    versions or the fact of the proposal named (a QA pass redacted "staging database" as a
-    password, across every agent's records, as a reviewer)."""
-    texts = [memory.content, *_versions(memory.id, span)]
+def _found(span: str, kind: str, family: list[str], proposal_id: str | None) -> bool:
+    """A finding of `kind` that is the span (exactly, as the dashboard's "Redact" sends it), in
+    the text of a memory of the family or an earlier version of it, or among the findings of
+    the proposal named (kept when it was made). A QA pass redacted "staging database" as a
+    password, across every agent's records, as a reviewer; a second review then redacted
+    "prod", a piece of a password, and every "production" with it."""
     if proposal_id:
-        proposal = Proposal.objects.filter(id=proposal_id).first()
-        texts += [proposal.fact_content, proposal.applied_content] if proposal else []
+        stored = Proposal.objects.filter(id=proposal_id).values_list("safety", flat=True).first()
+        if any(_is(finding, span, kind) for finding in stored or [] if isinstance(finding, dict)):
+            return True
+    texts = list(
+        Memory.objects.filter(id__in=family, content__contains=span).values_list(
+            "content", flat=True
+        )
+    )
+    for memory_id in family:
+        texts += _versions(memory_id, span)
     return any(
-        finding.kind == kind and span in finding.match
+        finding.kind == kind and covers(finding.match, span)
         for text in texts
-        if text and span in text
+        if span in text
         for finding in safety.scan(text)
     )
+
+
+def _is(finding: dict, span: str, kind: str) -> bool:
+    return finding.get("kind") == kind and covers(str(finding.get("match") or ""), span)
+
+
+def covers(match: str, span: str) -> bool:
+    """The span is the finding's match, or most of it in whole words ("12 Birchwood Lane" of
+    "12 Birchwood Lane, Leeds"): never a short piece, whose every copy elsewhere would go too."""
+    match = match.strip()
+    if span == match:
+        return True
+    at = match.find(span)
+    if at < 0 or 2 * len(span) < len(match):
+        return False
+    before, after = match[at - 1 : at], match[at + len(span) : at + len(span) + 1]
+    return not (before.isalnum() or after.isalnum())
 
 
 def _versions(memory_id: str, span: str) -> list[str]:

@@ -73,12 +73,21 @@ def trail_of(proposal: Proposal) -> list[TrailRow]:
     if undone:
         rows = sorted([*rows, *_rows(undone, proposal)], key=lambda row: (row.created_at, row.id))
     if proposal.status == ProposalStatus.CANCELLED:
-        # A purge cancels it without naming it (its own rows lost their text): its tombstones
-        # say who and when (a QA pass read a trail that ended on a waiting first approval).
-        rows += MemoryHistory.objects.filter(
-            memory_id__in={proposal.source_memory_id, proposal.target_memory_id} - {None},
-            event=PURGED_EVENT,
-        ).only(*FIELDS)
+        # A purge cancels it without naming it: the tombstone of the purge that did says who
+        # and when (a QA pass read a trail that ended on a waiting first approval). The last
+        # one by its cancellation: a later purge of its other memory cancelled nothing.
+        cancelled_by = (
+            MemoryHistory.objects.filter(
+                memory_id__in={proposal.source_memory_id, proposal.target_memory_id} - {None},
+                event=PURGED_EVENT,
+                created_at__lte=proposal.updated_at,
+            )
+            .only(*FIELDS)
+            .order_by("-created_at", "-id")
+            .first()
+        )
+        if cancelled_by is not None:
+            rows = sorted([*rows, cancelled_by], key=lambda row: (row.created_at, row.id))
     return [
         TrailRow(
             _label(row, proposal),

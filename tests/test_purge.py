@@ -403,6 +403,10 @@ def test_a_proposal_a_purge_cancelled_says_so_at_the_end_of_its_trail(fake_ollam
         "ada",
         target.id,
     )
+    # A later purge of its raw memory cancelled nothing: the trail does not say it did.
+    purge.purge(Request(Scope.MEMORY, memory_id=source.id), reason="r", actor=Actor("bo"))
+    assert [row.label for row in trail_of(pending)].count("cancelled: its memory was purged") == 1
+    assert not any(row.label.startswith("cancelled: its raw") for row in trail_of(pending))
 
 
 def test_a_purged_memorys_pending_proposals_leave_the_queue_cancelled(fake_ollama):

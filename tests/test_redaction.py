@@ -472,3 +472,14 @@ def test_an_entity_a_memory_outside_the_family_mentions_waits_for_its_own_redact
     assert redact(other.id, "Vaultline-7731", any_span=True).verified
     names = set(Entity.objects.filter(agent_id="other").values_list("name", flat=True))
     assert "Vaultline-7731" not in names
+
+
+def test_a_reviewer_redacts_from_a_derived_memory_a_finding_of_its_raw_memory(fake_ollama):
+    """A second review: the derived memory's own text holds no finding of the password (the
+    scan needs "password is" before it), its raw memory's does, and the redaction reaches the
+    same family either way."""
+    memory = story(fake_ollama, edit=False)
+    derived = Memory.objects.get(source_id=memory.id, content=DERIVED)
+    receipt = redact(derived.id)
+    assert receipt.verified, receipt.found
+    assert SECRET not in Memory.objects.get(id=memory.id).content

@@ -190,14 +190,33 @@ def test_a_review_token_redacts_a_findings_span_only_and_an_admin_token_any(
         body = {"span": span, "kind": kind, "reason": "not a secret"}
         refused = post(client, multi_review, memory.id, body)
         assert refused.status_code == 400 and refused.json()["error"] == "span_not_a_finding"
-        assert f"finds no {kind} holding this span" in refused.json()["message"]
+        assert f"finds no {kind} that is this span" in refused.json()["message"]
     assert snapshot() == before
-    # A finding of another kind is not one of this kind either.
+    # A finding of another kind is not one of this kind either, nor a piece of a finding (a
+    # second review redacted "Falcon" from a password, and every "Falcon" with it).
     secret = remember("The wifi password is BlueFalcon77 for the guest network")
-    body = {"span": "BlueFalcon77", "kind": "address", "reason": "r"}
-    assert post(client, multi_review, secret.id, body).json()["error"] == "span_not_a_finding"
+    for span, kind in (("BlueFalcon77", "address"), ("Falcon", "password")):
+        body = {"span": span, "kind": kind, "reason": "r"}
+        refused = post(client, multi_review, secret.id, body)
+        assert refused.json()["error"] == "span_not_a_finding"
     body = {"span": "eu region", "kind": "pii", "reason": "an admin's call"}
     done = post(client, multi_admin, memory.id, body)
     assert done.status_code == 200 and done.json()["verified"]
     memory.refresh_from_db()
     assert memory.content.endswith("in the [redacted:pii].")
+
+
+@pytest.mark.parametrize(
+    ("match", "span", "covered"),
+    [
+        ("hunter2-prod", "hunter2-prod", True),
+        ("12 Birchwood Lane, Leeds", "12 Birchwood Lane", True),  # most of it, in whole words
+        ("hunter2-prod", "prod", False),  # a short piece: every "production" would go too
+        ("12 Birchwood Lane, Leeds", "Birchwood", False),
+        ("hunter2-prod", "unter2-prod", False),  # not on a word's edge
+    ],
+)
+def test_a_reviewer_may_redact_a_finding_or_most_of_it_in_whole_words(match, span, covered):
+    from pipeline.redaction import covers
+
+    assert covers(match, span) is covered

@@ -220,7 +220,7 @@ def test_a_reviewer_redacts_a_findings_span_only_and_an_admin_any(
     memory, _ = told
     data = form(memory, span="nightly backup", kind="pii", step="redact")
     refused = reviewer_client.post(URL, data, **hx).content.decode()
-    assert "The safety scan finds no pii holding this span" in refused
+    assert "The safety scan finds no pii that is this span" in refused
     assert_errors_described(refused)
     assert unchanged(memory) and not MemoryHistory.objects.filter(event=REDACTED_EVENT).exists()
     done = admin_client_role.post(URL, data, **hx)

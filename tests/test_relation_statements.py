@@ -259,6 +259,21 @@ def test_the_backfill_gives_a_relation_to_the_memories_holding_its_words_when_so
     assert set(stated()) == {("Priya", "pairs_with", "Omar")}
 
 
+def test_the_backfill_reads_relation_words_with_a_backslash_or_a_percent_as_written():
+    """A second review: PostgreSQL's LIKE read a word ending in a backslash as a broken escape
+    (the migration stopped), and a percent as a wildcard."""
+    slash = told("Priya maps C:\\ for Omar.", ("Priya", "maps C:\\", "Omar"))
+    other = told("Priya and Omar meet.", ("Priya", "meets", "Omar"))
+    told("Priya owns 100% of it with Omar.", ("Priya", "owns 100%", "Omar"))
+    RelationStatement.objects.all().delete()
+    module = importlib.import_module("memory.migrations.0016_relation_statements")
+    with connection.cursor() as cursor:
+        cursor.execute(module.BACKFILL)
+    found = stated()
+    assert found[("Priya", "maps C:\\", "Omar")] == {slash.id: 1}
+    assert other.id not in found[("Priya", "owns 100%", "Omar")]
+
+
 def test_an_old_export_imported_after_a_purge_brings_no_purged_relation_back(tmp_path):
     """A QA pass: the purged relation came back, stated by an innocent memory that mentioned
     the same two names, and no purge by its text could reach it any more."""
@@ -340,3 +355,29 @@ def test_an_old_export_imported_for_another_agent_brings_no_purged_memory_back(t
     assert list(copies.values_list("content", flat=True)) == [kept.content]
     assert not Relation.objects.filter(relation_type__contains="qz7").exists()
     assert not Memory.objects.filter(content__contains="qz7-pearl").exists()
+
+
+def test_an_old_export_imported_for_another_agent_brings_no_redacted_text_back(tmp_path):
+    """A second review: a redaction verified, then the old export imported for another agent
+    gave that agent the unredacted text. An edited memory's copy still comes: its old text is
+    in its history here."""
+    from pipeline import review
+    from pipeline.redaction import Request as Redaction
+
+    secret = told("The wifi password is BlueFalcon77 for the guest network.")
+    edited = told("The guest network is on floor two.")
+    path = tmp_path / "old.jsonl"
+    path.write_text("".join(export.lines(include_history=True, include_deleted=True)))
+    asked = Redaction(secret.id, "BlueFalcon77", "password")
+    assert review.redact(asked, reason="leaked", actor=ADMIN).verified
+    from memory.writes import modify
+
+    modify(edited.id, {"content": "The guest network is on floor three."}, actor=ADMIN, reason="r")
+
+    out, err = run_import(path, "--agent", "other")
+
+    assert f"memory {secret.id} here no longer holds a text this line holds" in err
+    assert not Memory.objects.filter(content__contains="BlueFalcon77").exists()
+    assert list(Memory.objects.filter(agent_id="other").values_list("content", flat=True)) == [
+        "The guest network is on floor two."
+    ]

@@ -1,9 +1,9 @@
-"""Which memory stated a relation (relation_statements), backfilled as nearly as the store can
-tell: the graph did not record it. A relation is taken as stated once by each memory (not
-purged) that mentions both of its entities and holds its words (any case; an underscore in them
-matches any character, a space too), else by every memory that mentions both, which is what a
-structured triple writes. A relation no memory mentions both ends of gets no statement: it goes
-with its entities, as before."""
+"""Which memory stated a relation (relation_statements), backfilled as nearly as the store can tell:
+the graph did not record it. A relation is taken as stated once by each memory (not purged) that
+mentions both of its entities and holds its words (in any case of ASCII letters, as SQLite's
+lower() folds only those; an underscore in them matches any character, a space too), else by
+every memory that mentions both, which is what a structured triple writes. A relation no memory
+mentions both ends of gets no statement: it goes with its entities, as before."""
 
 import django.db.models.deletion
 from django.db import migrations, models
@@ -15,7 +15,10 @@ JOIN memory_entity_mentions AS target_side
   ON target_side.entity_id = relations.target_id AND target_side.memory_id = source_side.memory_id
 JOIN memories ON memories.id = source_side.memory_id AND memories.purged_at IS NULL
 """
-_SAYS_IT = "lower(memories.content) LIKE '%' || lower(relations.relation_type) || '%'"
+# The words as a LIKE pattern on both engines: `!` escapes `!` and `%` (PostgreSQL's default
+# escape, a backslash, would fail on words ending in one); `_` stays a wildcard for a space.
+_WORDS = "replace(replace(lower({}.relation_type), '!', '!!'), '%', '!%')"
+_SAYS_IT = f"lower(memories.content) LIKE '%' || {_WORDS.format('relations')} || '%' ESCAPE '!'"
 
 BACKFILL = f"""
 INSERT INTO relation_statements (memory_id, relation_id, mentions)
@@ -29,7 +32,7 @@ WHERE {_SAYS_IT} OR NOT EXISTS (
     AND target_side.memory_id = source_side.memory_id
   JOIN memories ON memories.id = source_side.memory_id AND memories.purged_at IS NULL
   WHERE the_same.id = relations.id
-    AND lower(memories.content) LIKE '%' || lower(the_same.relation_type) || '%'
+    AND lower(memories.content) LIKE '%' || {_WORDS.format("the_same")} || '%' ESCAPE '!'
 )
 """
 

@@ -119,16 +119,25 @@ def record_batch(
 
 
 def _refused_if_purged(outcome: Outcome) -> Outcome | Refusal:
-    """A memory line sent to another agent whose original was purged here is reported as
-    refused, by its id (the import's report never repeats a text)."""
-    if outcome.status != imported.PURGED_HERE:
-        return outcome
-    return Refusal(
-        outcome.line,
-        "id",
-        f"memory {outcome.memory_id} was purged in this store: a copy of it for another agent "
-        "would bring back what the purge erased",
-    )
+    """A memory line sent to another agent whose original was purged here, or no longer holds
+    a text the line holds, is reported as refused, by its id (the report never repeats a
+    text)."""
+    if outcome.status == imported.PURGED_HERE:
+        return Refusal(
+            outcome.line,
+            "id",
+            f"memory {outcome.memory_id} was purged in this store: a copy of it for another "
+            "agent would bring back what the purge erased",
+        )
+    if outcome.status == imported.TEXT_GONE:
+        return Refusal(
+            outcome.line,
+            "id",
+            f"memory {outcome.memory_id} here no longer holds a text this line holds (redacted "
+            "since the export): a copy of it for another agent would bring that text back; "
+            "export it again",
+        )
+    return outcome
 
 
 def _refused_if_unlinked(outcome: Outcome) -> Outcome | Refusal:
