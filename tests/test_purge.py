@@ -626,3 +626,27 @@ def test_a_derived_memory_keeps_its_raw_memorys_id_through_a_purge(fake_ollama):
     purge.purge(Request(Scope.MEMORY, memory_id=derived.id), reason="erasure", actor=ADMIN)
     derived.refresh_from_db()
     assert derived.source_id == source.id and derived.purged_at is not None
+
+
+def test_migration_0023_ends_the_first_approvals_earlier_purges_left_waiting(fake_ollama):
+    """Before 0023 a purge cancelled the proposal and left its first approval waiting."""
+    import importlib
+
+    from django.apps import apps
+
+    store = seed_store()
+    configure(review__destructiveApprovals=2)
+    four_decisions(fake_ollama, store)
+    source = raw(RAW_TEXT).memory
+    process_pending()
+    pending = Proposal.objects.get(source_memory=source, action="delete")
+    review.approve(pending.id, ADMIN)
+    purge.purge(Request(Scope.MEMORY, memory_id=source.id), reason="leak", actor=ADMIN)
+    Approval.objects.filter(proposal=pending).update(outcome="", ended_by="", ended_at=None)
+    module = importlib.import_module("pipeline.migrations.0023_approval_cancelled")
+    assert module.close_cancelled_rounds(apps) == 1
+    approval = Approval.objects.get(proposal=pending)
+    pending.refresh_from_db()
+    assert (approval.outcome, approval.ended_by) == ("cancelled", "purge")
+    assert approval.ended_at == pending.updated_at
+    assert module.close_cancelled_rounds(apps) == 0
