@@ -369,16 +369,22 @@ def test_a_big_purge_is_written_in_parts_and_checked_once_word_by_word(monkeypat
     assert Texts.of(texts).many and not Texts.of(texts[:5]).many
 
 
-def test_a_purged_proposals_first_approval_loses_its_text(fake_ollama):
-    """The two-person rule keeps the text a first approval approved: a purge of the raw memory
-    wipes it there too, and the receipt still verifies."""
+def a_first_approval_waiting(fake_ollama) -> tuple[Memory, Proposal]:
+    """(raw memory, its DELETE proposal) with a first approval of two recorded, nothing applied."""
     store = seed_store()
     configure(review__destructiveApprovals=2)
     four_decisions(fake_ollama, store)
     source = raw(RAW_TEXT).memory
     process_pending()
     pending = Proposal.objects.get(source_memory=source, action="delete")
-    review.approve(pending.id, ADMIN)  # the first of two: recorded, nothing applied
+    review.approve(pending.id, ADMIN)
+    return source, pending
+
+
+def test_a_purged_proposals_first_approval_loses_its_text(fake_ollama):
+    """The two-person rule keeps the text a first approval approved: a purge of the raw memory
+    wipes it there too, and the receipt still verifies."""
+    source, pending = a_first_approval_waiting(fake_ollama)
     approval = Approval.objects.get(proposal=pending)
     assert approval.content and approval.content != PURGED
     receipt = purge.purge(Request(Scope.MEMORY, memory_id=source.id), reason="leak", actor=ADMIN)
@@ -634,13 +640,7 @@ def test_migration_0023_ends_the_first_approvals_earlier_purges_left_waiting(fak
 
     from django.apps import apps
 
-    store = seed_store()
-    configure(review__destructiveApprovals=2)
-    four_decisions(fake_ollama, store)
-    source = raw(RAW_TEXT).memory
-    process_pending()
-    pending = Proposal.objects.get(source_memory=source, action="delete")
-    review.approve(pending.id, ADMIN)
+    source, pending = a_first_approval_waiting(fake_ollama)
     purge.purge(Request(Scope.MEMORY, memory_id=source.id), reason="leak", actor=ADMIN)
     Approval.objects.filter(proposal=pending).update(outcome="", ended_by="", ended_at=None)
     module = importlib.import_module("pipeline.migrations.0023_approval_cancelled")
