@@ -14,7 +14,7 @@ from memory import keyword
 from memory.batch import history_row, insert_rows
 from memory.content import hashes_ever, normalize
 from memory.erasure import PURGED, Texts, scrub
-from memory.erasure_rows import TEXT_EVENTS, _drop_vectors
+from memory.erasure_rows import TEXT_EVENTS, TYPE_CHARS, _drop_vectors
 from memory.models import Embedding, Memory, MemoryCold, MemoryHistory, lock_rows
 from memory.refused import Refused
 
@@ -119,7 +119,7 @@ def _rewrite(memory: Memory, texts: Texts, replacement: str, *, actor: Actor, at
         # later redaction could find it: its span must be in the content).
         "source_id": scrub(memory.source_id, texts, replacement),
         "who": scrub(memory.who, texts, replacement),
-        "type": scrub(memory.type, texts, replacement)[: Memory._meta.get_field("type").max_length],
+        "type": scrub(memory.type, texts, replacement)[:TYPE_CHARS],
         # A vector of the new text may exist (another memory's); else it is embedded after commit.
         "embedding_model": Embedding.objects.filter(content_hash=text.hash)
         .values_list("model", flat=True)

@@ -267,9 +267,9 @@ def _held(memory: Memory, span: str, proposal_id: str | None) -> bool:
 
 
 def _found(span: str, kind: str, family: list[str], proposal_id: str | None) -> bool:
-    """A finding of `kind` that is the span (exactly, as the dashboard's "Redact" sends it), in
-    the text of a memory of the family or an earlier version of it, or among the findings of
-    the proposal named (kept when it was made). A QA pass redacted "staging database" as a
+    """A finding of `kind` that the span covers (`covers`: its match, as the dashboard's
+    "Redact" sends it, or most of it), in the text of a memory of the family or an earlier
+    version of it, or among the findings of the proposal named (kept when it was made). A QA pass redacted "staging database" as a
     password, across every agent's records, as a reviewer; a second review then redacted
     "prod", a piece of a password, and every "production" with it."""
     if proposal_id:
@@ -281,8 +281,7 @@ def _found(span: str, kind: str, family: list[str], proposal_id: str | None) -> 
             "content", flat=True
         )
     )
-    for memory_id in family:
-        texts += _versions(memory_id, span)
+    texts += _versions(family, span)
     return any(
         finding.kind == kind and covers(finding.match, span)
         for text in texts
@@ -308,10 +307,11 @@ def covers(match: str, span: str) -> bool:
     return not (before.isalnum() or after.isalnum())
 
 
-def _versions(memory_id: str, span: str) -> list[str]:
-    """The memory's earlier texts that hold the span (cold copies, audits' old and new text)."""
-    cold = MemoryCold.objects.filter(memory_id=memory_id, content__contains=span)
-    audits = MemoryHistory.objects.filter(memory_id=memory_id).filter(
+def _versions(memory_ids: list[str], span: str) -> list[str]:
+    """The memories' earlier texts that hold the span (cold copies, audits' old and new text),
+    in two queries however many memories."""
+    cold = MemoryCold.objects.filter(memory_id__in=memory_ids, content__contains=span)
+    audits = MemoryHistory.objects.filter(memory_id__in=memory_ids).filter(
         Q(old_content__contains=span) | Q(new_content__contains=span)
     )
     found = list(cold.values_list("content", flat=True))
@@ -325,7 +325,7 @@ def _held_before(memory_id: str, span: str) -> bool:
     """An earlier version of the memory holds the span (a cold copy, an audit's text): an edit
     took it out, which is the first thing people do about a leak, and those copies are still
     to redact (a QA pass found them out of every erasure's reach)."""
-    return bool(_versions(memory_id, span))
+    return bool(_versions([memory_id], span))
 
 
 def family_of(memory: Memory) -> list[str]:
